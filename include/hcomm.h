@@ -1,0 +1,282 @@
+/*
+ * hcomm.h - the public API of hcomm, a collective-communication library for
+ * distributed training on heterogeneous clusters.
+ *
+ * Conventions: every function returns an hcomm_status_t (0 = success, negative
+ * = failure) unless stated; output parameters are written only on success.
+ * Calls on one communicator must come from one thread at a time.
+ *
+ * Copyright (c) 2026 The hcomm authors. SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef HCOMM_H
+#define HCOMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HCOMM_VERSION_MAJOR 0
+#define HCOMM_VERSION_MINOR 1
+#define HCOMM_VERSION_PATCH 0
+/** Version as one integer: major * 10000 + minor * 100 + patch. */
+#define HCOMM_VERSION_CODE \
+    (HCOMM_VERSION_MAJOR * 10000 + HCOMM_VERSION_MINOR * 100 + HCOMM_VERSION_PATCH)
+
+/*
+ * Status codes, grouped: 0 success, 1 in progress, -1..-19 argument errors,
+ * -20..-39 system errors, -40..-59 peer and remote errors, -60.. timeouts.
+ * X(name, value, description)
+ */
+#define HCOMM_STATUS_MAP(X)                                                        \
+    X(HCOMM_SUCCESS, 0, "success")                                                 \
+    X(HCOMM_IN_PROGRESS, 1, "operation in progress")                               \
+    X(HCOMM_ERR_INVALID_ARG, -1, "invalid argument")                               \
+    X(HCOMM_ERR_NULL_BUFFER, -2, "NULL buffer with a non-zero count")              \
+    X(HCOMM_ERR_INVALID_DTYPE, -3, "invalid datatype")                             \
+    X(HCOMM_ERR_INVALID_OP, -4, "invalid reduction operation")                     \
+    X(HCOMM_ERR_INVALID_RANK, -5, "invalid root, peer or rank")                    \
+    X(HCOMM_ERR_OVERFLOW, -6, "byte size overflows")                               \
+    X(HCOMM_ERR_INVALID_COMM, -7, "invalid, destroyed or aborted communicator")    \
+    X(HCOMM_ERR_INVALID_USAGE, -8, "invalid usage")                                \
+    X(HCOMM_ERR_UNSUPPORTED, -9, "not supported in this build or configuration")  \
+    X(HCOMM_ERR_NO_MEMORY, -20, "out of memory")                                   \
+    X(HCOMM_ERR_SYSTEM, -21, "system call failed")                                 \
+    X(HCOMM_ERR_IO, -22, "input/output error")                                     \
+    X(HCOMM_ERR_REMOTE, -40, "a peer failed or closed its connection")             \
+    X(HCOMM_ERR_UNREACHABLE, -41, "peer unreachable")                              \
+    X(HCOMM_ERR_AUTH, -42, "connection refused: wrong cookie")                     \
+    X(HCOMM_ERR_ABORTED, -43, "communicator aborted")                              \
+    X(HCOMM_ERR_PROTOCOL, -44, "protocol error: unexpected message")               \
+    X(HCOMM_ERR_TIMEOUT, -60, "timed out")
+
+typedef enum {
+#define HCOMM_STATUS_ENUM_(name, value, desc) name = value,
+    HCOMM_STATUS_MAP(HCOMM_STATUS_ENUM_)
+#undef HCOMM_STATUS_ENUM_
+} hcomm_status_t;
+
+/** A static string describing a status code ("unknown status" when unknown). */
+const char *hcomm_status_str(hcomm_status_t status);
+
+/** The name of a status code, e.g. "HCOMM_ERR_TIMEOUT". */
+const char *hcomm_status_name(hcomm_status_t status);
+
+/** The library's version (HCOMM_VERSION_CODE of the built library). */
+int hcomm_version(void);
+
+/** The library's version as a string, e.g. "0.1.0". */
+const char *hcomm_version_str(void);
+
+typedef enum {
+    HCOMM_INT8 = 0,
+    HCOMM_UINT8,
+    HCOMM_INT32,
+    HCOMM_UINT32,
+    HCOMM_INT64,
+    HCOMM_UINT64,
+    HCOMM_FLOAT16,  /* IEEE 754 binary16 */
+    HCOMM_BFLOAT16, /* bfloat16: the top 16 bits of a float32 */
+    HCOMM_FLOAT32,
+    HCOMM_FLOAT64,
+    HCOMM_DTYPE_COUNT
+} hcomm_dtype_t;
+
+/*
+ * Reductions. Integer sum and prod wrap (unsigned arithmetic); float16 and
+ * bfloat16 accumulate in float32 and round to nearest even; avg is sum / nranks
+ * (integers truncate toward zero, as NCCL).
+ */
+typedef enum {
+    HCOMM_SUM = 0,
+    HCOMM_PROD,
+    HCOMM_MIN,
+    HCOMM_MAX,
+    HCOMM_AVG,
+    HCOMM_OP_COUNT
+} hcomm_op_t;
+
+/** Size in bytes of one element of dtype; 0 for an invalid dtype. */
+size_t hcomm_dtype_size(hcomm_dtype_t dtype);
+
+/** The name of a datatype ("float32", ...) or of an op ("sum", ...); NULL if invalid. */
+const char *hcomm_dtype_name(hcomm_dtype_t dtype);
+const char *hcomm_op_name(hcomm_op_t op);
+
+typedef struct hcomm_comm *hcomm_comm_t;
+typedef struct hcomm_request *hcomm_request_t;
+/** Streams arrive with the overlap work; today only NULL (blocking) is accepted. */
+typedef struct hcomm_stream *hcomm_stream_t;
+
+#define HCOMM_UNIQUE_ID_BYTES 128
+/** Opaque: the root's address and a random 128-bit cookie. Copy it by value. */
+typedef struct {
+    char internal[HCOMM_UNIQUE_ID_BYTES];
+} hcomm_unique_id_t;
+
+/** hcomm_comm_split color for ranks that join no new communicator. */
+#define HCOMM_SPLIT_NOCOLOR (-1)
+
+/*
+ * Creates a unique id on the calling process, which becomes the rendezvous root:
+ * it listens (HCOMM_SOCKET_IFNAME selects the interface) until every rank of the
+ * communicator made from this id has joined, or HCOMM_TIMEOUT passes. Send the id
+ * to every rank (by any means) and call hcomm_comm_init on each.
+ */
+hcomm_status_t hcomm_get_unique_id(hcomm_unique_id_t *id);
+
+/*
+ * Creates a communicator of nranks ranks; collective over all of them, each
+ * passing its own rank in [0, nranks). Blocks until all have joined and are
+ * connected, or HCOMM_TIMEOUT passes (HCOMM_ERR_TIMEOUT).
+ */
+hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_unique_id_t *id,
+                               int rank);
+
+/*
+ * Creates a communicator from the environment: HCOMM_RANK, HCOMM_NRANKS and
+ * HCOMM_ROOT=host:port (set by hcomm-run). Rank and size fall back to the
+ * variables of Open MPI (OMPI_COMM_WORLD_RANK/SIZE), PMI (PMI_RANK/SIZE) and
+ * Slurm (SLURM_PROCID/NTASKS). Rank 0 listens at HCOMM_ROOT. HCOMM_COOKIE (32 hex
+ * digits) is the cookie; without it one is derived from HCOMM_ROOT, which keeps
+ * unrelated jobs apart but is no secret.
+ */
+hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm);
+
+/*
+ * Destroys a communicator after its pending operations complete (or fail);
+ * frees everything it holds. Passing NULL returns HCOMM_ERR_INVALID_COMM.
+ */
+hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm);
+
+/*
+ * Aborts a communicator: pending operations fail with HCOMM_ERR_ABORTED, the
+ * connections close (peers see HCOMM_ERR_REMOTE) and the communicator is freed.
+ */
+hcomm_status_t hcomm_comm_abort(hcomm_comm_t comm);
+
+/** Rank of the caller and number of ranks in comm. */
+hcomm_status_t hcomm_comm_rank(hcomm_comm_t comm, int *rank);
+hcomm_status_t hcomm_comm_size(hcomm_comm_t comm, int *nranks);
+
+/**
+ * The first error a communicator has seen (HCOMM_SUCCESS if none): once an
+ * operation fails, later operations on it fail too; destroy or abort it.
+ */
+hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm);
+
+/*
+ * Splits comm: ranks passing the same color form a new communicator, ordered by
+ * key then by rank in comm. color HCOMM_SPLIT_NOCOLOR gives *newcomm = NULL.
+ * Collective over comm.
+ */
+hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_comm_t *newcomm);
+
+/*
+ * Collectives. count is in elements of dtype. Every call with stream == NULL
+ * blocks until the operation completed on the caller's side (the caller's
+ * buffers may be reused); non-NULL streams return HCOMM_ERR_UNSUPPORTED until
+ * streams land. Inside hcomm_group_start/end a call only queues the operation.
+ *
+ * In place: recvbuf == sendbuf for allreduce, broadcast, reduce and alltoall;
+ * sendbuf == recvbuf + rank * count * size for allgather;
+ * recvbuf == sendbuf + rank * recvcount * size for reduce_scatter.
+ */
+
+/** recvbuf[i] = op over ranks of sendbuf[i], on every rank. */
+hcomm_status_t hcomm_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                               hcomm_dtype_t dtype, hcomm_op_t op, hcomm_comm_t comm,
+                               hcomm_stream_t stream);
+
+/** Copies root's sendbuf into every rank's recvbuf (sendbuf is read on root only). */
+hcomm_status_t hcomm_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                               hcomm_dtype_t dtype, int root, hcomm_comm_t comm,
+                               hcomm_stream_t stream);
+
+/** Like allreduce, but only root's recvbuf receives the result (recvbuf may be NULL elsewhere). */
+hcomm_status_t hcomm_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                            hcomm_dtype_t dtype, hcomm_op_t op, int root, hcomm_comm_t comm,
+                            hcomm_stream_t stream);
+
+/** recvbuf (nranks * sendcount elements) gets rank r's sendbuf at offset r * sendcount. */
+hcomm_status_t hcomm_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                               hcomm_dtype_t dtype, hcomm_comm_t comm, hcomm_stream_t stream);
+
+/** sendbuf has nranks * recvcount elements; rank r gets block r of the reduction. */
+hcomm_status_t hcomm_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    hcomm_dtype_t dtype, hcomm_op_t op, hcomm_comm_t comm,
+                                    hcomm_stream_t stream);
+
+/** Block p (count elements) of sendbuf goes to rank p, into block r of its recvbuf. */
+hcomm_status_t hcomm_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                              hcomm_dtype_t dtype, hcomm_comm_t comm, hcomm_stream_t stream);
+
+/*
+ * Point to point. The n-th send from a to b matches the n-th recv at b from a;
+ * counts must agree. A send and a recv that depend on each other (exchanges,
+ * rings) go inside one group.
+ */
+hcomm_status_t hcomm_send(const void *sendbuf, size_t count, hcomm_dtype_t dtype, int peer,
+                          hcomm_comm_t comm, hcomm_stream_t stream);
+hcomm_status_t hcomm_recv(void *recvbuf, size_t count, hcomm_dtype_t dtype, int peer,
+                          hcomm_comm_t comm, hcomm_stream_t stream);
+
+/** Returns once every rank of comm has called it. */
+hcomm_status_t hcomm_barrier(hcomm_comm_t comm, hcomm_stream_t stream);
+
+/*
+ * Groups: between hcomm_group_start and hcomm_group_end, collective and point-to-
+ * point calls on the calling thread are queued, then issued together by
+ * hcomm_group_end as one operation per communicator, so that sends and receives
+ * among them cannot deadlock. Groups nest; the outermost end issues. end returns
+ * when every queued operation completed, with the first error any of them had.
+ * Nonblocking (i*) calls are not allowed inside a group.
+ */
+hcomm_status_t hcomm_group_start(void);
+hcomm_status_t hcomm_group_end(void);
+
+/*
+ * Nonblocking variants: same arguments, and *req receives a request to test or
+ * wait on. The buffers belong to the operation until it completes. Operations
+ * on one communicator run in the order they were issued. Progress happens
+ * inside hcomm_test / hcomm_wait (and any other call on the same communicator).
+ */
+hcomm_status_t hcomm_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                hcomm_dtype_t dtype, hcomm_op_t op, hcomm_comm_t comm,
+                                hcomm_request_t *req);
+hcomm_status_t hcomm_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                hcomm_dtype_t dtype, int root, hcomm_comm_t comm,
+                                hcomm_request_t *req);
+hcomm_status_t hcomm_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                             hcomm_dtype_t dtype, hcomm_op_t op, int root, hcomm_comm_t comm,
+                             hcomm_request_t *req);
+hcomm_status_t hcomm_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                hcomm_dtype_t dtype, hcomm_comm_t comm, hcomm_request_t *req);
+hcomm_status_t hcomm_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                     hcomm_dtype_t dtype, hcomm_op_t op, hcomm_comm_t comm,
+                                     hcomm_request_t *req);
+hcomm_status_t hcomm_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                               hcomm_dtype_t dtype, hcomm_comm_t comm, hcomm_request_t *req);
+hcomm_status_t hcomm_isend(const void *sendbuf, size_t count, hcomm_dtype_t dtype, int peer,
+                           hcomm_comm_t comm, hcomm_request_t *req);
+hcomm_status_t hcomm_irecv(void *recvbuf, size_t count, hcomm_dtype_t dtype, int peer,
+                           hcomm_comm_t comm, hcomm_request_t *req);
+hcomm_status_t hcomm_ibarrier(hcomm_comm_t comm, hcomm_request_t *req);
+
+/*
+ * Tests a request without blocking. *done is set to 1 when the operation has
+ * finished: the request is then freed, *req set to NULL, and the operation's
+ * status returned. While pending, *done = 0 and HCOMM_IN_PROGRESS is returned.
+ */
+hcomm_status_t hcomm_test(hcomm_request_t *req, int *done);
+
+/* Waits for a request (at most HCOMM_TIMEOUT without progress), frees it, sets
+ * *req to NULL and returns the operation's status. */
+hcomm_status_t hcomm_wait(hcomm_request_t *req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HCOMM_H */

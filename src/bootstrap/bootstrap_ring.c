@@ -1,0 +1,306 @@
+/* bootstrap_ring.c - a rank's side of the rendezvous: hello to the root, then
+ * a ring of sockets (r connects to r+1, accepts r-1) for allgather and barrier. */
+#include "bootstrap/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap_socket.h"
+#include "core/log.h"
+
+#define RING_HELLO_TIMEOUT 5.0 /* seconds an accepted connection may take to say hello */
+
+struct hc_bootstrap {
+    int      rank;
+    int      nranks;
+    double   timeout;
+    int      succ_fd;
+    int      pred_fd;
+    uint8_t  cookie[16];
+    char     local_ip[HC_BOOTSTRAP_ADDRSTRLEN];
+    uint8_t *scratch; /* nranks bytes for the barrier */
+};
+
+/* The root's answer: the successor's address, or the root's refusal. */
+static hcomm_status_t ring_check_reply(hc_bootstrap_t *bs, const hc_bootstrap_reply_t *rep,
+                                       struct sockaddr_storage *succ, socklen_t *succ_len)
+{
+    int32_t status  = (int32_t)ntohl((uint32_t)rep->status);
+    int     njoined = (int32_t)ntohl((uint32_t)rep->njoined);
+    if (ntohl(rep->magic) != HC_BOOTSTRAP_REPLY_MAGIC) {
+        hc_error(BOOT, "rank %d: unexpected message from the bootstrap root", bs->rank);
+        return HCOMM_ERR_PROTOCOL;
+    }
+    if (status == HCOMM_ERR_TIMEOUT) {
+        hc_error(BOOT, "rank %d: the bootstrap root timed out with %d of %d ranks joined", bs->rank,
+                 njoined, bs->nranks);
+        return HCOMM_ERR_TIMEOUT;
+    }
+    if (status == HCOMM_ERR_AUTH) {
+        hc_error(BOOT, "rank %d: the bootstrap root refused our cookie", bs->rank);
+        return HCOMM_ERR_AUTH;
+    }
+    if (status != 0) {
+        hc_error(BOOT, "rank %d of %d: the bootstrap root refused this rank (status %d)", bs->rank,
+                 bs->nranks, (int)status);
+        return status < 0 && status >= HCOMM_ERR_TIMEOUT ? (hcomm_status_t)status
+                                                         : HCOMM_ERR_PROTOCOL;
+    }
+    if (!hc_bootstrap_cookie_eq(rep->cookie, bs->cookie)) {
+        hc_error(BOOT, "rank %d: the bootstrap root presented a wrong cookie", bs->rank);
+        return HCOMM_ERR_AUTH;
+    }
+    if (hc_bootstrap_addr_from_wire(&rep->succ, succ, succ_len) != HCOMM_SUCCESS) {
+        hc_error(BOOT, "rank %d: the bootstrap root sent a bad address for rank %d", bs->rank,
+                 (bs->rank + 1) % bs->nranks);
+        return HCOMM_ERR_PROTOCOL;
+    }
+    return HCOMM_SUCCESS;
+}
+
+/* Listens on the local address that reaches the root (rfd), and says hello. */
+static hcomm_status_t ring_hello(hc_bootstrap_t *bs, int rfd, double deadline, int *lfd_p)
+{
+    struct sockaddr_storage local, bound;
+    socklen_t               llen = sizeof(local), blen;
+    hcomm_status_t          st;
+    int                     lfd;
+    if (getsockname(rfd, (struct sockaddr *)&local, &llen) != 0) {
+        hc_error(BOOT, "rank %d: getsockname on the root connection: %s", bs->rank,
+                 strerror(errno));
+        return HCOMM_ERR_SYSTEM;
+    }
+    hc_bootstrap_ip_str((struct sockaddr *)&local, bs->local_ip, sizeof(bs->local_ip));
+    if (local.ss_family == AF_INET)
+        ((struct sockaddr_in *)&local)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)&local)->sin6_port = 0;
+    if ((st = hc_bootstrap_listen((struct sockaddr *)&local, llen, &lfd, &bound, &blen)))
+        return st;
+
+    hc_bootstrap_hello_t h;
+    memset(&h, 0, sizeof(h));
+    h.magic  = htonl(HC_BOOTSTRAP_HELLO_MAGIC);
+    h.rank   = (int32_t)htonl((uint32_t)bs->rank);
+    h.nranks = (int32_t)htonl((uint32_t)bs->nranks);
+    memcpy(h.cookie, bs->cookie, 16);
+    if ((st = hc_bootstrap_addr_to_wire((struct sockaddr *)&bound, &h.addr)))
+        goto err_close;
+    if ((st = hc_bootstrap_send_all(rfd, &h, sizeof(h), deadline, -1)))
+        goto err_close;
+    *lfd_p = lfd;
+    return HCOMM_SUCCESS;
+
+err_close:
+    close(lfd);
+    return st;
+}
+
+/* Connects to the root, says hello, and learns the successor's address. */
+static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, double deadline,
+                                     int *lfd_p, struct sockaddr_storage *succ, socklen_t *succ_len)
+{
+    hc_bootstrap_reply_t rep;
+    hcomm_status_t       st;
+    int                  rfd, lfd;
+    st = hc_bootstrap_connect((const struct sockaddr *)uid->root_addr, (socklen_t)uid->root_addrlen,
+                              deadline, -1, &rfd);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if ((st = ring_hello(bs, rfd, deadline, &lfd)) != HCOMM_SUCCESS)
+        goto err_root;
+    if ((st = hc_bootstrap_recv_all(rfd, &rep, sizeof(rep), deadline, -1)) != HCOMM_SUCCESS)
+        goto err_listen;
+    if ((st = ring_check_reply(bs, &rep, succ, succ_len)) != HCOMM_SUCCESS)
+        goto err_listen;
+    close(rfd);
+    *lfd_p = lfd;
+    return HCOMM_SUCCESS;
+
+err_listen:
+    close(lfd);
+err_root:
+    close(rfd);
+    return st;
+}
+
+static hcomm_status_t ring_connect(hc_bootstrap_t *bs, const struct sockaddr_storage *succ,
+                                   socklen_t succ_len, double deadline)
+{
+    int                       succ_rank = (bs->rank + 1) % bs->nranks;
+    hc_bootstrap_ring_hello_t h;
+    hcomm_status_t            st;
+    int                       fd;
+    memset(&h, 0, sizeof(h));
+    h.magic = htonl(HC_BOOTSTRAP_RING_MAGIC);
+    h.rank  = (int32_t)htonl((uint32_t)bs->rank);
+    memcpy(h.cookie, bs->cookie, 16);
+    st = hc_bootstrap_connect((const struct sockaddr *)succ, succ_len, deadline, succ_rank, &fd);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if ((st = hc_bootstrap_send_all(fd, &h, sizeof(h), deadline, succ_rank)) != HCOMM_SUCCESS) {
+        close(fd);
+        return st;
+    }
+    bs->succ_fd = fd;
+    return HCOMM_SUCCESS;
+}
+
+/* Accepts until the predecessor shows the cookie; strangers are refused. */
+static hcomm_status_t ring_accept(hc_bootstrap_t *bs, int lfd, double deadline)
+{
+    int pred = (bs->rank + bs->nranks - 1) % bs->nranks;
+    for (;;) {
+        struct sockaddr_storage   pa;
+        hc_bootstrap_ring_hello_t h;
+        char                      ps[HC_BOOTSTRAP_ADDRSTRLEN];
+        int                       fd;
+        hcomm_status_t            st = hc_bootstrap_accept(lfd, deadline, pred, &fd, &pa);
+        if (st != HCOMM_SUCCESS)
+            return st;
+        hc_bootstrap_addr_str((struct sockaddr *)&pa, ps, sizeof(ps));
+        double now = hc_bootstrap_now();
+        double dl  = now + RING_HELLO_TIMEOUT < deadline ? now + RING_HELLO_TIMEOUT : deadline;
+        st         = hc_bootstrap_recv_all(fd, &h, sizeof(h), dl, pred);
+        if (st != HCOMM_SUCCESS) {
+            close(fd);
+            if (hc_bootstrap_now() >= deadline)
+                return HCOMM_ERR_TIMEOUT;
+            continue;
+        }
+        int rank = (int32_t)ntohl((uint32_t)h.rank);
+        if (ntohl(h.magic) != HC_BOOTSTRAP_RING_MAGIC ||
+            !hc_bootstrap_cookie_eq(h.cookie, bs->cookie)) {
+            hc_warn(BOOT, "refused bootstrap connection from %s: wrong cookie", ps);
+            close(fd);
+            continue;
+        }
+        if (rank != pred) {
+            hc_error(BOOT,
+                     "rank %d: ring connection from %s claims rank %d, expected %d; "
+                     "refused",
+                     bs->rank, ps, rank, pred);
+            close(fd);
+            continue;
+        }
+        bs->pred_fd = fd;
+        return HCOMM_SUCCESS;
+    }
+}
+
+static hcomm_status_t ring_read_id(const hcomm_unique_id_t *id, hc_uid_t *uid)
+{
+    memcpy(uid, id->internal, sizeof(*uid));
+    int family = ((const struct sockaddr *)uid->root_addr)->sa_family;
+    if (uid->magic != HC_UID_MAGIC || uid->version != 1 ||
+        uid->root_addrlen > sizeof(uid->root_addr) || (family != AF_INET && family != AF_INET6)) {
+        hc_error(BOOT, "invalid unique id (bad magic, version or root address)");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_bootstrap_init(const hcomm_unique_id_t *id, int nranks, int rank, double timeout,
+                                 hc_bootstrap_t **bs_p)
+{
+    struct sockaddr_storage succ;
+    socklen_t               succ_len;
+    hc_uid_t                uid;
+    hcomm_status_t          st;
+    int                     lfd;
+    if (id == NULL || bs_p == NULL || nranks < 1 || !(timeout > 0))
+        return HCOMM_ERR_INVALID_ARG;
+    if (rank < 0 || rank >= nranks)
+        return HCOMM_ERR_INVALID_RANK;
+    if ((st = ring_read_id(id, &uid)) != HCOMM_SUCCESS)
+        return st;
+    double          deadline = hc_bootstrap_now() + timeout;
+    hc_bootstrap_t *bs       = calloc(1, sizeof(*bs));
+    if (bs == NULL || (bs->scratch = malloc((size_t)nranks)) == NULL) {
+        hc_error(BOOT, "rank %d: out of memory for the bootstrap", rank);
+        free(bs);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    bs->rank    = rank;
+    bs->nranks  = nranks;
+    bs->timeout = timeout;
+    bs->succ_fd = bs->pred_fd = -1;
+    memcpy(bs->cookie, uid.cookie, 16);
+
+    if ((st = ring_join_root(bs, &uid, deadline, &lfd, &succ, &succ_len)) != HCOMM_SUCCESS)
+        goto err_free;
+    /* One rank: no ring, allgather has nothing to move. */
+    if (nranks > 1) {
+        if ((st = ring_connect(bs, &succ, succ_len, deadline)) != HCOMM_SUCCESS)
+            goto err_listen;
+        if ((st = ring_accept(bs, lfd, deadline)) != HCOMM_SUCCESS)
+            goto err_listen;
+    }
+    close(lfd);
+    hc_debug(BOOT, "rank %d of %d: bootstrap ring ready (local ip %s)", rank, nranks, bs->local_ip);
+    *bs_p = bs;
+    return HCOMM_SUCCESS;
+
+err_listen:
+    close(lfd);
+err_free:
+    hc_bootstrap_destroy(bs);
+    return st;
+}
+
+void hc_bootstrap_destroy(hc_bootstrap_t *bs)
+{
+    if (bs == NULL)
+        return;
+    if (bs->succ_fd >= 0)
+        close(bs->succ_fd);
+    if (bs->pred_fd >= 0)
+        close(bs->pred_fd);
+    free(bs->scratch);
+    free(bs);
+}
+
+hcomm_status_t hc_bootstrap_allgather(hc_bootstrap_t *bs, void *data, size_t size)
+{
+    if (bs == NULL || (data == NULL && size > 0))
+        return HCOMM_ERR_INVALID_ARG;
+    if (size > SIZE_MAX / (size_t)bs->nranks)
+        return HCOMM_ERR_OVERFLOW;
+    int   n    = bs->nranks;
+    int   succ = (bs->rank + 1) % n, pred = (bs->rank + n - 1) % n;
+    char *buf = data;
+    /* Step s forwards the slot received at step s-1 (our own at s = 0). */
+    for (int s = 0; s < n - 1 && size > 0; s++) {
+        size_t         sslot = (size_t)((bs->rank - s + n) % n);
+        size_t         rslot = (size_t)((bs->rank - s - 1 + 2 * n) % n);
+        hcomm_status_t st =
+            hc_bootstrap_exchange(bs->succ_fd, buf + sslot * size, succ, bs->pred_fd,
+                                  buf + rslot * size, pred, size, bs->timeout);
+        if (st != HCOMM_SUCCESS)
+            return st;
+    }
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_bootstrap_barrier(hc_bootstrap_t *bs)
+{
+    if (bs == NULL)
+        return HCOMM_ERR_INVALID_ARG;
+    bs->scratch[bs->rank] = 1;
+    return hc_bootstrap_allgather(bs, bs->scratch, 1);
+}
+
+const char *hc_bootstrap_local_ip(const hc_bootstrap_t *bs)
+{
+    return bs ? bs->local_ip : NULL;
+}
+
+const uint8_t *hc_bootstrap_cookie(const hc_bootstrap_t *bs)
+{
+    return bs ? bs->cookie : NULL;
+}

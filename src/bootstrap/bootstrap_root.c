@@ -1,0 +1,425 @@
+/* bootstrap_root.c - the rendezvous root: a detached thread that collects one
+ * hello per rank, then tells each rank where its ring successor listens.
+ * Hellos are read with poll over every pending connection, so a silent or
+ * slow client delays nobody. */
+#include "bootstrap/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap_socket.h"
+#include "core/log.h"
+#include "core/params.h"
+
+_Static_assert(sizeof(hc_uid_t) <= HCOMM_UNIQUE_ID_BYTES, "hc_uid_t fits the unique id");
+_Static_assert(sizeof(struct sockaddr_in6) <= sizeof(((hc_uid_t *)0)->root_addr),
+               "root_addr holds an IPv6 address");
+
+#define ROOT_MAX_PENDING 256   /* connections that have not said hello yet */
+#define ROOT_HELLO_TIMEOUT 5.0 /* seconds a connection may take to say hello */
+#define ROOT_MAX_RANKS (1 << 22)
+
+typedef struct root_conn {
+    int                  fd;
+    size_t               got;
+    double               deadline;
+    hc_bootstrap_hello_t msg;
+    char                 peer[HC_BOOTSTRAP_ADDRSTRLEN];
+} root_conn_t;
+
+typedef struct root_state {
+    int                       lfd;
+    double                    timeout;
+    double                    deadline;
+    uint8_t                   cookie[16];
+    char                      name[HC_BOOTSTRAP_ADDRSTRLEN];
+    int                       nranks; /* 0 until the first accepted hello */
+    int                       njoined;
+    int                      *rank_fd;
+    hc_bootstrap_wire_addr_t *rank_addr;
+    int                       npending;
+    root_conn_t               pending[ROOT_MAX_PENDING];
+} root_state_t;
+
+hcomm_status_t hc_bootstrap_random(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    if (buf == NULL && len > 0)
+        return HCOMM_ERR_INVALID_ARG;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            hc_error(BOOT, "getrandom: %s", strerror(errno));
+            return HCOMM_ERR_SYSTEM;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return HCOMM_SUCCESS;
+}
+
+static void uid_fill(hcomm_unique_id_t *id, const uint8_t cookie[16], const struct sockaddr *sa,
+                     socklen_t len)
+{
+    hc_uid_t uid;
+    memset(&uid, 0, sizeof(uid));
+    uid.magic   = HC_UID_MAGIC;
+    uid.version = 1;
+    memcpy(uid.cookie, cookie, 16);
+    memcpy(uid.root_addr, sa, len);
+    uid.root_addrlen = (uint32_t)len;
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, &uid, sizeof(uid));
+}
+
+hcomm_status_t hc_bootstrap_id_from_addr(const char *host_port, const uint8_t cookie[16],
+                                         hcomm_unique_id_t *id)
+{
+    struct sockaddr_storage ss;
+    socklen_t               len;
+    if (host_port == NULL || cookie == NULL || id == NULL)
+        return HCOMM_ERR_INVALID_ARG;
+    hcomm_status_t st = hc_bootstrap_parse_addr(host_port, &ss, &len);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    in_port_t port = ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                             : ((struct sockaddr_in6 *)&ss)->sin6_port;
+    if (port == 0) {
+        hc_error(BOOT, "bootstrap root address %s: port 0 cannot be reached", host_port);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    uid_fill(id, cookie, (struct sockaddr *)&ss, len);
+    return HCOMM_SUCCESS;
+}
+
+/* Best effort: the connection is being dropped anyway. */
+static void root_refuse(root_state_t *st, int fd, hcomm_status_t why)
+{
+    hc_bootstrap_reply_t r;
+    memset(&r, 0, sizeof(r));
+    r.magic   = htonl(HC_BOOTSTRAP_REPLY_MAGIC);
+    r.status  = (int32_t)htonl((uint32_t)why);
+    r.njoined = (int32_t)htonl((uint32_t)st->njoined);
+    (void)send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+}
+
+static hcomm_status_t root_alloc_ranks(root_state_t *st, int nranks)
+{
+    st->rank_fd   = malloc((size_t)nranks * sizeof(*st->rank_fd));
+    st->rank_addr = calloc((size_t)nranks, sizeof(*st->rank_addr));
+    if (st->rank_fd == NULL || st->rank_addr == NULL) {
+        hc_error(BOOT, "bootstrap root: out of memory for %d ranks", nranks);
+        free(st->rank_fd);
+        free(st->rank_addr);
+        st->rank_fd   = NULL;
+        st->rank_addr = NULL;
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < nranks; r++)
+        st->rank_fd[r] = -1;
+    st->nranks = nranks;
+    return HCOMM_SUCCESS;
+}
+
+/* Takes a complete hello: the connection becomes a rank's, or is refused. */
+static void root_admit(root_state_t *st, root_conn_t *c)
+{
+    const hc_bootstrap_hello_t *h      = &c->msg;
+    int                         rank   = (int32_t)ntohl((uint32_t)h->rank);
+    int                         nranks = (int32_t)ntohl((uint32_t)h->nranks);
+    if (ntohl(h->magic) != HC_BOOTSTRAP_HELLO_MAGIC ||
+        !hc_bootstrap_cookie_eq(h->cookie, st->cookie)) {
+        hc_warn(BOOT, "refused bootstrap connection from %s: wrong cookie", c->peer);
+        root_refuse(st, c->fd, HCOMM_ERR_AUTH);
+        return;
+    }
+    if (nranks < 1 || nranks > ROOT_MAX_RANKS || (st->nranks > 0 && nranks != st->nranks)) {
+        hc_error(BOOT, "bootstrap root: rank %d (%s) says %d ranks, expected %d; refused", rank,
+                 c->peer, nranks, st->nranks);
+        root_refuse(st, c->fd, HCOMM_ERR_INVALID_ARG);
+        return;
+    }
+    if (rank < 0 || rank >= nranks || (st->nranks > 0 && st->rank_fd[rank] >= 0)) {
+        hc_error(BOOT,
+                 "bootstrap root: rank %d (%s) of %d is out of range or already joined; "
+                 "refused",
+                 rank, c->peer, nranks);
+        root_refuse(st, c->fd, HCOMM_ERR_INVALID_RANK);
+        return;
+    }
+    if (h->addr.family != 4 && h->addr.family != 6) {
+        hc_error(BOOT, "bootstrap root: rank %d (%s) sent an address of family %u; refused", rank,
+                 c->peer, h->addr.family);
+        root_refuse(st, c->fd, HCOMM_ERR_PROTOCOL);
+        return;
+    }
+    if (st->nranks == 0 && root_alloc_ranks(st, nranks) != HCOMM_SUCCESS) {
+        root_refuse(st, c->fd, HCOMM_ERR_NO_MEMORY);
+        return;
+    }
+    st->rank_fd[rank]   = c->fd;
+    st->rank_addr[rank] = h->addr;
+    st->njoined++;
+    hc_debug(BOOT, "bootstrap root: rank %d of %d joined from %s", rank, nranks, c->peer);
+}
+
+static void root_drop_pending(root_state_t *st, int i)
+{
+    st->pending[i] = st->pending[--st->npending];
+}
+
+/* Reads what connection i has sent; admits it once its hello is complete. */
+static void root_read(root_state_t *st, int i)
+{
+    root_conn_t *c = &st->pending[i];
+    ssize_t      n = recv(c->fd, (char *)&c->msg + c->got, sizeof(c->msg) - c->got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) {
+        hc_warn(BOOT, "bootstrap connection from %s closed before its hello: %s", c->peer,
+                n == 0 ? "end of stream" : strerror(errno));
+        close(c->fd);
+        root_drop_pending(st, i);
+        return;
+    }
+    c->got += (size_t)n;
+    if (c->got == sizeof(c->msg)) {
+        root_admit(st, c);
+        root_drop_pending(st, i);
+    }
+}
+
+static void root_accept(root_state_t *st)
+{
+    while (st->npending < ROOT_MAX_PENDING) {
+        struct sockaddr_storage ss;
+        socklen_t               len = sizeof(ss);
+        int fd = accept4(st->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+                hc_warn(BOOT, "bootstrap root %s: accept: %s", st->name, strerror(errno));
+            return;
+        }
+        root_conn_t *c = &st->pending[st->npending++];
+        memset(c, 0, sizeof(*c));
+        c->fd      = fd;
+        double now = hc_bootstrap_now();
+        c->deadline =
+            now + ROOT_HELLO_TIMEOUT < st->deadline ? now + ROOT_HELLO_TIMEOUT : st->deadline;
+        hc_bootstrap_addr_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+    }
+}
+
+/* One poll round; returns 0, or -1 on a poll failure (logged). */
+static int root_poll(root_state_t *st)
+{
+    struct pollfd pfd[ROOT_MAX_PENDING + 1];
+    double        now   = hc_bootstrap_now();
+    double        until = st->deadline;
+    for (int i = st->npending - 1; i >= 0; i--) {
+        if (st->pending[i].deadline <= now) {
+            hc_warn(BOOT, "bootstrap connection from %s sent no hello in time; closed",
+                    st->pending[i].peer);
+            close(st->pending[i].fd);
+            root_drop_pending(st, i);
+        }
+    }
+    pfd[0] =
+        (struct pollfd){.fd = st->npending < ROOT_MAX_PENDING ? st->lfd : -1, .events = POLLIN};
+    for (int i = 0; i < st->npending; i++) {
+        pfd[i + 1] = (struct pollfd){.fd = st->pending[i].fd, .events = POLLIN};
+        if (st->pending[i].deadline < until)
+            until = st->pending[i].deadline;
+    }
+    double ms = (until - now) * 1000.0 + 1.0;
+    int    r  = poll(pfd, (nfds_t)st->npending + 1, ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms);
+    if (r < 0 && errno != EINTR) {
+        hc_error(BOOT, "bootstrap root %s: poll: %s", st->name, strerror(errno));
+        return -1;
+    }
+    /* Backwards: dropping i moves the last one, already handled, into i. */
+    for (int i = st->npending - 1; r > 0 && i >= 0; i--)
+        if (pfd[i + 1].revents != 0)
+            root_read(st, i);
+    if (r > 0 && (pfd[0].revents & POLLIN))
+        root_accept(st);
+    return 0;
+}
+
+/* Everyone is in: each rank learns where its successor listens. */
+static void root_finish(root_state_t *st)
+{
+    double deadline = hc_bootstrap_now() + ROOT_HELLO_TIMEOUT;
+    for (int r = 0; r < st->nranks; r++) {
+        hc_bootstrap_reply_t rep;
+        memset(&rep, 0, sizeof(rep));
+        rep.magic   = htonl(HC_BOOTSTRAP_REPLY_MAGIC);
+        rep.njoined = (int32_t)htonl((uint32_t)st->njoined);
+        memcpy(rep.cookie, st->cookie, 16);
+        rep.succ = st->rank_addr[(r + 1) % st->nranks];
+        /* A failure is logged with the rank; that rank's ring fails on its own. */
+        (void)hc_bootstrap_send_all(st->rank_fd[r], &rep, sizeof(rep), deadline, r);
+    }
+    hc_debug(BOOT, "bootstrap root %s: %d ranks joined", st->name, st->nranks);
+}
+
+static void root_timed_out(root_state_t *st)
+{
+    int missing = -1;
+    for (int r = 0; r < st->nranks && missing < 0; r++)
+        if (st->rank_fd[r] < 0)
+            missing = r;
+    if (st->nranks == 0) {
+        hc_error(BOOT, "bootstrap root %s: timed out after %.1f s: no rank joined", st->name,
+                 st->timeout);
+        return;
+    }
+    hc_error(BOOT,
+             "bootstrap root %s: timed out after %.1f s with %d of %d ranks joined "
+             "(first missing: rank %d)",
+             st->name, st->timeout, st->njoined, st->nranks, missing);
+    for (int r = 0; r < st->nranks; r++)
+        if (st->rank_fd[r] >= 0) {
+            root_refuse(st, st->rank_fd[r], HCOMM_ERR_TIMEOUT);
+            st->rank_fd[r] = -1;
+        }
+}
+
+static void root_free(root_state_t *st)
+{
+    for (int i = 0; i < st->npending; i++)
+        close(st->pending[i].fd);
+    for (int r = 0; r < st->nranks; r++)
+        if (st->rank_fd[r] >= 0)
+            close(st->rank_fd[r]);
+    close(st->lfd);
+    free(st->rank_fd);
+    free(st->rank_addr);
+    free(st);
+}
+
+static void *root_thread(void *arg)
+{
+    root_state_t *st = arg;
+    while (st->nranks == 0 || st->njoined < st->nranks) {
+        if (hc_bootstrap_now() >= st->deadline) {
+            root_timed_out(st);
+            goto out;
+        }
+        if (root_poll(st) != 0)
+            goto out;
+    }
+    root_finish(st);
+out:
+    root_free(st);
+    return NULL;
+}
+
+/* The address to bind: bind_addr, else the interface HCOMM_SOCKET_IFNAME selects. */
+static hcomm_status_t root_bind_addr(const char *bind_addr, struct sockaddr_storage *ss,
+                                     socklen_t *len)
+{
+    if (bind_addr != NULL)
+        return hc_bootstrap_parse_addr(bind_addr, ss, len);
+    return hc_bootstrap_if_addr(hc_params_get()->socket_ifname, ss, len);
+}
+
+/* A wildcard bind is advertised with the address of the selected interface. */
+static hcomm_status_t root_advertised(struct sockaddr_storage *bound)
+{
+    struct sockaddr_storage ifa;
+    socklen_t               ilen;
+    int                     any = bound->ss_family == AF_INET
+                                      ? ((struct sockaddr_in *)bound)->sin_addr.s_addr == htonl(INADDR_ANY)
+                                      : IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)bound)->sin6_addr);
+    if (!any)
+        return HCOMM_SUCCESS;
+    hcomm_status_t st = hc_bootstrap_if_addr(hc_params_get()->socket_ifname, &ifa, &ilen);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    in_port_t port = bound->ss_family == AF_INET ? ((struct sockaddr_in *)bound)->sin_port
+                                                 : ((struct sockaddr_in6 *)bound)->sin6_port;
+    if (ifa.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ifa)->sin_port = port;
+    else
+        ((struct sockaddr_in6 *)&ifa)->sin6_port = port;
+    *bound = ifa;
+    return HCOMM_SUCCESS;
+}
+
+static hcomm_status_t root_spawn(root_state_t *st)
+{
+    pthread_attr_t attr;
+    pthread_t      tid;
+    sigset_t       all, old;
+    int            err = pthread_attr_init(&attr);
+    if (err == 0) {
+        (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        /* The thread inherits a full mask: the application's signals go elsewhere. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        err = pthread_create(&tid, &attr, root_thread, st);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    if (err != 0) {
+        hc_error(BOOT, "bootstrap root %s: pthread_create: %s", st->name, strerror(err));
+        return HCOMM_ERR_SYSTEM;
+    }
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_bootstrap_root_start(const char *bind_addr, const uint8_t cookie[16],
+                                       hcomm_unique_id_t *id)
+{
+    struct sockaddr_storage ss, bound;
+    socklen_t               len, blen;
+    hcomm_status_t          status;
+    if (id == NULL)
+        return HCOMM_ERR_INVALID_ARG;
+    root_state_t *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        hc_error(BOOT, "bootstrap root: out of memory");
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    /* NULL cookie: a fresh random one. */
+    status = cookie ? (memcpy(st->cookie, cookie, 16), HCOMM_SUCCESS)
+                    : hc_bootstrap_random(st->cookie, 16);
+    if (status != HCOMM_SUCCESS)
+        goto err_free;
+    if ((status = root_bind_addr(bind_addr, &ss, &len)) != HCOMM_SUCCESS)
+        goto err_free;
+    if ((status = hc_bootstrap_listen((struct sockaddr *)&ss, len, &st->lfd, &bound, &blen)))
+        goto err_free;
+    if ((status = root_advertised(&bound)) != HCOMM_SUCCESS)
+        goto err_close;
+    blen = bound.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    hc_bootstrap_addr_str((struct sockaddr *)&bound, st->name, sizeof(st->name));
+    st->timeout  = hc_params_get()->timeout;
+    st->deadline = hc_bootstrap_now() + st->timeout;
+    hcomm_unique_id_t out;
+    uid_fill(&out, st->cookie, (struct sockaddr *)&bound, blen);
+    /* Logged first: once spawned, the thread owns st. */
+    hc_info(BOOT, "bootstrap root listening on %s", st->name);
+    if ((status = root_spawn(st)) != HCOMM_SUCCESS)
+        goto err_close;
+    *id = out;
+    return HCOMM_SUCCESS;
+
+err_close:
+    close(st->lfd);
+err_free:
+    free(st);
+    return status;
+}

@@ -1,0 +1,417 @@
+/* comm.c - communicator lifecycle: init (from a unique id or the environment),
+ * destroy, abort, and the registry of live communicators. */
+#include "core/comm.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/params.h"
+
+/* ---- registry of live communicators ---- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static hcomm_comm_t   *registry;
+static size_t          registry_len, registry_cap;
+
+static int registry_add(hcomm_comm_t c)
+{
+    int rc = 0;
+    pthread_mutex_lock(&registry_lock);
+    if (registry_len == registry_cap) {
+        size_t cap = registry_cap ? 2 * registry_cap : 16;
+        void  *p   = realloc(registry, cap * sizeof(*registry));
+        if (p == NULL)
+            rc = -1;
+        else
+            registry = p, registry_cap = cap;
+    }
+    if (rc == 0)
+        registry[registry_len++] = c;
+    pthread_mutex_unlock(&registry_lock);
+    return rc;
+}
+
+static void registry_remove(hcomm_comm_t c)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < registry_len; i++)
+        if (registry[i] == c) {
+            registry[i] = registry[--registry_len];
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+int hc_comm_is_live(hcomm_comm_t comm)
+{
+    int live = 0;
+    if (comm == NULL)
+        return 0;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < registry_len && !live; i++)
+        live = (registry[i] == comm);
+    pthread_mutex_unlock(&registry_lock);
+    return live;
+}
+
+hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(COLL, "%s: communicator %p is NULL, destroyed or aborted", what, (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    if (comm->error != HCOMM_SUCCESS) {
+        hc_error(COLL, "%s: communicator failed earlier (%s); destroy or abort it", what,
+                 hcomm_status_str(comm->error));
+        return comm->error;
+    }
+    return HCOMM_SUCCESS;
+}
+
+/* ---- transports ---- */
+
+static void comm_close_transports(hcomm_comm_t c)
+{
+    for (int t = 0; t < c->ntl; t++)
+        if (c->tl_ctx[t] != NULL)
+            c->tl_ops[t]->fini(c->tl_ctx[t]);
+    c->ntl = 0;
+    free(c->eps);
+    free(c->ep_tl);
+    c->eps   = NULL;
+    c->ep_tl = NULL;
+}
+
+void hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status)
+{
+    if (comm->error != HCOMM_SUCCESS)
+        return;
+    comm->error = status;
+    comm_close_transports(comm);
+}
+
+/* ---- peer information ---- */
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Same host_hash = same kernel, network namespace and /dev/shm. */
+static void comm_self_info(hc_peer_info_t *self, int rank)
+{
+    char buf[256] = "";
+    memset(self, 0, sizeof(*self));
+    gethostname(self->hostname, sizeof(self->hostname) - 1);
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, self->hostname);
+    FILE    *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(buf, sizeof(buf), f) != NULL)
+            h = fnv1a(h, buf);
+        fclose(f);
+    }
+    ssize_t n = readlink("/proc/self/ns/net", buf, sizeof(buf) - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        h      = fnv1a(h, buf);
+    }
+    self->host_hash = h;
+    self->pid       = (int32_t)getpid();
+    self->rank      = rank;
+}
+
+/* What each rank publishes: its info and one address per transport. */
+typedef struct comm_card {
+    hc_peer_info_t info;
+    uint32_t       addr_len[HC_TL_MAX];
+    uint8_t        addr[HC_TL_MAX][HC_TL_ADDR_MAX];
+} comm_card_t;
+
+static hcomm_status_t comm_open_transports(hcomm_comm_t c, comm_card_t *cards)
+{
+    const hc_params_t *p      = hc_params_get();
+    const hc_tl_ops_t *all[2] = {&hc_tl_shm_ops, &hc_tl_tcp_ops};
+    hc_tl_params_t     tp     = {
+        .rank = c->rank, .nranks = c->nranks, .bind_ip = hc_bootstrap_local_ip(c->bs),
+        .timeout = c->timeout, .self = &cards[c->rank].info, .params = p};
+    memcpy(tp.cookie, c->cookie, sizeof(tp.cookie));
+
+    if (strcmp(p->transport, "auto") && strcmp(p->transport, "shm") &&
+        strcmp(p->transport, "tcp")) {
+        hc_error(INIT, "HCOMM_TRANSPORT=%s: expected auto, shm or tcp", p->transport);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(p->transport, "auto") != 0 && strcmp(p->transport, all[i]->name) != 0)
+            continue;
+        hcomm_status_t st = all[i]->init(&c->tl_ctx[c->ntl], &tp);
+        if (st != HCOMM_SUCCESS)
+            return st;
+        c->tl_ops[c->ntl] = all[i];
+        size_t len        = HC_TL_ADDR_MAX;
+        st = all[i]->address(c->tl_ctx[c->ntl], cards[c->rank].addr[c->ntl], &len);
+        c->ntl++;
+        if (st != HCOMM_SUCCESS)
+            return st;
+        cards[c->rank].addr_len[c->ntl - 1] = (uint32_t)len;
+    }
+    return HCOMM_SUCCESS;
+}
+
+/* The transport for a pair: the first that reaches it, in preference order. Both
+ * ends compute the same answer from the same cards. */
+static int comm_pick_tl(hcomm_comm_t c, const comm_card_t *cards, int peer)
+{
+    for (int t = 0; t < c->ntl; t++)
+        if (c->tl_ops[t]->reachable(&cards[c->rank].info, &cards[peer].info))
+            return t;
+    return -1;
+}
+
+static hcomm_status_t comm_connect_all(hcomm_comm_t c, const comm_card_t *cards)
+{
+    c->eps   = calloc((size_t)c->nranks, sizeof(*c->eps));
+    c->ep_tl = calloc((size_t)c->nranks, sizeof(*c->ep_tl));
+    if (c->eps == NULL || c->ep_tl == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    for (int peer = 0; peer < c->nranks; peer++) {
+        if (peer == c->rank)
+            continue;
+        int t = comm_pick_tl(c, cards, peer);
+        if (t < 0) {
+            hc_error(INIT, "no transport reaches rank %d on %s (HCOMM_TRANSPORT=%s)", peer,
+                     cards[peer].info.hostname, hc_params_get()->transport);
+            return HCOMM_ERR_UNREACHABLE;
+        }
+        hcomm_status_t st = c->tl_ops[t]->connect(c->tl_ctx[t], &cards[peer].info,
+                                                  cards[peer].addr[t], cards[peer].addr_len[t],
+                                                  &c->eps[peer]);
+        if (st != HCOMM_SUCCESS)
+            return st;
+        c->ep_tl[peer] = (uint8_t)t;
+        hc_debug(INIT, "rank %d connected over %s", peer, c->tl_ops[t]->name);
+    }
+    return HCOMM_SUCCESS;
+}
+
+static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
+{
+    hcomm_status_t st = hc_bootstrap_init(id, c->nranks, c->rank, c->timeout, &c->bs);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    memcpy(c->cookie, hc_bootstrap_cookie(c->bs), sizeof(c->cookie));
+
+    comm_card_t *cards = calloc((size_t)c->nranks, sizeof(*cards));
+    c->peers           = calloc((size_t)c->nranks, sizeof(*c->peers));
+    if (cards == NULL || c->peers == NULL) {
+        free(cards);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    comm_self_info(&cards[c->rank].info, c->rank);
+    st = comm_open_transports(c, cards);
+    if (st == HCOMM_SUCCESS)
+        st = hc_bootstrap_allgather(c->bs, cards, sizeof(*cards));
+    if (st == HCOMM_SUCCESS) {
+        for (int r = 0; r < c->nranks; r++)
+            c->peers[r] = cards[r].info;
+        st = comm_connect_all(c, cards);
+    }
+    free(cards);
+    if (st == HCOMM_SUCCESS)
+        st = hc_bootstrap_barrier(c->bs);
+    return st;
+}
+
+static void comm_free(hcomm_comm_t c)
+{
+    comm_close_transports(c);
+    if (c->bs != NULL)
+        hc_bootstrap_destroy(c->bs);
+    for (int i = 0; i < c->ncache; i++)
+        hc_sched_destroy(c->cache[i].sched);
+    if (c->op_free != NULL) {
+        hc_exec_release(c->op_free);
+        free(c->op_free);
+    }
+    free(c->scratch);
+    free(c->peers);
+    free(c);
+}
+
+hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_unique_id_t *id,
+                              int rank)
+{
+    const hc_params_t *p = hc_params_get();
+    const hc_uid_t    *u = (const hc_uid_t *)(const void *)id;
+
+    if (comm_p == NULL || id == NULL) {
+        hc_error(INIT, "hcomm_comm_init: NULL %s", comm_p == NULL ? "comm pointer" : "unique id");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        hc_error(INIT, "hcomm_comm_init: rank %d is not in [0, %d)", rank, nranks);
+        return HCOMM_ERR_INVALID_RANK;
+    }
+    if (u->magic != HC_UID_MAGIC) {
+        hc_error(INIT, "hcomm_comm_init: the id was not made by hcomm_get_unique_id");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    hcomm_comm_t c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    c->rank    = rank;
+    c->nranks  = nranks;
+    c->timeout = p->timeout;
+    hc_log_set_rank(rank);
+
+    hcomm_status_t st = comm_setup(c, id);
+    if (st == HCOMM_SUCCESS && registry_add(c) != 0)
+        st = HCOMM_ERR_NO_MEMORY;
+    if (st != HCOMM_SUCCESS) {
+        hc_error(INIT, "rank %d of %d: init failed: %s", rank, nranks, hcomm_status_str(st));
+        comm_free(c);
+        return st;
+    }
+    hc_info(INIT, "rank %d of %d ready (%d transports)", rank, nranks, c->ntl);
+    *comm_p = c;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_unique_id_t *id,
+                               int rank)
+{
+    return hc_comm_create(comm, nranks, id, rank);
+}
+
+hcomm_status_t hcomm_get_unique_id(hcomm_unique_id_t *id)
+{
+    uint8_t cookie[16];
+    if (id == NULL) {
+        hc_error(INIT, "hcomm_get_unique_id: NULL id");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    hcomm_status_t st = hc_bootstrap_random(cookie, sizeof(cookie));
+    if (st != HCOMM_SUCCESS)
+        return st;
+    return hc_bootstrap_root_start(NULL, cookie, id);
+}
+
+/* A cookie from a string (HCOMM_ROOT): keeps unrelated jobs apart, no secret. */
+static void comm_cookie_from(const char *s, uint8_t cookie[16])
+{
+    uint64_t a = fnv1a(0xcbf29ce484222325ull, s), b = fnv1a(0x84222325cbf29ce4ull, s);
+    memcpy(cookie, &a, 8);
+    memcpy(cookie + 8, &b, 8);
+}
+
+static int comm_parse_cookie(const char *hex, uint8_t cookie[16])
+{
+    if (strlen(hex) != 32)
+        return -1;
+    for (int i = 0; i < 16; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        cookie[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
+{
+    const hc_params_t *p = hc_params_get();
+    int                rank = p->rank, nranks = p->nranks;
+    uint8_t            cookie[16];
+    hcomm_unique_id_t  id;
+    hcomm_status_t     st;
+
+    if (rank < 0 || nranks < 1) {
+        if (hc_params_launcher_rank_size(&rank, &nranks) != 0) {
+            hc_error(INIT, "hcomm_comm_init_env: set HCOMM_RANK and HCOMM_NRANKS (or launch "
+                           "with hcomm-run, mpirun or srun)");
+            return HCOMM_ERR_INVALID_USAGE;
+        }
+    }
+    if (p->root[0] == '\0') {
+        hc_error(INIT, "hcomm_comm_init_env: HCOMM_ROOT=host:port is not set");
+        return HCOMM_ERR_INVALID_USAGE;
+    }
+    if (p->cookie[0] != '\0') {
+        if (comm_parse_cookie(p->cookie, cookie) != 0) {
+            hc_error(INIT, "HCOMM_COOKIE: expected 32 hex digits");
+            return HCOMM_ERR_INVALID_ARG;
+        }
+    } else {
+        comm_cookie_from(p->root, cookie);
+        hc_info(INIT, "HCOMM_COOKIE not set: cookie derived from HCOMM_ROOT");
+    }
+    if (rank == 0)
+        st = hc_bootstrap_root_start(p->root, cookie, &id);
+    else
+        st = hc_bootstrap_id_from_addr(p->root, cookie, &id);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    return hc_comm_create(comm, nranks, &id, rank);
+}
+
+hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_destroy: communicator %p is NULL or already destroyed",
+                 (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    hc_comm_drain(comm);
+    registry_remove(comm);
+    comm_free(comm);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_abort(hcomm_comm_t comm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_abort: communicator %p is NULL or already destroyed",
+                 (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    hc_comm_fail(comm, HCOMM_ERR_ABORTED);
+    hc_comm_drain(comm); /* every queued op now finishes as aborted */
+    registry_remove(comm);
+    comm_free(comm);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_rank(hcomm_comm_t comm, int *rank)
+{
+    if (!hc_comm_is_live(comm) || rank == NULL) {
+        hc_error(INIT, "hcomm_comm_rank: %s", rank ? "invalid communicator" : "NULL rank");
+        return rank ? HCOMM_ERR_INVALID_COMM : HCOMM_ERR_INVALID_ARG;
+    }
+    *rank = comm->rank;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_size(hcomm_comm_t comm, int *nranks)
+{
+    if (!hc_comm_is_live(comm) || nranks == NULL) {
+        hc_error(INIT, "hcomm_comm_size: %s", nranks ? "invalid communicator" : "NULL nranks");
+        return nranks ? HCOMM_ERR_INVALID_COMM : HCOMM_ERR_INVALID_ARG;
+    }
+    *nranks = comm->nranks;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_get_error: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    return comm->error;
+}

@@ -1,0 +1,85 @@
+/* comm.h - the communicator: ranks, transports and endpoints, the queue of
+ * operations, the schedule cache and the scratch buffer. */
+#ifndef HC_CORE_COMM_H
+#define HC_CORE_COMM_H
+
+#include <stdint.h>
+
+#include "algorithms/algo.h"
+#include "bootstrap/bootstrap.h"
+#include "core/exec.h"
+#include "transport/transport.h"
+
+#define HC_TL_MAX          2
+#define HC_SCHED_CACHE_MAX 64
+
+typedef struct hc_sched_cache_entry {
+    hc_coll_args_t args;
+    hc_algo_t      algo;
+    size_t         chunk_bytes;
+    hc_sched_t    *sched;
+    uint64_t       last_use;
+} hc_sched_cache_entry_t;
+
+struct hcomm_comm {
+    int                 rank, nranks;
+    uint8_t             cookie[16];
+    hc_bootstrap_t     *bs;
+    hc_peer_info_t     *peers;                /* nranks entries */
+    const hc_tl_ops_t  *tl_ops[HC_TL_MAX];
+    hc_tl_ctx_t        *tl_ctx[HC_TL_MAX];
+    int                 ntl;
+    hc_tl_ep_t        **eps;                  /* per peer; NULL for self */
+    uint8_t            *ep_tl;                /* per peer: index into tl_ops */
+    hcomm_status_t      error;                /* first failure; sticky */
+    hc_op_t            *op_head, *op_tail;    /* issued, not yet finished; head runs */
+    hc_op_t            *op_free;              /* one finished op kept for reuse */
+    hc_sched_cache_entry_t cache[HC_SCHED_CACHE_MAX];
+    int                 ncache;
+    uint64_t            cache_clock;
+    void               *scratch;
+    size_t              scratch_size;
+    double              timeout;
+};
+
+/* Live-communicator registry: lets every API call tell a destroyed or foreign
+ * pointer from a live one without touching freed memory. */
+int  hc_comm_is_live(hcomm_comm_t comm);
+/* Validates comm for a new operation: live, not failed. Logs and returns why not. */
+hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what);
+
+/* The cached (or newly built) schedule for args on comm; *owned_p = 1 when the
+ * caller owns it (the cache was full and busy). */
+hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
+                                 hc_sched_t **sched_p, int *owned_p);
+
+/* Operations: allocate (reusing the comm's spare), queue, progress, wait, recycle. */
+hc_op_t       *hc_comm_op_alloc(hcomm_comm_t comm);
+void           hc_comm_op_recycle(hcomm_comm_t comm, hc_op_t *op);
+void           hc_comm_enqueue(hcomm_comm_t comm, hc_op_t *op);
+hcomm_status_t hc_comm_progress(hcomm_comm_t comm);
+hcomm_status_t hc_comm_wait_op(hc_op_t *op);
+void           hc_comm_drain(hcomm_comm_t comm);
+
+/* Creates a communicator (hcomm_comm_init without the public checks' name). */
+hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_unique_id_t *id,
+                              int rank);
+
+/* Issues one collective described by args (validated) on comm: queued in a group,
+ * nonblocking when req is non-NULL, else blocking. */
+hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
+                             void *recvbuf, hcomm_request_t *req);
+
+/* Groups (group.c). */
+int            hc_group_active(void);
+hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
+                            void *recvbuf);
+
+/* Makes sure comm->scratch holds at least size bytes. */
+hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size);
+
+/* Records the communicator's first error and shuts its transports down, so that no
+ * late message can write into a buffer the caller got back. */
+void hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status);
+
+#endif

@@ -1,0 +1,155 @@
+/* comm_queue.c - a communicator's operations: issue in order, progress the head,
+ * wait with a bounded spin; the schedule cache and the shared scratch buffer. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+
+hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size)
+{
+    if (size <= comm->scratch_size)
+        return HCOMM_SUCCESS;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size) != 0) {
+        hc_error(EXEC, "cannot allocate %zu bytes of scratch", size);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    free(comm->scratch);
+    comm->scratch      = p;
+    comm->scratch_size = size;
+    return HCOMM_SUCCESS;
+}
+
+static int cache_match(const hc_sched_cache_entry_t *e, const hc_coll_args_t *a, hc_algo_t algo,
+                       size_t chunk)
+{
+    return e->algo == algo && e->chunk_bytes == chunk && e->args.coll == a->coll &&
+           e->args.count == a->count && e->args.dtype == a->dtype && e->args.op == a->op &&
+           e->args.root == a->root && e->args.in_place == a->in_place;
+}
+
+hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
+                                 hc_sched_t **sched_p, int *owned_p)
+{
+    const hc_params_t *p     = hc_params_get();
+    hc_algo_t          algo  = hc_algo_select(args, comm->nranks, p);
+    size_t             chunk = p->chunk_bytes;
+    int                victim = 0;
+
+    for (int i = 0; i < comm->ncache; i++) {
+        hc_sched_cache_entry_t *e = &comm->cache[i];
+        if (cache_match(e, args, algo, chunk)) {
+            e->last_use = ++comm->cache_clock;
+            *sched_p    = e->sched;
+            *owned_p    = 0;
+            return HCOMM_SUCCESS;
+        }
+        if (e->last_use < comm->cache[victim].last_use)
+            victim = i;
+    }
+    hc_sched_t    *s  = NULL;
+    hcomm_status_t st = hc_algo_build(args, algo, comm->nranks, comm->rank, chunk, &s);
+    if (st == HCOMM_SUCCESS)
+        st = hc_sched_finalize(s);
+    if (st != HCOMM_SUCCESS) {
+        hc_error(ALGO, "building %s with %s for %zu elements failed: %s",
+                 hc_coll_name(args->coll), hc_algo_name(algo), args->count,
+                 hcomm_status_str(st));
+        if (s != NULL)
+            hc_sched_destroy(s);
+        return st;
+    }
+    hc_debug(ALGO, "%s of %zu elements: %s, %u steps", hc_coll_name(args->coll), args->count,
+             hc_algo_name(algo), s->nsteps);
+    *sched_p = s;
+    *owned_p = 0;
+    if (comm->ncache < HC_SCHED_CACHE_MAX) {
+        victim = comm->ncache++;
+    } else if (comm->op_head == NULL) {
+        hc_sched_destroy(comm->cache[victim].sched);
+    } else {
+        /* a queued op may hold the victim: this op owns its schedule instead */
+        *owned_p = 1;
+        return HCOMM_SUCCESS;
+    }
+    comm->cache[victim] = (hc_sched_cache_entry_t){
+        .args = *args, .algo = algo, .chunk_bytes = chunk, .sched = s,
+        .last_use = ++comm->cache_clock};
+    return HCOMM_SUCCESS;
+}
+
+hc_op_t *hc_comm_op_alloc(hcomm_comm_t comm)
+{
+    hc_op_t *op = comm->op_free;
+    if (op != NULL) {
+        comm->op_free = NULL;
+        return op;
+    }
+    op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        hc_error(EXEC, "out of memory for an operation");
+    return op;
+}
+
+/* Keeps one finished op (and its arrays) for the next call. */
+void hc_comm_op_recycle(hcomm_comm_t comm, hc_op_t *op)
+{
+    if (op->own_sched) {
+        hc_sched_destroy(op->sched);
+        op->own_sched = 0;
+    }
+    if (comm != NULL && hc_comm_is_live(comm) && comm->op_free == NULL) {
+        comm->op_free = op;
+        return;
+    }
+    hc_exec_release(op);
+    free(op);
+}
+
+void hc_comm_enqueue(hcomm_comm_t comm, hc_op_t *op)
+{
+    op->next = NULL;
+    if (comm->op_tail != NULL)
+        comm->op_tail->next = op;
+    else
+        comm->op_head = op;
+    comm->op_tail = op;
+}
+
+/* Progresses the head op, and the next ones as the head finishes. */
+hcomm_status_t hc_comm_progress(hcomm_comm_t comm)
+{
+    while (comm->op_head != NULL) {
+        hc_op_t *op = comm->op_head;
+        if (hc_exec_progress(op) == HCOMM_IN_PROGRESS)
+            return HCOMM_IN_PROGRESS;
+        comm->op_head = op->next;
+        if (comm->op_head == NULL)
+            comm->op_tail = NULL;
+        op->next = NULL;
+    }
+    return HCOMM_SUCCESS;
+}
+
+/* Spins on progress, yielding the CPU after spin_count idle rounds. The executor
+ * fails the head op after HCOMM_TIMEOUT without progress, so this ends. */
+hcomm_status_t hc_comm_wait_op(hc_op_t *op)
+{
+    int spin = hc_params_get()->spin_count, idle = 0;
+    while (op->status == HCOMM_IN_PROGRESS) {
+        hc_comm_progress(op->comm);
+        if (++idle > spin)
+            sched_yield();
+    }
+    return op->status;
+}
+
+void hc_comm_drain(hcomm_comm_t comm)
+{
+    int spin = hc_params_get()->spin_count, idle = 0;
+    while (hc_comm_progress(comm) == HCOMM_IN_PROGRESS)
+        if (++idle > spin)
+            sched_yield();
+}

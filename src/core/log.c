@@ -1,0 +1,108 @@
+/* log.c - log lines "host:pid:rank LEVEL subsys file:line message". */
+#include "core/log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/params.h"
+
+hc_log_level_t hc_log_level_g  = HC_LOG_WARN;
+unsigned       hc_log_subsys_g = ~0u;
+
+static int             log_rank = -1;
+static FILE           *log_file;
+static char            log_host[64];
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
+static const char *const subsys_names[] = {
+#define HC_LOG_SUBSYS_NAME_(id, str) str,
+    HC_LOG_SUBSYS_MAP(HC_LOG_SUBSYS_NAME_)
+#undef HC_LOG_SUBSYS_NAME_
+};
+
+void hc_log_set_rank(int rank)
+{
+    if (log_rank < 0)
+        log_rank = rank;
+}
+
+/* Expands %h and %p in a HCOMM_LOG_FILE pattern. */
+static void log_expand_path(const char *pattern, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const char *p = pattern; *p && n + 1 < size; p++) {
+        if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
+            int w = (p[1] == 'h') ? snprintf(out + n, size - n, "%s", log_host)
+                                  : snprintf(out + n, size - n, "%d", (int)getpid());
+            n = (w > 0 && (size_t)w < size - n) ? n + (size_t)w : size - 1;
+            p++;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* Called by params.c once the parameters are parsed. */
+void hc_log_configure(const char *level, const char *subsys, const char *file);
+void hc_log_configure(const char *level, const char *subsys, const char *file)
+{
+    if (gethostname(log_host, sizeof(log_host) - 1) != 0)
+        strcpy(log_host, "?");
+    for (int l = HC_LOG_NONE; l <= HC_LOG_TRACE; l++)
+        if (strcasecmp(level, level_names[l]) == 0)
+            hc_log_level_g = (hc_log_level_t)l;
+
+    if (strcmp(subsys, "all") != 0 && subsys[0] != '\0') {
+        int      exclude = (subsys[0] == '^');
+        unsigned mask    = 0;
+        char     buf[256];
+        snprintf(buf, sizeof(buf), "%s", subsys + exclude);
+        for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            for (int i = 0; i < HC_SUBSYS_COUNT; i++)
+                if (strcasecmp(tok, subsys_names[i]) == 0)
+                    mask |= 1u << i;
+        hc_log_subsys_g = exclude ? ~mask : mask;
+    }
+
+    if (file[0] != '\0') {
+        char path[512];
+        log_expand_path(file, path, sizeof(path));
+        FILE *f = fopen(path, "a");
+        if (f != NULL) {
+            setvbuf(f, NULL, _IOLBF, 0);
+            log_file = f;
+        }
+    }
+}
+
+void hc_log_emit(hc_log_level_t level, unsigned subsys, const char *file, int line,
+                 const char *fmt, ...)
+{
+    char    msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+
+    const char *sub  = "?";
+    for (int i = 0; i < HC_SUBSYS_COUNT; i++)
+        if (subsys == (1u << i))
+            sub = subsys_names[i];
+    const char *base = strrchr(file, '/');
+    base             = base ? base + 1 : file;
+
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    pthread_mutex_lock(&log_lock);
+    fprintf(log_file ? log_file : stderr, "[%ld.%06ld] %s:%d:%d hcomm %s %s %s:%d %s\n",
+            (long)tv.tv_sec, (long)tv.tv_usec, log_host[0] ? log_host : "?", (int)getpid(),
+            log_rank, level_names[level], sub, base, line, msg);
+    pthread_mutex_unlock(&log_lock);
+}

@@ -1,0 +1,173 @@
+/* params.c - reads the HCOMM_* environment once, as params.def declares it. */
+#include "core/params.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+extern char **environ;
+void hc_log_configure(const char *level, const char *subsys, const char *file);
+
+typedef enum { PT_INT, PT_SIZE, PT_DOUBLE, PT_STR } param_type_t;
+
+typedef struct {
+    const char  *name; /* without the HCOMM_ prefix */
+    param_type_t type;
+    const char  *def;
+    const char  *doc;
+    size_t       offset;
+} param_desc_t;
+
+static const param_desc_t param_table[] = {
+#define HC_PARAM(NAME, TYPE, DEF, FIELD, DOC) \
+    {#NAME, PT_##TYPE, DEF, DOC, offsetof(hc_params_t, FIELD)},
+#include "params.def"
+#undef HC_PARAM
+};
+#define NPARAMS (sizeof(param_table) / sizeof(param_table[0]))
+
+static hc_params_t    params;
+static const char    *param_raw[NPARAMS]; /* the string each value came from */
+static pthread_once_t params_once = PTHREAD_ONCE_INIT;
+
+int hc_params_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno             = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno != 0 || s[0] == '-')
+        return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0' || (shift && v > (~0ull >> shift)))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+/* Stores s into the field; returns 0 on success. */
+static int param_set(const param_desc_t *d, const char *s)
+{
+    void *field = (char *)&params + d->offset;
+    char *end;
+    switch (d->type) {
+    case PT_INT: {
+        errno  = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || *end != '\0' || errno != 0 || v < -2147483647L || v > 2147483647L)
+            return -1;
+        *(int *)field = (int)v;
+        return 0;
+    }
+    case PT_SIZE:
+        return hc_params_parse_size(s, (size_t *)field);
+    case PT_DOUBLE: {
+        errno    = 0;
+        double v = strtod(s, &end);
+        if (end == s || *end != '\0' || errno != 0 || !isfinite(v))
+            return -1;
+        *(double *)field = v;
+        return 0;
+    }
+    case PT_STR:
+        *(const char **)field = s;
+        return 0;
+    }
+    return -1;
+}
+
+static void params_load(void)
+{
+    char name[128];
+    int  invalid[NPARAMS] = {0};
+
+    for (size_t i = 0; i < NPARAMS; i++) {
+        const param_desc_t *d = &param_table[i];
+        snprintf(name, sizeof(name), "HCOMM_%s", d->name);
+        const char *env = getenv(name);
+        param_set(d, d->def);
+        param_raw[i] = d->def;
+        if (env != NULL) {
+            if (param_set(d, env) == 0)
+                param_raw[i] = env;
+            else
+                invalid[i] = 1, param_set(d, d->def);
+        }
+    }
+    hc_log_configure(params.log_level, params.log_subsys, params.log_file);
+
+    for (size_t i = 0; i < NPARAMS; i++)
+        if (invalid[i])
+            hc_warn(PARAM, "HCOMM_%s: invalid value, using the default %s", param_table[i].name,
+                    param_table[i].def);
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "HCOMM_", 6) != 0)
+            continue;
+        const char *eq  = strchr(*e, '=');
+        size_t      len = eq ? (size_t)(eq - *e) - 6 : strlen(*e) - 6;
+        int         known = 0;
+        for (size_t i = 0; i < NPARAMS && !known; i++)
+            known = strlen(param_table[i].name) == len &&
+                    strncmp(param_table[i].name, *e + 6, len) == 0;
+        if (!known)
+            hc_warn(PARAM, "unknown variable %.*s ignored", (int)(len + 6), *e);
+    }
+}
+
+static void params_once_fn(void)
+{
+    params_load();
+}
+
+const hc_params_t *hc_params_get(void)
+{
+    pthread_once(&params_once, params_once_fn);
+    return &params;
+}
+
+void hc_params_reload(void)
+{
+    pthread_once(&params_once, params_once_fn);
+    params_load();
+}
+
+void hc_params_print(FILE *f)
+{
+    hc_params_get();
+    for (size_t i = 0; i < NPARAMS; i++)
+        fprintf(f, "HCOMM_%-18s = %-10s (default %s)\n    %s\n", param_table[i].name,
+                param_raw[i], param_table[i].def, param_table[i].doc);
+}
+
+/* Rank and size from a launcher's own variables, for hcomm_comm_init_env when
+ * HCOMM_RANK / HCOMM_NRANKS are absent: Open MPI, PMI (MPICH, Intel MPI), Slurm. */
+int hc_params_launcher_rank_size(int *rank, int *nranks)
+{
+    static const char *const vars[][2] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        {"PMI_RANK", "PMI_SIZE"},
+        {"PMIX_RANK", "PMI_SIZE"},
+        {"SLURM_PROCID", "SLURM_NTASKS"},
+    };
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *r = getenv(vars[i][0]), *n = getenv(vars[i][1]);
+        if (r != NULL && n != NULL) {
+            *rank   = atoi(r);
+            *nranks = atoi(n);
+            hc_debug(PARAM, "rank %d of %d from %s/%s", *rank, *nranks, vars[i][0], vars[i][1]);
+            return 0;
+        }
+    }
+    return -1;
+}

@@ -1,0 +1,36 @@
+/* params.h - parsed HCOMM_* environment variables (see params.def). */
+#ifndef HC_CORE_PARAMS_H
+#define HC_CORE_PARAMS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define HC_PARAM_CTYPE_INT    int
+#define HC_PARAM_CTYPE_SIZE   size_t
+#define HC_PARAM_CTYPE_DOUBLE double
+#define HC_PARAM_CTYPE_STR    const char *
+
+typedef struct hc_params {
+#define HC_PARAM(NAME, TYPE, DEF, FIELD, DOC) HC_PARAM_CTYPE_##TYPE FIELD;
+#include "params.def"
+#undef HC_PARAM
+} hc_params_t;
+
+/* The parameters, parsed on first call (thread-safe); invalid values warn and
+ * keep the default; an unknown HCOMM_* variable warns once. */
+const hc_params_t *hc_params_get(void);
+
+/* Parses a size with an optional K/M/G suffix; returns 0 on success. */
+int hc_params_parse_size(const char *s, size_t *out);
+
+/* Prints every parameter: name, current value, default and doc. */
+void hc_params_print(FILE *f);
+
+/* Re-reads the environment (tests). */
+void hc_params_reload(void);
+
+
+
+/* Rank and size from launcher variables (Open MPI, PMI, Slurm); 0 if found. */
+int hc_params_launcher_rank_size(int *rank, int *nranks);
+#endif

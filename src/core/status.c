@@ -1,0 +1,67 @@
+/* status.c - status strings, version, datatype and op names. */
+#include "hcomm.h"
+
+#define HC_STR2_(x) #x
+#define HC_STR_(x)  HC_STR2_(x)
+
+const char *hcomm_status_str(hcomm_status_t status)
+{
+    switch (status) {
+#define HC_STATUS_STR_(name, value, desc) \
+    case name:                            \
+        return desc;
+        HCOMM_STATUS_MAP(HC_STATUS_STR_)
+#undef HC_STATUS_STR_
+    }
+    return "unknown status";
+}
+
+const char *hcomm_status_name(hcomm_status_t status)
+{
+    switch (status) {
+#define HC_STATUS_NAME_(name, value, desc) \
+    case name:                             \
+        return #name;
+        HCOMM_STATUS_MAP(HC_STATUS_NAME_)
+#undef HC_STATUS_NAME_
+    }
+    return "HCOMM_UNKNOWN_STATUS";
+}
+
+int hcomm_version(void)
+{
+    return HCOMM_VERSION_CODE;
+}
+
+const char *hcomm_version_str(void)
+{
+    return HC_STR_(HCOMM_VERSION_MAJOR) "." HC_STR_(HCOMM_VERSION_MINOR) "." HC_STR_(
+        HCOMM_VERSION_PATCH);
+}
+
+static const struct {
+    const char *name;
+    size_t      size;
+} dtype_info[HCOMM_DTYPE_COUNT] = {
+    [HCOMM_INT8] = {"int8", 1},       [HCOMM_UINT8] = {"uint8", 1},
+    [HCOMM_INT32] = {"int32", 4},     [HCOMM_UINT32] = {"uint32", 4},
+    [HCOMM_INT64] = {"int64", 8},     [HCOMM_UINT64] = {"uint64", 8},
+    [HCOMM_FLOAT16] = {"float16", 2}, [HCOMM_BFLOAT16] = {"bfloat16", 2},
+    [HCOMM_FLOAT32] = {"float32", 4}, [HCOMM_FLOAT64] = {"float64", 8},
+};
+
+size_t hcomm_dtype_size(hcomm_dtype_t dtype)
+{
+    return ((unsigned)dtype < HCOMM_DTYPE_COUNT) ? dtype_info[dtype].size : 0;
+}
+
+const char *hcomm_dtype_name(hcomm_dtype_t dtype)
+{
+    return ((unsigned)dtype < HCOMM_DTYPE_COUNT) ? dtype_info[dtype].name : NULL;
+}
+
+const char *hcomm_op_name(hcomm_op_t op)
+{
+    static const char *const names[HCOMM_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+    return ((unsigned)op < HCOMM_OP_COUNT) ? names[op] : NULL;
+}

@@ -1,0 +1,107 @@
+/* transport.h - the interface every transport implements (one folder each).
+ *
+ * A transport moves messages between two ranks over an endpoint. Messages on one
+ * endpoint and direction arrive in the order they were sent, and the receiver
+ * posts its receives in that same order: there are no tags. Every message carries
+ * a small header with its length; a receive whose length differs from the
+ * message's fails with HCOMM_ERR_PROTOCOL. Transports know nothing of collectives.
+ *
+ * Completion is by polling: a request's status is HCOMM_IN_PROGRESS until
+ * progress() completes it with HCOMM_SUCCESS or an error. progress() never
+ * blocks. A peer that dies or closes makes every pending and later request on its
+ * endpoint fail with HCOMM_ERR_REMOTE, and ep_status() report it.
+ */
+#ifndef HC_TRANSPORT_H
+#define HC_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hcomm.h"
+#include "core/params.h"
+
+typedef struct hc_tl_ctx hc_tl_ctx_t; /* one per communicator and transport */
+typedef struct hc_tl_ep  hc_tl_ep_t;  /* one per peer */
+
+#define HC_HOSTNAME_MAX 64
+#define HC_TL_ADDR_MAX  128 /* bytes of a transport's address blob */
+
+/* What every rank publishes about itself at init (gathered by the bootstrap). */
+typedef struct hc_peer_info {
+    char     hostname[HC_HOSTNAME_MAX];
+    uint64_t host_hash; /* hostname + boot id: equal means same kernel, same /dev/shm */
+    int32_t  pid;
+    int32_t  rank;
+} hc_peer_info_t;
+
+typedef struct hc_tl_params {
+    int                   rank, nranks;
+    uint8_t               cookie[16];  /* the communicator's secret; unique per communicator */
+    const char           *bind_ip;     /* numeric address to listen on (the bootstrap's) */
+    double                timeout;     /* seconds, for connection set-up waits */
+    const hc_peer_info_t *self;
+    const hc_params_t    *params;
+} hc_tl_params_t;
+
+/* Called with each contiguous piece of an incoming message, in order, as the
+ * transport gets it (off = the piece's byte offset in the message). Lets the
+ * caller reduce straight out of the transport's buffers. */
+typedef void (*hc_tl_sink_fn_t)(void *arg, size_t off, const void *data, size_t len);
+
+typedef struct hc_tl_req {
+    int                status;   /* HCOMM_IN_PROGRESS while pending */
+    /* set by isend/irecv; owned by the transport until completion */
+    struct hc_tl_req  *next;
+    hc_tl_ep_t        *ep;
+    const void        *sbuf;     /* isend: source */
+    void              *rbuf;     /* irecv: destination, when sink is NULL */
+    hc_tl_sink_fn_t    sink;
+    void              *sink_arg;
+    size_t             len;      /* bytes of the message */
+    size_t             done;     /* bytes moved so far */
+    uint64_t           priv[4];  /* transport scratch */
+} hc_tl_req_t;
+
+enum {
+    HC_TL_CAP_HOST_MEM = 1u << 0, /* moves host memory */
+};
+
+typedef struct hc_tl_ops {
+    const char *name; /* "shm", "tcp" */
+    unsigned    caps;
+
+    /* Creates the per-communicator context (listening socket, ...). */
+    hcomm_status_t (*init)(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p);
+    /* Closes every endpoint and frees the context; pending requests are abandoned. */
+    void (*fini)(hc_tl_ctx_t *ctx);
+    /* Writes this rank's address blob (at most HC_TL_ADDR_MAX bytes) to buf. */
+    hcomm_status_t (*address)(hc_tl_ctx_t *ctx, void *buf, size_t *len);
+    /* Nonzero if this transport can connect self to peer. */
+    int (*reachable)(const hc_peer_info_t *self, const hc_peer_info_t *peer);
+    /*
+     * Connects to one peer, given its address blob and info. Every rank calls it
+     * for its peers in ascending rank order. For a peer above self it must not
+     * wait for that peer (it acts: creates, connects); for a peer below self it
+     * may wait, up to the timeout, for the peer's action (accept, open).
+     * Checks the cookie: a connection presenting another is refused and logged.
+     */
+    hcomm_status_t (*connect)(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const void *addr,
+                              size_t len, hc_tl_ep_t **ep_p);
+    /* Queue a message / a receive. Buffers stay the caller's to keep valid until
+     * the request completes. Return an error (and leave req untouched) only when the
+     * request cannot be queued, e.g. the endpoint already failed. */
+    hcomm_status_t (*isend)(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req);
+    hcomm_status_t (*irecv)(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
+                            void *sink_arg, hc_tl_req_t *req);
+    /* Moves data and completes requests on every endpoint; never blocks. Also
+     * notices peers that died (closed socket, vanished pid). Returns the number of
+     * requests completed. */
+    int (*progress)(hc_tl_ctx_t *ctx);
+    /* HCOMM_SUCCESS, or why the endpoint failed. */
+    hcomm_status_t (*ep_status)(hc_tl_ep_t *ep);
+} hc_tl_ops_t;
+
+extern const hc_tl_ops_t hc_tl_shm_ops;
+extern const hc_tl_ops_t hc_tl_tcp_ops;
+
+#endif

@@ -1,0 +1,391 @@
+/* test_bootstrap.c - the bootstrap over loopback: rings of forked processes,
+ * a wrong cookie, a missing rank, a root that starts after its ranks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_socket.h"
+#include "core/params.h"
+
+#define MAX_RANKS 8
+#define SMALL_SLOT 13
+#define BIG_SLOT (1u << 20)
+#define CHILD_ALARM 60 /* seconds before a stuck child is killed */
+
+static const uint8_t test_cookie[16] = {0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe,
+                                        0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
+
+static void set_timeout_env(const char *seconds)
+{
+    setenv("HCOMM_TIMEOUT", seconds, 1);
+    hc_params_reload();
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    setenv("HCOMM_SOCKET_IFNAME", "lo", 1);
+    setenv("HCOMM_LOG_LEVEL", "warn", 1);
+    unsetenv("HCOMM_LOG_FILE");
+    set_timeout_env("30");
+    return 0;
+}
+
+/* Log capture: the library logs to stderr; tests that expect errors keep
+ * them in a file and show it only when they fail. */
+static int  saved_stderr = -1;
+static char capture_path[64];
+
+static void capture_begin(void)
+{
+    snprintf(capture_path, sizeof(capture_path), "/tmp/hc_test_bootstrap_%d.log", (int)getpid());
+    int fd = open(capture_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    saved_stderr = dup(2);
+    assert_true(saved_stderr >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    close(fd);
+}
+
+/* Counts the lines of the capture that contain both needles. */
+static int capture_count(const char *a, const char *b)
+{
+    FILE *f = fopen(capture_path, "r");
+    char  line[2048];
+    int   n = 0;
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, a) != NULL && strstr(line, b) != NULL;
+    fclose(f);
+    return n;
+}
+
+static void capture_end(int show)
+{
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    if (show) {
+        FILE *f = fopen(capture_path, "r");
+        char  line[2048];
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+            fprintf(stderr, "  captured: %s", line);
+        if (f != NULL)
+            fclose(f);
+    }
+    unlink(capture_path);
+}
+
+static uint8_t pattern(int rank, size_t size, size_t i)
+{
+    return (uint8_t)(rank * 131 + i * 7 + size + (i >> 11));
+}
+
+/* One allgather of size-byte slots; 0 on success, else an exit code. */
+static int check_allgather(hc_bootstrap_t *bs, int nranks, int rank, size_t size, int code)
+{
+    uint8_t *buf = malloc(size * (size_t)nranks);
+    if (buf == NULL)
+        return 9;
+    memset(buf, 0xee, size * (size_t)nranks);
+    for (size_t i = 0; i < size; i++)
+        buf[(size_t)rank * size + i] = pattern(rank, size, i);
+    int rc = hc_bootstrap_allgather(bs, buf, size) == HCOMM_SUCCESS ? 0 : code;
+    for (int r = 0; r < nranks && rc == 0; r++)
+        for (size_t i = 0; i < size && rc == 0; i++)
+            if (buf[(size_t)r * size + i] != pattern(r, size, i))
+                rc = code + 1;
+    free(buf);
+    return rc;
+}
+
+/* A rank's whole life; returns its exit code (0 = all checks passed). */
+static int rank_main(const hcomm_unique_id_t *id, int nranks, int rank)
+{
+    hc_bootstrap_t *bs;
+    if (hc_bootstrap_init(id, nranks, rank, 20.0, &bs) != HCOMM_SUCCESS)
+        return 1;
+    int rc = check_allgather(bs, nranks, rank, SMALL_SLOT, 2);
+    if (rc == 0)
+        rc = check_allgather(bs, nranks, rank, BIG_SLOT, 4);
+    if (rc == 0 && hc_bootstrap_barrier(bs) != HCOMM_SUCCESS)
+        rc = 6;
+    if (rc == 0 && strcmp(hc_bootstrap_local_ip(bs), "127.0.0.1") != 0)
+        rc = 7;
+    if (rc == 0 && memcmp(hc_bootstrap_cookie(bs), test_cookie, 16) != 0)
+        rc = 8;
+    hc_bootstrap_destroy(bs);
+    return rc;
+}
+
+typedef int (*child_fn)(const hcomm_unique_id_t *id, int nranks, int rank);
+
+static void spawn(child_fn fn, const hcomm_unique_id_t *id, int nranks, int first, int count,
+                  pid_t *pids)
+{
+    for (int i = 0; i < count; i++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            alarm(CHILD_ALARM);
+            _exit(fn(id, nranks, first + i));
+        }
+        pids[i] = pid;
+    }
+}
+
+/* Waits for every child; returns how many did not exit with 0. */
+static int reap(const pid_t *pids, int count)
+{
+    int bad = 0;
+    for (int i = 0; i < count; i++) {
+        int status;
+        while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "  child %d: %s %d\n", i, WIFEXITED(status) ? "exit" : "signal",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void run_ring(int nranks)
+{
+    hcomm_unique_id_t id;
+    pid_t             pids[MAX_RANKS];
+    assert_int_equal(hc_bootstrap_root_start(NULL, test_cookie, &id), HCOMM_SUCCESS);
+    spawn(rank_main, &id, nranks, 0, nranks, pids);
+    assert_int_equal(reap(pids, nranks), 0);
+}
+
+static void test_ring_1(void **state)
+{
+    (void)state;
+    run_ring(1);
+}
+static void test_ring_2(void **state)
+{
+    (void)state;
+    run_ring(2);
+}
+static void test_ring_3(void **state)
+{
+    (void)state;
+    run_ring(3);
+}
+static void test_ring_5(void **state)
+{
+    (void)state;
+    run_ring(5);
+}
+static void test_ring_8(void **state)
+{
+    (void)state;
+    run_ring(8);
+}
+
+static void test_addresses(void **state)
+{
+    struct sockaddr_storage ss;
+    socklen_t               len;
+    char                    s[HC_BOOTSTRAP_ADDRSTRLEN];
+    (void)state;
+    assert_int_equal(hc_bootstrap_parse_addr("127.0.0.1:8080", &ss, &len), HCOMM_SUCCESS);
+    hc_bootstrap_addr_str((struct sockaddr *)&ss, s, sizeof(s));
+    assert_string_equal(s, "127.0.0.1:8080");
+    assert_int_equal(hc_bootstrap_parse_addr("[::1]:443", &ss, &len), HCOMM_SUCCESS);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    hc_bootstrap_addr_str((struct sockaddr *)&ss, s, sizeof(s));
+    assert_string_equal(s, "[::1]:443");
+
+    capture_begin();
+    static const char *bad[] = {"127.0.0.1", "::1:80",      "[::1]",      "[::1]80",
+                                "h:99999",   "127.0.0.1:x", "127.0.0.1:", "127.0.0.1:-1"};
+    int                nbad  = 0;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        nbad += hc_bootstrap_parse_addr(bad[i], &ss, &len) == HCOMM_ERR_INVALID_ARG;
+    hcomm_unique_id_t id;
+    int               port0 = hc_bootstrap_id_from_addr("127.0.0.1:0", test_cookie, &id);
+    int               noif  = hc_bootstrap_if_addr("hcnoif", &ss, &len);
+    capture_end(0);
+    assert_int_equal(nbad, (int)(sizeof(bad) / sizeof(bad[0])));
+    assert_int_equal(port0, HCOMM_ERR_INVALID_ARG);
+    assert_int_equal(noif, HCOMM_ERR_UNREACHABLE);
+
+    assert_int_equal(hc_bootstrap_if_addr("lo", &ss, &len), HCOMM_SUCCESS);
+    hc_bootstrap_ip_str((struct sockaddr *)&ss, s, sizeof(s));
+    assert_string_equal(s, "127.0.0.1");
+    assert_int_equal(hc_bootstrap_if_addr("", &ss, &len), HCOMM_SUCCESS);
+    assert_true(ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+
+    uint8_t a[16], b[16];
+    assert_int_equal(hc_bootstrap_random(a, sizeof(a)), HCOMM_SUCCESS);
+    assert_int_equal(hc_bootstrap_random(b, sizeof(b)), HCOMM_SUCCESS);
+    assert_memory_not_equal(a, b, sizeof(a));
+}
+
+/* A child that joins with a wrong cookie: passes when refused with AUTH. */
+static int intruder_main(const hcomm_unique_id_t *id, int nranks, int rank)
+{
+    hcomm_unique_id_t bad = *id;
+    hc_uid_t          uid;
+    hc_bootstrap_t   *bs;
+    memcpy(&uid, bad.internal, sizeof(uid));
+    uid.cookie[3] ^= 0x5a;
+    memcpy(bad.internal, &uid, sizeof(uid));
+    hcomm_status_t st = hc_bootstrap_init(&bad, nranks, rank, 10.0, &bs);
+    return st == HCOMM_ERR_AUTH ? 0 : 1;
+}
+
+static int connect_root(const hcomm_unique_id_t *id)
+{
+    hc_uid_t uid;
+    memcpy(&uid, id->internal, sizeof(uid));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)uid.root_addr, uid.root_addrlen), 0);
+    return fd;
+}
+
+static void wait_for_lines(const char *a, const char *b, int n)
+{
+    for (int i = 0; i < 500 && capture_count(a, b) < n; i++)
+        usleep(10000);
+}
+
+static void test_wrong_cookie(void **state)
+{
+    hcomm_unique_id_t id;
+    pid_t             pids[MAX_RANKS];
+    (void)state;
+    assert_int_equal(hc_bootstrap_root_start(NULL, test_cookie, &id), HCOMM_SUCCESS);
+    capture_begin();
+    /* Refused with AUTH before the real ranks exist. */
+    spawn(intruder_main, &id, 3, 0, 1, pids);
+    int intruder_bad = reap(pids, 1);
+    /* A silent client and a garbage hello must not hold the root up. */
+    int                  silent  = connect_root(&id);
+    int                  garbage = connect_root(&id);
+    hc_bootstrap_hello_t junk;
+    memset(&junk, 0x41, sizeof(junk));
+    assert_int_equal(send(garbage, &junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+    /* Fork only once the root thread has logged, so no child inherits a held log lock. */
+    wait_for_lines("refused bootstrap connection from", "wrong cookie", 2);
+    spawn(rank_main, &id, 3, 0, 3, pids);
+    int ranks_bad = reap(pids, 3);
+    int refused   = capture_count("refused bootstrap connection from", "wrong cookie");
+    close(silent);
+    close(garbage);
+    capture_end(intruder_bad || ranks_bad || refused != 2);
+    assert_int_equal(intruder_bad, 0);
+    assert_int_equal(ranks_bad, 0);
+    assert_int_equal(refused, 2);
+}
+
+/* Expects a timeout within the 2 s deadline, with some slack for scheduling. */
+static int lonely_rank_main(const hcomm_unique_id_t *id, int nranks, int rank)
+{
+    hc_bootstrap_t *bs;
+    double          t0 = hc_bootstrap_now();
+    hcomm_status_t  st = hc_bootstrap_init(id, nranks, rank, 2.0, &bs);
+    double          dt = hc_bootstrap_now() - t0;
+    if (st == HCOMM_SUCCESS)
+        hc_bootstrap_destroy(bs);
+    if (st != HCOMM_ERR_TIMEOUT)
+        return 1;
+    return dt < 3.5 ? 0 : 2;
+}
+
+/* Rank 3 of 4 never comes: the root gives up first (timeout 2 s) and tells the
+ * others, or, with a patient root, the ranks' own 2 s deadline fires. */
+static void run_missing_rank(const char *root_timeout)
+{
+    hcomm_unique_id_t id;
+    pid_t             pids[MAX_RANKS];
+    set_timeout_env(root_timeout);
+    hcomm_status_t st = hc_bootstrap_root_start(NULL, test_cookie, &id);
+    set_timeout_env("30");
+    assert_int_equal(st, HCOMM_SUCCESS);
+    capture_begin();
+    spawn(lonely_rank_main, &id, 4, 0, 3, pids);
+    int bad    = reap(pids, 3);
+    int logged = capture_count("timed out", "");
+    capture_end(bad != 0 || logged == 0);
+    assert_int_equal(bad, 0);
+    assert_true(logged > 0);
+}
+
+static void test_missing_rank(void **state)
+{
+    (void)state;
+    run_missing_rank("2");
+    run_missing_rank("30");
+}
+
+static int free_port(void)
+{
+    struct sockaddr_in sa  = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t          len = sizeof(sa);
+    int                fd  = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* Ranks start before the root listens (HCOMM_ROOT style) and retry. */
+static void test_root_at_address(void **state)
+{
+    hcomm_unique_id_t id, id_root, id_again;
+    pid_t             pids[MAX_RANKS];
+    char              addr[32];
+    (void)state;
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+    assert_int_equal(hc_bootstrap_id_from_addr(addr, test_cookie, &id), HCOMM_SUCCESS);
+    spawn(rank_main, &id, 3, 0, 3, pids);
+    usleep(300000);
+    hcomm_status_t st = hc_bootstrap_root_start(addr, test_cookie, &id_root);
+    capture_begin();
+    hcomm_status_t again = hc_bootstrap_root_start(addr, test_cookie, &id_again);
+    int            inuse = capture_count("bootstrap listener", "in use");
+    capture_end(again == HCOMM_SUCCESS || inuse != 1);
+    int bad = reap(pids, 3);
+    assert_int_equal(st, HCOMM_SUCCESS);
+    assert_memory_equal(id.internal, id_root.internal, sizeof(hc_uid_t));
+    assert_int_equal(again, HCOMM_ERR_SYSTEM);
+    assert_int_equal(inuse, 1);
+    assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_addresses),       cmocka_unit_test(test_ring_1),
+        cmocka_unit_test(test_ring_2),          cmocka_unit_test(test_ring_3),
+        cmocka_unit_test(test_ring_5),          cmocka_unit_test(test_ring_8),
+        cmocka_unit_test(test_wrong_cookie),    cmocka_unit_test(test_missing_rank),
+        cmocka_unit_test(test_root_at_address),
+    };
+    return cmocka_run_group_tests_name("bootstrap", tests, group_setup, NULL);
+}

@@ -1,0 +1,82 @@
+/* test_params.c - the HCOMM_* parameter table: defaults, parsing, bad values. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "core/params.h"
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    unsetenv("HCOMM_CHUNK_BYTES");
+    unsetenv("HCOMM_TIMEOUT");
+    hc_params_reload();
+    const hc_params_t *p = hc_params_get();
+    assert_int_equal(p->chunk_bytes, 256 * 1024);
+    assert_true(p->timeout == 300.0);
+    assert_string_equal(p->transport, "auto");
+}
+
+static void test_parse_size(void **state)
+{
+    size_t v;
+    (void)state;
+    assert_int_equal(hc_params_parse_size("0", &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(hc_params_parse_size("4K", &v), 0);
+    assert_int_equal(v, 4096);
+    assert_int_equal(hc_params_parse_size("3m", &v), 0);
+    assert_int_equal(v, 3u << 20);
+    assert_int_equal(hc_params_parse_size("2GB", &v), 0);
+    assert_int_equal(v, (size_t)2 << 30);
+    assert_int_not_equal(hc_params_parse_size("", &v), 0);
+    assert_int_not_equal(hc_params_parse_size("-1", &v), 0);
+    assert_int_not_equal(hc_params_parse_size("12Q", &v), 0);
+    assert_int_not_equal(hc_params_parse_size("99999999999999999999", &v), 0);
+    assert_int_not_equal(hc_params_parse_size("17179869184G", &v), 0);
+}
+
+static void test_env_values(void **state)
+{
+    (void)state;
+    setenv("HCOMM_CHUNK_BYTES", "64K", 1);
+    setenv("HCOMM_TIMEOUT", "2.5", 1);
+    setenv("HCOMM_TCP_NSOCKS", "4", 1);
+    hc_params_reload();
+    const hc_params_t *p = hc_params_get();
+    assert_int_equal(p->chunk_bytes, 64 * 1024);
+    assert_true(p->timeout == 2.5);
+    assert_int_equal(p->tcp_nsocks, 4);
+    unsetenv("HCOMM_TCP_NSOCKS");
+}
+
+static void test_invalid_keeps_default(void **state)
+{
+    (void)state;
+    setenv("HCOMM_TIMEOUT", "soon", 1);
+    setenv("HCOMM_TCP_NSOCKS", "4x", 1);
+    setenv("HCOMM_NO_SUCH_PARAMETER", "1", 1); /* warns, is ignored */
+    hc_params_reload();
+    const hc_params_t *p = hc_params_get();
+    assert_true(p->timeout == 300.0);
+    assert_int_equal(p->tcp_nsocks, 1);
+    unsetenv("HCOMM_TIMEOUT");
+    unsetenv("HCOMM_TCP_NSOCKS");
+    unsetenv("HCOMM_NO_SUCH_PARAMETER");
+}
+
+int main(void)
+{
+    setenv("HCOMM_LOG_LEVEL", "error", 1); /* the invalid-value warnings are expected */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_env_values),
+        cmocka_unit_test(test_invalid_keeps_default),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
