@@ -79,10 +79,13 @@ static hcomm_status_t group_pair_self(hc_sched_t *s)
 /* Builds and queues one fused op for every call of comm in the group. */
 static hcomm_status_t group_issue_comm(hcomm_comm_t comm, hc_op_t **op_p)
 {
+    /* the merged schedule starts as one empty op (buffers 0-2); hc_sched_append
+     * renumbers each call's buffers after it and shifts its TMP offsets into one
+     * scratch area, so every TMP base pointer is the scratch itself (offset 0) */
     hc_sched_t    *merged = hc_sched_create(comm->nranks, comm->rank);
-    void         **bufs   = NULL;
-    size_t         nbufs  = 0, tmp_total = 0;
-    hcomm_status_t st     = merged ? HCOMM_SUCCESS : HCOMM_ERR_NO_MEMORY;
+    size_t         nbufs  = HC_BUF_PER_OP;
+    void         **bufs   = calloc(HC_BUF_PER_OP, sizeof(void *));
+    hcomm_status_t st     = merged && bufs ? HCOMM_SUCCESS : HCOMM_ERR_NO_MEMORY;
 
     for (size_t i = 0; i < group_len && st == HCOMM_SUCCESS; i++) {
         group_call_t *c = &group_calls[i];
@@ -94,19 +97,18 @@ static hcomm_status_t group_issue_comm(hcomm_comm_t comm, hc_op_t **op_p)
         if (st != HCOMM_SUCCESS)
             break;
         st = hc_sched_append(merged, s);
-        void **nb = realloc(bufs, (nbufs + HC_BUF_PER_OP) * sizeof(void *));
-        if (nb == NULL)
-            st = HCOMM_ERR_NO_MEMORY;
-        else {
-            bufs            = nb;
-            bufs[nbufs]     = (void *)c->sendbuf;
-            bufs[nbufs + 1] = c->recvbuf;
-            bufs[nbufs + 2] = (void *)(uintptr_t)tmp_total;
-            nbufs += HC_BUF_PER_OP;
-            tmp_total += (s->tmp_bytes + 63) & ~(size_t)63;
-        }
         if (owned)
             hc_sched_destroy(s);
+        void **nb = realloc(bufs, (nbufs + HC_BUF_PER_OP) * sizeof(void *));
+        if (nb == NULL) {
+            st = HCOMM_ERR_NO_MEMORY;
+            break;
+        }
+        bufs            = nb;
+        bufs[nbufs]     = (void *)c->sendbuf;
+        bufs[nbufs + 1] = c->recvbuf;
+        bufs[nbufs + 2] = (void *)0;
+        nbufs += HC_BUF_PER_OP;
     }
     if (st == HCOMM_SUCCESS)
         st = group_pair_self(merged);
@@ -116,7 +118,7 @@ static hcomm_status_t group_issue_comm(hcomm_comm_t comm, hc_op_t **op_p)
     if (st == HCOMM_SUCCESS && (op = hc_comm_op_alloc(comm)) == NULL)
         st = HCOMM_ERR_NO_MEMORY;
     if (st == HCOMM_SUCCESS)
-        st = hc_exec_prepare(op, comm, merged, bufs, tmp_total);
+        st = hc_exec_prepare(op, comm, merged, bufs, merged->tmp_bytes);
     free(bufs);
     if (st != HCOMM_SUCCESS) {
         if (op != NULL)

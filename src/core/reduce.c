@@ -16,7 +16,9 @@
 
 /* After the includes, so that the headers' inline functions keep their own
  * options. At -O2 gcc 12 only vectorises loops whose trip count it knows. */
+#ifndef __clang__ /* clang vectorises these at -O2 already */
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
 
 #define HC_CLONES __attribute__((target_clones("avx2", "default")))
 

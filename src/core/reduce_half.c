@@ -2,21 +2,25 @@
  *
  * Both formats compute in float32 and round back to nearest even. float32 has
  * at least 2p + 2 bits for either format's p, so rounding twice (the float op,
- * then the narrowing) gives the correctly rounded sum, product or quotient of
- * the two 16-bit operands.
+ * then the narrowing) gives the correctly rounded sum or product of the two
+ * 16-bit operands.
  *
  * The scalar conversions avoid branches (selects only) so that the kernels
  * around them vectorise. On CPUs with F16C, float16 uses the hardware
- * conversions instead; both paths give the same bits, NaNs included: a NaN
- * keeps its sign and top payload bits and gets the quiet bit, as F16C does. */
+ * conversions instead. Both paths give the same bits: a NaN keeps its sign and
+ * top payload bits and gets the quiet bit, as F16C does. Only which operand's
+ * NaN a sum or product of two NaNs returns is unspecified (as for float32). */
 #include "core/reduce.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 
 #include "core/reduce_half.h"
 
+#ifndef __clang__ /* clang vectorises these at -O2 already */
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
 
 #define HC_CLONES __attribute__((target_clones("avx2", "default")))
 
@@ -89,8 +93,9 @@ static inline uint16_t float_to_bf16(float f)
     uint32_t x = f32_bits(f);
     uint32_t r = (x + 0x7fff + ((x >> 16) & 1)) >> 16;
 
-    /* A NaN must not round into inf: truncate it and set the quiet bit. */
-    r = (x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x0040 : r;
+    /* A NaN must not round into inf: truncate it and set the quiet bit. The
+     * self-compare is one vector instruction; an unsigned compare is three. */
+    r = f != f ? (x >> 16) | 0x0040 : r;
     return (uint16_t)r;
 }
 
@@ -208,10 +213,32 @@ static HC_F16C void f16c_reduce(uint16_t *d, const uint16_t *a, const uint16_t *
     memcpy(d + i, td, (n - i) * sizeof(*d));
 }
 
+static int f16c_probe(void)
+{
+    unsigned a, b, c, d, xcr0_lo, xcr0_hi;
+
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    if (!(c & bit_OSXSAVE) || !(c & bit_AVX) || !(c & bit_F16C))
+        return 0;
+    /* the OS must save the YMM registers (XCR0 bits 1 and 2) */
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    return (xcr0_lo & 6) == 6;
+}
+
+/* cpuid is slow (a VM exit under a hypervisor): probe once. Racing threads
+ * store the same value. */
 int hc_reduce_f16c_usable(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    static int usable = -1;
+    int        u      = __atomic_load_n(&usable, __ATOMIC_RELAXED);
+
+    if (u < 0) {
+        u = f16c_probe();
+        __atomic_store_n(&usable, u, __ATOMIC_RELAXED);
+    }
+    return u;
 }
 
 void hc_reduce_f16_generic(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t count,

@@ -1,0 +1,104 @@
+/*
+ * perf.h - hcomm-perf, an nccl-tests style benchmark written against the public
+ * API only: arguments, collectives, data checks and the timing loop.
+ *
+ * Copyright (c) 2026 The hcomm authors. SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef HCOMM_PERF_H
+#define HCOMM_PERF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hcomm.h"
+
+#define PERF_TAG "hcomm-perf"
+#define PERF_ALIGN 64
+/* "no reduction": the op column shows "none" */
+#define PERF_OP_NONE HCOMM_OP_COUNT
+
+typedef enum {
+    PERF_ALL_REDUCE = 0,
+    PERF_ALL_GATHER,
+    PERF_REDUCE_SCATTER,
+    PERF_BROADCAST,
+    PERF_REDUCE,
+    PERF_ALLTOALL,
+    PERF_SENDRECV,
+    PERF_COLL_COUNT
+} perf_coll_t;
+
+typedef struct {
+    perf_coll_t   coll;
+    int           fork_ranks; /* --ranks: processes to fork when run alone */
+    size_t        minbytes;   /* -b */
+    size_t        maxbytes;   /* -e */
+    size_t        stepbytes;  /* -i */
+    size_t        stepfactor; /* -f; 1: add stepbytes */
+    int           iters;      /* -n */
+    int           warmup;     /* -w */
+    int           check;      /* -c */
+    int           root;       /* -r */
+    int           blocking;   /* -z */
+    int           average;    /* -a: 0 rank 0, 1 avg, 2 min, 3 max */
+    int           agg;        /* -m */
+    int           cycles;     /* -N; 0 = until killed */
+    int           ndtypes;
+    hcomm_dtype_t dtypes[HCOMM_DTYPE_COUNT];
+    int           nops;
+    int           ops[HCOMM_OP_COUNT]; /* hcomm_op_t, or PERF_OP_NONE */
+} perf_args_t;
+
+/* One rank's benchmark state. */
+typedef struct {
+    const perf_args_t *args;
+    hcomm_comm_t       comm;
+    int                rank;
+    int                nranks;
+    void              *sbuf;
+    void              *rbuf;
+    size_t             bufbytes;
+    hcomm_dtype_t      dtype; /* current */
+    int                op;    /* current: hcomm_op_t or PERF_OP_NONE */
+    uint64_t           wrong_total;
+    double             bw_sum;
+    int                bw_count;
+} perf_ctx_t;
+
+/* Element counts of one size: param is the count argument of the call. */
+typedef struct {
+    size_t param;
+    size_t send_elems;
+    size_t recv_elems;
+} perf_counts_t;
+
+/* perf_args.c: returns 0, or the exit status to use (0 after --help, 2 on bad usage). */
+int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done);
+
+/* perf_coll.c */
+const char *perf_coll_name(perf_coll_t coll);
+int         perf_coll_has_op(perf_coll_t coll);
+int         perf_coll_has_root(perf_coll_t coll);
+int         perf_coll_has_inplace(perf_coll_t coll);
+double      perf_coll_bus_factor(perf_coll_t coll, int nranks);
+/* Counts of the largest operation that fits in bytes per buffer. */
+void perf_coll_counts(perf_coll_t coll, size_t bytes, size_t wsize, int nranks, perf_counts_t *c);
+/* Counts of the operation whose count argument is param. */
+void perf_coll_elems(perf_coll_t coll, size_t param, int nranks, perf_counts_t *c);
+/* Send and receive pointers of the current collective, out of place or in place. */
+void perf_coll_buffers(const perf_ctx_t *ctx, size_t param, int inplace, void **sb, void **rb);
+/* One operation; blocking when req is NULL (or always, for sendrecv: *req stays NULL). */
+hcomm_status_t perf_coll_start(const perf_ctx_t *ctx, size_t param, int inplace,
+                               hcomm_request_t *req);
+
+/* perf_check.c */
+void     perf_check_fill(const perf_ctx_t *ctx, size_t param, int inplace);
+uint64_t perf_check_count(const perf_ctx_t *ctx, size_t param, int inplace);
+void     perf_check_fill_zero(const perf_ctx_t *ctx);
+
+/* perf_bench.c: the whole run on one rank; returns the rank's exit status. */
+int perf_bench_run(perf_ctx_t *ctx);
+/* Reports a failed call on stderr, aborts the communicator; returns 1. */
+int perf_fail(perf_ctx_t *ctx, const char *what, hcomm_status_t st);
+
+#endif /* HCOMM_PERF_H */

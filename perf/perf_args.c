@@ -1,0 +1,302 @@
+/*
+ * perf_args.c - hcomm-perf's command line, with nccl-tests' flags and meanings.
+ *
+ * Copyright (c) 2026 The hcomm authors. SPDX-License-Identifier: BSD-3-Clause
+ */
+#include "perf.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define PERF_MAX_FORK_RANKS 1024
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: hcomm-perf COLL [--ranks N] [options]\n"
+        "COLL: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv\n"
+        "Flags as nccl-tests:\n"
+        "  -b, --minbytes SIZE      smallest size (default 8; K, M, G suffixes: 1024-based)\n"
+        "  -e, --maxbytes SIZE      largest size (default 64M)\n"
+        "  -i, --stepbytes SIZE     increment between sizes when the factor is 1 (default 1M);\n"
+        "                           -i without -f implies -f 1\n"
+        "  -f, --stepfactor F       multiply the size by F at each step (default 2)\n"
+        "  -n, --iters N            timed iterations per size (default 20)\n"
+        "  -w, --warmup_iters N     untimed iterations per size (default 5)\n"
+        "  -c, --check 0|1          check the results: one extra run per size (default 1)\n"
+        "  -o, --op OP              sum, prod, min, max, avg or all (default sum)\n"
+        "  -d, --datatype TYPE      int8, uint8, int32, uint32, int64, uint64, half|float16,\n"
+        "                           bfloat16, float|float32, double|float64 or all (default "
+        "float)\n"
+        "  -r, --root R             root rank of broadcast and reduce (default 0)\n"
+        "  -z, --blocking 0|1       1: blocking calls; 0: nonblocking calls completed with\n"
+        "                           hcomm_wait, several in flight (default 0)\n"
+        "  -a, --average 0|1|2|3    time reported: 0 rank 0's, 1 average, 2 minimum, 3 maximum\n"
+        "                           over the ranks (default 1)\n"
+        "  -m, --agg_iters N        operations per timed iteration, aggregated in one\n"
+        "                           hcomm_group_start/end (default 1)\n"
+        "  -N, --run_cycles N       repeat the whole sweep N times; 0: until killed (default 1)\n"
+        "Own options:\n"
+        "      --ranks N            ranks to fork when started alone (default 2)\n"
+        "  -h, --help               show this help\n"
+        "Process model: under hcomm-run (HCOMM_RANK set) the ranks are the launched processes\n"
+        "(hcomm_comm_init_env); under mpirun, MPI bootstraps the communicator when hcomm-perf\n"
+        "was built with MPI; alone, it forks --ranks processes on this host.\n"
+        "Columns: size (B) and count (elements) as nccl-tests (all_gather, reduce_scatter and\n"
+        "alltoall: size is the whole buffer, count the per-rank count), then time (us), algbw\n"
+        "= size / time and busbw (GB/s) and #wrong elements, out of place and in place.\n"
+        "sendrecv has no in-place run. Exit status: 0 ok, 1 wrong results or a failed call,\n"
+        "2 bad usage.\n");
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char              *end;
+    unsigned long long v, mul = 1;
+
+    errno = 0;
+    v     = strtoull(s, &end, 0);
+    if (errno != 0 || end == s || *s == '-')
+        return -1;
+    switch (*end) {
+    case 'G':
+    case 'g':
+        mul <<= 10; /* fall through */
+    case 'M':
+    case 'm':
+        mul <<= 10; /* fall through */
+    case 'K':
+    case 'k':
+        mul <<= 10;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (*end != '\0' || (v != 0 && v > (unsigned long long)SIZE_MAX / mul))
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    long  v;
+
+    errno = 0;
+    v     = strtol(s, &end, 0);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static const struct {
+    const char   *name;
+    hcomm_dtype_t dt;
+} dtype_names[] = {
+    {"int8", HCOMM_INT8},         {"uint8", HCOMM_UINT8},     {"int32", HCOMM_INT32},
+    {"int", HCOMM_INT32},         {"uint32", HCOMM_UINT32},   {"int64", HCOMM_INT64},
+    {"uint64", HCOMM_UINT64},     {"half", HCOMM_FLOAT16},    {"float16", HCOMM_FLOAT16},
+    {"bfloat16", HCOMM_BFLOAT16}, {"float", HCOMM_FLOAT32},   {"float32", HCOMM_FLOAT32},
+    {"double", HCOMM_FLOAT64},    {"float64", HCOMM_FLOAT64},
+};
+
+static int parse_dtype(const char *s, perf_args_t *a)
+{
+    if (strcasecmp(s, "all") == 0) {
+        a->ndtypes = HCOMM_DTYPE_COUNT;
+        for (int i = 0; i < HCOMM_DTYPE_COUNT; i++)
+            a->dtypes[i] = (hcomm_dtype_t)i;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++) {
+        if (strcasecmp(s, dtype_names[i].name) == 0) {
+            a->ndtypes   = 1;
+            a->dtypes[0] = dtype_names[i].dt;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_op(const char *s, perf_args_t *a)
+{
+    static const hcomm_op_t  all[]   = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
+    static const char *const names[] = {"sum", "prod", "min", "max", "avg"};
+
+    if (strcasecmp(s, "all") == 0) {
+        a->nops = (int)(sizeof(all) / sizeof(all[0]));
+        for (int i = 0; i < a->nops; i++)
+            a->ops[i] = all[i];
+        return 0;
+    }
+    for (int i = 0; i < HCOMM_OP_COUNT; i++) {
+        if (strcasecmp(s, names[i]) == 0) {
+            a->nops   = 1;
+            a->ops[0] = i; /* names[] follows hcomm_op_t */
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_coll(const char *s, perf_coll_t *coll)
+{
+    for (int c = 0; c < PERF_COLL_COUNT; c++) {
+        if (strcmp(s, perf_coll_name((perf_coll_t)c)) == 0) {
+            *coll = (perf_coll_t)c;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void set_defaults(perf_args_t *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->fork_ranks = 2;
+    a->minbytes   = 8;
+    a->maxbytes   = (size_t)64 << 20;
+    a->stepbytes  = (size_t)1 << 20;
+    a->stepfactor = 2;
+    a->iters      = 20;
+    a->warmup     = 5;
+    a->check      = 1;
+    a->blocking   = 0;
+    a->average    = 1;
+    a->agg        = 1;
+    a->cycles     = 1;
+    a->ndtypes    = 1;
+    a->dtypes[0]  = HCOMM_FLOAT32;
+    a->nops       = 1;
+    a->ops[0]     = HCOMM_SUM;
+}
+
+/* Applies one option; returns 0 or -1 (bad value). */
+static int apply_opt(int c, const char *v, perf_args_t *a, int *factor_given)
+{
+    int f;
+
+    switch (c) {
+    case 'b':
+        return parse_size(v, &a->minbytes);
+    case 'e':
+        return parse_size(v, &a->maxbytes);
+    case 'i':
+        return parse_size(v, &a->stepbytes) != 0 || a->stepbytes == 0 ? -1 : 0;
+    case 'f':
+        *factor_given = 1;
+        if (parse_int(v, 1, 1 << 20, &f) != 0)
+            return -1;
+        a->stepfactor = (size_t)f;
+        return 0;
+    case 'n':
+        return parse_int(v, 1, 1 << 30, &a->iters);
+    case 'w':
+        return parse_int(v, 0, 1 << 30, &a->warmup);
+    case 'c':
+        return parse_int(v, 0, 1, &a->check);
+    case 'o':
+        return parse_op(v, a);
+    case 'd':
+        return parse_dtype(v, a);
+    case 'r':
+        return parse_int(v, 0, 1 << 30, &a->root);
+    case 'z':
+        return parse_int(v, 0, 1, &a->blocking);
+    case 'a':
+        return parse_int(v, 0, 3, &a->average);
+    case 'm':
+        return parse_int(v, 1, 1 << 20, &a->agg);
+    case 'N':
+        return parse_int(v, 0, 1 << 30, &a->cycles);
+    case 'R':
+        return parse_int(v, 1, PERF_MAX_FORK_RANKS, &a->fork_ranks);
+    default:
+        return -1;
+    }
+}
+
+static int finish(int argc, char **argv, perf_args_t *a, int step_given, int factor_given)
+{
+    if (optind != argc - 1) {
+        fprintf(stderr, PERF_TAG ": %s\nUsage: hcomm-perf COLL [--ranks N] [options]\n",
+                optind >= argc ? "no collective given" : "more than one collective given");
+        return 2;
+    }
+    if (parse_coll(argv[optind], &a->coll) != 0) {
+        fprintf(stderr, PERF_TAG ": unknown collective '%s'; try 'hcomm-perf --help'\n",
+                argv[optind]);
+        return 2;
+    }
+    if (step_given && !factor_given)
+        a->stepfactor = 1;
+    if (a->minbytes > a->maxbytes) {
+        fprintf(stderr, PERF_TAG ": -b %zu is larger than -e %zu\n", a->minbytes, a->maxbytes);
+        return 2;
+    }
+    if (a->stepfactor == 1 && a->stepbytes == 0) {
+        fprintf(stderr, PERF_TAG ": -i must be positive when -f is 1\n");
+        return 2;
+    }
+    if (!perf_coll_has_op(a->coll)) {
+        a->nops   = 1;
+        a->ops[0] = PERF_OP_NONE;
+    }
+    return 0;
+}
+
+int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
+{
+    static const struct option longopts[] = {
+        {"minbytes", required_argument, NULL, 'b'},
+        {"maxbytes", required_argument, NULL, 'e'},
+        {"stepbytes", required_argument, NULL, 'i'},
+        {"stepfactor", required_argument, NULL, 'f'},
+        {"iters", required_argument, NULL, 'n'},
+        {"warmup_iters", required_argument, NULL, 'w'},
+        {"check", required_argument, NULL, 'c'},
+        {"op", required_argument, NULL, 'o'},
+        {"datatype", required_argument, NULL, 'd'},
+        {"root", required_argument, NULL, 'r'},
+        {"blocking", required_argument, NULL, 'z'},
+        {"average", required_argument, NULL, 'a'},
+        {"agg_iters", required_argument, NULL, 'm'},
+        {"run_cycles", required_argument, NULL, 'N'},
+        {"ranks", required_argument, NULL, 'R'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c, idx, step_given = 0, factor_given = 0;
+
+    set_defaults(a);
+    *done = 0;
+    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:z:a:m:N:h", longopts, &idx)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            *done = 1;
+            return 0;
+        }
+        if (c == '?' || c == ':') {
+            fprintf(stderr, PERF_TAG ": try 'hcomm-perf --help'\n");
+            return 2;
+        }
+        step_given |= c == 'i';
+        if (apply_opt(c, optarg, a, &factor_given) != 0) {
+            char name[16];
+
+            snprintf(name, sizeof(name), c == 'R' ? "--ranks" : "-%c", c);
+            fprintf(stderr, PERF_TAG ": bad value '%s' for %s; try 'hcomm-perf --help'\n", optarg,
+                    name);
+            return 2;
+        }
+    }
+    return finish(argc, argv, a, step_given, factor_given);
+}

@@ -1,0 +1,20 @@
+#!/bin/sh
+# setup.sh - installs hcomm's build dependencies (Debian 12, as root) and builds it.
+# Usage: scripts/setup.sh [configure options]
+set -eu
+cd "$(dirname "$0")/.."
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev \
+      libopenmpi-dev openmpi-bin iproute2 procps"
+missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
+          grep -q 'install ok installed' || echo "$p"; done)
+if [ -n "$missing" ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+werror=
+[ -n "${CI:-}" ] && werror=--enable-werror
+./autogen.sh >/dev/null 2>&1
+./configure -q $werror "$@"
+make -j"$(nproc)" -s

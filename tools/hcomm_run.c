@@ -1,0 +1,266 @@
+/*
+ * hcomm_run.c - hcomm-run, the local launcher: starts N ranks of a program with
+ * HCOMM_RANK, HCOMM_NRANKS, HCOMM_ROOT and HCOMM_COOKIE set, forwards signals,
+ * and brings every rank down when one fails.
+ *
+ * Copyright (c) 2026 The hcomm authors. SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sigabbrev_np, getrandom */
+#endif
+#include "launch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TAG "hcomm-run"
+#define MAX_RANKS 4096
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: hcomm-run -n N [--timeout SEC] PROGRAM [ARGS...]\n"
+            "Starts N ranks of PROGRAM on this host, each with the environment of\n"
+            "hcomm-run plus:\n"
+            "  HCOMM_RANK    the rank, 0 .. N-1\n"
+            "  HCOMM_NRANKS  N\n"
+            "  HCOMM_ROOT    127.0.0.1:PORT, a free port where rank 0 listens\n"
+            "  HCOMM_COOKIE  32 random hex digits, the job's secret\n"
+            "Options:\n"
+            "  -n, --np N         number of ranks (required, 1 .. %d)\n"
+            "  -t, --timeout SEC  kill every rank after SEC seconds and exit 124\n"
+            "  -h, --help         show this help\n"
+            "SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank exits\n"
+            "non-zero or dies by a signal, the others get SIGTERM, then SIGKILL %.0f s\n"
+            "later, and hcomm-run exits with that rank's status (128 + signal number\n"
+            "for a signal). Exit status: 0 when every rank exited 0; 124 on timeout;\n"
+            "127 when PROGRAM cannot be executed; 2 on bad usage.\n",
+            MAX_RANKS, LAUNCH_GRACE_S);
+}
+
+typedef struct {
+    int    nranks;
+    double timeout_s;
+    char **argv; /* program and its arguments, NULL-terminated */
+} run_opts_t;
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long  v;
+
+    errno = 0;
+    v     = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, run_opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"np", required_argument, NULL, 'n'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int   c;
+    long  v;
+    char *end;
+
+    o->nranks    = 0;
+    o->timeout_s = 0;
+    /* '+': stop at the program name, its options are its own. */
+    while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (parse_int(optarg, 1, MAX_RANKS, &v) != 0) {
+                fprintf(stderr, TAG ": -n needs a rank count in 1 .. %d, not '%s'\n", MAX_RANKS,
+                        optarg);
+                return 2;
+            }
+            o->nranks = (int)v;
+            break;
+        case 't':
+            errno        = 0;
+            o->timeout_s = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(o->timeout_s > 0)) {
+                fprintf(stderr, TAG ": --timeout needs a positive number of seconds, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            fprintf(stderr, TAG ": try 'hcomm-run --help'\n");
+            return 2;
+        }
+    }
+    if (o->nranks == 0 || optind >= argc) {
+        fprintf(stderr, TAG ": %s\n", o->nranks == 0 ? "-n N is required" : "no program given");
+        fprintf(stderr, "Usage: hcomm-run -n N [--timeout SEC] PROGRAM [ARGS...]\n");
+        return 2;
+    }
+    o->argv = argv + optind;
+    return 0;
+}
+
+/* A free TCP port on 127.0.0.1: bind port 0, read it back, close. */
+static int free_port(int *port)
+{
+    struct sockaddr_in sa  = {.sin_family = AF_INET};
+    socklen_t          len = sizeof(sa);
+    int                fd  = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        fprintf(stderr, TAG ": socket: %s\n", strerror(errno));
+        return -1;
+    }
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+        fprintf(stderr, TAG ": cannot find a free port on 127.0.0.1: %s\n", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    *port = ntohs(sa.sin_port);
+    return 0;
+}
+
+static int make_cookie(char *hex, size_t len)
+{
+    unsigned char raw[16];
+    size_t        got = 0;
+
+    if (len < 2 * sizeof(raw) + 1)
+        return -1;
+    while (got < sizeof(raw)) {
+        ssize_t r = getrandom(raw + got, sizeof(raw) - got, 0);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            fprintf(stderr, TAG ": getrandom: %s\n", strerror(errno));
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
+static int set_job_env(int nranks)
+{
+    char root[64], cookie[33], num[16];
+    int  port;
+
+    if (free_port(&port) != 0 || make_cookie(cookie, sizeof(cookie)) != 0)
+        return -1;
+    snprintf(root, sizeof(root), "127.0.0.1:%d", port);
+    snprintf(num, sizeof(num), "%d", nranks);
+    if (setenv("HCOMM_ROOT", root, 1) != 0 || setenv("HCOMM_COOKIE", cookie, 1) != 0 ||
+        setenv("HCOMM_NRANKS", num, 1) != 0) {
+        fprintf(stderr, TAG ": setenv: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether execvp would find an executable file for prog (checked up front so a
+ * typo gives one clear message instead of N failing ranks). */
+static int findable(const char *prog)
+{
+    const char *path = getenv("PATH");
+    char        buf[PATH_MAX];
+    struct stat st;
+
+    if (strchr(prog, '/') != NULL)
+        return access(prog, X_OK) == 0 && stat(prog, &st) == 0 && S_ISREG(st.st_mode);
+    if (path == NULL)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path != '\0') {
+        size_t dlen = strcspn(path, ":");
+        /* An empty PATH entry means the current directory. */
+        int n = dlen ? snprintf(buf, sizeof(buf), "%.*s/%s", (int)dlen, path, prog)
+                     : snprintf(buf, sizeof(buf), "./%s", prog);
+
+        if (n > 0 && (size_t)n < sizeof(buf) && access(buf, X_OK) == 0 && stat(buf, &st) == 0 &&
+            S_ISREG(st.st_mode))
+            return 1;
+        path += dlen + (path[dlen] == ':');
+    }
+    return 0;
+}
+
+static void exec_rank(int rank, char **argv, const sigset_t *oldmask)
+{
+    char num[16];
+
+    launch_child_restore(oldmask);
+    snprintf(num, sizeof(num), "%d", rank);
+    if (setenv("HCOMM_RANK", num, 1) != 0) {
+        fprintf(stderr, TAG ": rank %d: setenv: %s\n", rank, strerror(errno));
+        _exit(127);
+    }
+    execvp(argv[0], argv);
+    fprintf(stderr, TAG ": rank %d: cannot execute '%s': %s\n", rank, argv[0], strerror(errno));
+    _exit(127);
+}
+
+int main(int argc, char **argv)
+{
+    run_opts_t o;
+    sigset_t   oldmask;
+    pid_t     *pids;
+    int        rc = parse_opts(argc, argv, &o);
+
+    if (rc != 0)
+        return rc;
+    if (!findable(o.argv[0])) {
+        fprintf(stderr, TAG ": cannot execute '%s': %s\n", o.argv[0],
+                strchr(o.argv[0], '/') ? "no such executable file" : "not found in PATH");
+        return 127;
+    }
+    if (set_job_env(o.nranks) != 0)
+        return 1;
+    pids = calloc((size_t)o.nranks, sizeof(*pids));
+    if (pids == NULL) {
+        fprintf(stderr, TAG ": out of memory\n");
+        return 1;
+    }
+    if (launch_block_signals(&oldmask) != 0) {
+        fprintf(stderr, TAG ": sigprocmask: %s\n", strerror(errno));
+        free(pids);
+        return 1;
+    }
+    fflush(NULL);
+    for (int r = 0; r < o.nranks; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0)
+            exec_rank(r, o.argv, &oldmask);
+        if (pids[r] < 0) {
+            fprintf(stderr, TAG ": fork of rank %d: %s\n", r, strerror(errno));
+            launch_abort(pids, r, TAG);
+            free(pids);
+            return 1;
+        }
+    }
+    rc = launch_wait(pids, o.nranks, o.timeout_s, TAG);
+    free(pids);
+    return rc;
+}
