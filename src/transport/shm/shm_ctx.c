@@ -1,0 +1,358 @@
+/* shm_ctx.c - shared-memory transport: context, segments and connection set-up. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "transport/shm/shm.h"
+
+#define SHM_POLL_NS 1000000L /* 1 ms between looks for the peer's segment */
+
+static double shm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
+{
+    const hc_params_t *prm = p->params != NULL ? p->params : hc_params_get();
+    hc_tl_ctx_t       *ctx;
+
+    if (p->nranks <= 0 || p->rank < 0 || p->rank >= p->nranks) {
+        hc_error(SHM, "invalid rank %d of %d", p->rank, p->nranks);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        goto err_nomem;
+    ctx->eps  = calloc((size_t)p->nranks, sizeof(*ctx->eps));
+    ctx->list = calloc((size_t)p->nranks, sizeof(*ctx->list));
+    if (ctx->eps == NULL || ctx->list == NULL)
+        goto err_free;
+
+    ctx->rank       = p->rank;
+    ctx->nranks     = p->nranks;
+    ctx->timeout    = p->timeout > 0 ? p->timeout : prm->timeout;
+    ctx->ring_bytes = hc_shm_ring_size(prm->shm_ring_bytes);
+    ctx->chunk      = HC_SHM_CHUNK_MAX;
+    ctx->cma_min    = prm->shm_cma_min;
+    ctx->pid        = getpid();
+    memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
+    memcpy(&ctx->probe, p->cookie, sizeof(ctx->probe));
+    ctx->probe ^= HC_SHM_SEG_READY ^ (uint64_t)ctx->pid;
+    *ctx_p = ctx;
+    return HCOMM_SUCCESS;
+
+err_free:
+    free(ctx->list);
+    free(ctx->eps);
+    free(ctx);
+err_nomem:
+    hc_error(SHM, "out of memory creating the shm context");
+    return HCOMM_ERR_NO_MEMORY;
+}
+
+static void shm_ep_close(hc_tl_ep_t *ep)
+{
+    hc_shm_seg_t *seg = ep->seg;
+
+    atomic_store_explicit(&seg->closed[ep->side], 1, memory_order_release);
+    /* A peer that never opened the segment left its name behind: remove it. */
+    if (ep->created && !atomic_load_explicit(&seg->attached, memory_order_acquire) &&
+        shm_unlink(ep->name) != 0 && errno != ENOENT)
+        hc_warn(SHM, "peer %d: shm_unlink %s: %s", ep->peer, ep->name, strerror(errno));
+    munmap(seg, ep->map_bytes);
+    free(ep);
+}
+
+static void shm_fini(hc_tl_ctx_t *ctx)
+{
+    if (ctx == NULL)
+        return;
+    for (int i = ctx->nlist - 1; i >= 0; i--)
+        shm_ep_close(ctx->list[i]);
+    free(ctx->bounce);
+    free(ctx->list);
+    free(ctx->eps);
+    free(ctx);
+}
+
+static hcomm_status_t shm_address(hc_tl_ctx_t *ctx, void *buf, size_t *len)
+{
+    (void)ctx;
+    (void)buf;
+    /* The segment name derives from the cookie and the ranks: nothing to publish. */
+    *len = 0;
+    return HCOMM_SUCCESS;
+}
+
+static int shm_reachable(const hc_peer_info_t *self, const hc_peer_info_t *peer)
+{
+    return self->host_hash == peer->host_hash;
+}
+
+static void shm_seg_name(const hc_tl_ctx_t *ctx, int peer, char *name)
+{
+    int  lo = ctx->rank < peer ? ctx->rank : peer;
+    int  hi = ctx->rank < peer ? peer : ctx->rank;
+    char hex[17];
+
+    for (int i = 0; i < 8; i++)
+        snprintf(hex + 2 * i, 3, "%02x", ctx->cookie[i]);
+    snprintf(name, HC_SHM_NAME_MAX, "/hcomm-%s-%d-%d", hex, lo, hi);
+}
+
+static void shm_publish_self(hc_tl_ctx_t *ctx, hc_shm_seg_t *seg, int side)
+{
+    seg->pid[side]        = (int32_t)ctx->pid;
+    seg->probe_addr[side] = (uint64_t)(uintptr_t)&ctx->probe;
+    seg->probe_val[side]  = ctx->probe;
+}
+
+/* Lower rank: creates, sizes and initialises the segment, then marks it ready. */
+static hcomm_status_t shm_seg_create(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
+{
+    size_t        bytes = HC_SHM_HDR_BYTES + 2 * ctx->ring_bytes;
+    hc_shm_seg_t *seg;
+    int           fd, rc;
+
+    for (int attempt = 0;; attempt++) {
+        fd = shm_open(ep->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd >= 0)
+            break;
+        if (errno != EEXIST || attempt > 0) {
+            hc_error(SHM, "peer %d: shm_open %s: %s", ep->peer, ep->name, strerror(errno));
+            return HCOMM_ERR_SYSTEM;
+        }
+        /* Same cookie and ranks: left by a crashed run. */
+        hc_warn(SHM, "peer %d: removing stale segment %s", ep->peer, ep->name);
+        if (shm_unlink(ep->name) != 0 && errno != ENOENT) {
+            hc_error(SHM, "peer %d: shm_unlink %s: %s", ep->peer, ep->name, strerror(errno));
+            return HCOMM_ERR_SYSTEM;
+        }
+    }
+    /* fallocate, not ftruncate: a full /dev/shm fails here, not as SIGBUS later. */
+    rc = posix_fallocate(fd, 0, (off_t)bytes);
+    if (rc != 0) {
+        hc_error(SHM, "peer %d: allocating %zu bytes for %s: %s", ep->peer, bytes, ep->name,
+                 strerror(rc));
+        goto err_unlink;
+    }
+    seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (seg == MAP_FAILED) {
+        hc_error(SHM, "peer %d: mmap %s: %s", ep->peer, ep->name, strerror(errno));
+        goto err_unlink;
+    }
+    close(fd);
+
+    memcpy(seg->cookie, ctx->cookie, sizeof(seg->cookie));
+    seg->ring_bytes = ctx->ring_bytes;
+    shm_publish_self(ctx, seg, 0);
+    atomic_store_explicit(&seg->magic, HC_SHM_SEG_READY, memory_order_release);
+    ep->seg       = seg;
+    ep->map_bytes = bytes;
+    ep->created   = 1;
+    return HCOMM_SUCCESS;
+
+err_unlink:
+    close(fd);
+    shm_unlink(ep->name);
+    return HCOMM_ERR_SYSTEM;
+}
+
+/* Maps the segment if it is there and ready: HCOMM_SUCCESS, HCOMM_IN_PROGRESS
+ * (not yet), or an error. */
+static hcomm_status_t shm_seg_try_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const hc_peer_info_t *peer)
+{
+    hcomm_status_t st = HCOMM_IN_PROGRESS;
+    struct stat    sb;
+    hc_shm_seg_t  *seg;
+    int            fd = shm_open(ep->name, O_RDWR, 0);
+
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return HCOMM_IN_PROGRESS;
+        hc_error(SHM, "peer %d: shm_open %s: %s", ep->peer, ep->name, strerror(errno));
+        return HCOMM_ERR_SYSTEM;
+    }
+    if (fstat(fd, &sb) != 0) {
+        hc_error(SHM, "peer %d: fstat %s: %s", ep->peer, ep->name, strerror(errno));
+        close(fd);
+        return HCOMM_ERR_SYSTEM;
+    }
+    if ((size_t)sb.st_size < HC_SHM_HDR_BYTES) {
+        close(fd);
+        return HCOMM_IN_PROGRESS; /* being sized */
+    }
+    seg = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (seg == MAP_FAILED) {
+        hc_error(SHM, "peer %d: mmap %s: %s", ep->peer, ep->name, strerror(errno));
+        return HCOMM_ERR_SYSTEM;
+    }
+    if (atomic_load_explicit(&seg->magic, memory_order_acquire) != HC_SHM_SEG_READY)
+        goto out_unmap;
+    if (memcmp(seg->cookie, ctx->cookie, sizeof(ctx->cookie)) != 0) {
+        hc_error(SHM, "peer %d: segment %s carries a wrong cookie: refused", ep->peer, ep->name);
+        st = HCOMM_ERR_AUTH;
+        goto out_unmap;
+    }
+    if (peer->pid > 0 && seg->pid[0] != peer->pid)
+        goto out_unmap; /* stale, from an earlier process: the peer replaces it */
+    if (seg->ring_bytes != hc_shm_ring_size(seg->ring_bytes) ||
+        (uint64_t)sb.st_size != HC_SHM_HDR_BYTES + 2 * seg->ring_bytes) {
+        hc_error(SHM, "peer %d: segment %s has an inconsistent size", ep->peer, ep->name);
+        st = HCOMM_ERR_PROTOCOL;
+        goto out_unmap;
+    }
+    ep->seg       = seg;
+    ep->map_bytes = (size_t)sb.st_size;
+    return HCOMM_SUCCESS;
+
+out_unmap:
+    munmap(seg, (size_t)sb.st_size);
+    return st;
+}
+
+/* Higher rank: waits for the lower rank's segment, maps it, removes its name. */
+static hcomm_status_t shm_seg_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const hc_peer_info_t *peer)
+{
+    const struct timespec nap      = {0, SHM_POLL_NS};
+    double                deadline = shm_now() + ctx->timeout;
+    hcomm_status_t        st;
+
+    for (unsigned tries = 1;; tries++) {
+        st = shm_seg_try_open(ctx, ep, peer);
+        if (st != HCOMM_IN_PROGRESS)
+            break;
+        if (shm_now() >= deadline) {
+            hc_error(SHM, "peer rank %d (pid %d): segment %s not ready within %.1f s", ep->peer,
+                     (int)peer->pid, ep->name, ctx->timeout);
+            return HCOMM_ERR_TIMEOUT;
+        }
+        if (tries % 64 == 0 && peer->pid > 0 && kill(peer->pid, 0) != 0 && errno == ESRCH) {
+            hc_error(SHM, "peer rank %d (pid %d) died before creating %s", ep->peer, (int)peer->pid,
+                     ep->name);
+            return HCOMM_ERR_REMOTE;
+        }
+        nanosleep(&nap, NULL);
+    }
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (shm_unlink(ep->name) != 0)
+        hc_warn(SHM, "peer %d: shm_unlink %s: %s", ep->peer, ep->name, strerror(errno));
+#ifdef MADV_POPULATE_WRITE
+    /* Fault the rings in now rather than on the first messages; best effort. */
+    (void)madvise(ep->seg, ep->map_bytes, MADV_POPULATE_WRITE);
+#endif
+    shm_publish_self(ctx, ep->seg, 1);
+    atomic_store_explicit(&ep->seg->attached, 1, memory_order_release);
+    return HCOMM_SUCCESS;
+}
+
+void hc_shm_probe(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
+{
+    hc_shm_seg_t *seg     = ep->seg;
+    int           other   = 1 - ep->side;
+    uint32_t      verdict = HC_SHM_CMA_NO;
+    uint64_t      val     = 0;
+    ssize_t       got;
+
+    if (ep->side == 0 && !atomic_load_explicit(&seg->attached, memory_order_acquire))
+        return;
+    ep->probe_pending = 0;
+    if (ep->peer_pid <= 0)
+        ep->peer_pid = seg->pid[other];
+    if (ctx->cma_min > 0) {
+        struct iovec local  = {&val, sizeof(val)};
+        struct iovec remote = {(void *)(uintptr_t)seg->probe_addr[other], sizeof(val)};
+        got                 = process_vm_readv(ep->peer_pid, &local, 1, &remote, 1, 0);
+        if (got == (ssize_t)sizeof(val) && val == seg->probe_val[other]) {
+            verdict = HC_SHM_CMA_YES;
+        } else if (!ctx->cma_logged) {
+            ctx->cma_logged = 1;
+            hc_info(SHM,
+                    "peer %d: process_vm_readv unusable (%s): large messages go through the ring",
+                    ep->peer, got < 0 ? strerror(errno) : "wrong value");
+        }
+    }
+    /* We consume the peer's ring: the verdict tells the peer, its producer. */
+    atomic_store_explicit(&seg->ctl[other].cma_ok, verdict, memory_order_release);
+}
+
+static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const void *addr,
+                                  size_t len, hc_tl_ep_t **ep_p)
+{
+    int            r = peer->rank;
+    hc_tl_ep_t    *ep;
+    hcomm_status_t st;
+    uint8_t       *rings;
+
+    (void)addr;
+    (void)len;
+    if (r < 0 || r >= ctx->nranks || r == ctx->rank || ctx->eps[r] != NULL) {
+        hc_error(SHM, "connect to invalid or already connected peer %d", r);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    ep = calloc(1, sizeof(*ep));
+    if (ep == NULL) {
+        hc_error(SHM, "peer %d: out of memory", r);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    ep->ctx      = ctx;
+    ep->peer     = r;
+    ep->side     = ctx->rank > r;
+    ep->peer_pid = peer->pid;
+    ep->status   = HCOMM_SUCCESS;
+    shm_seg_name(ctx, r, ep->name);
+
+    st = ep->side == 0 ? shm_seg_create(ctx, ep) : shm_seg_open(ctx, ep, peer);
+    if (st != HCOMM_SUCCESS)
+        goto err_free;
+
+    rings = (uint8_t *)ep->seg + HC_SHM_HDR_BYTES;
+    hc_shm_ring_attach(&ep->tx, &ep->seg->ctl[ep->side], rings + ep->side * ep->seg->ring_bytes,
+                       ep->seg->ring_bytes, 1);
+    hc_shm_ring_attach(&ep->rx, &ep->seg->ctl[1 - ep->side],
+                       rings + (1 - ep->side) * ep->seg->ring_bytes, ep->seg->ring_bytes, 0);
+    /* Small steps keep both copies of the pipeline busy; a quarter ring at most. */
+    ep->chunk = ep->seg->ring_bytes / 4 < ctx->chunk ? ep->seg->ring_bytes / 4 : ctx->chunk;
+    /* hi can test lo's memory now; lo waits in progress for hi's address. */
+    ep->probe_pending = 1;
+    hc_shm_probe(ctx, ep);
+
+    ctx->eps[r]             = ep;
+    ctx->list[ctx->nlist++] = ep;
+    *ep_p                   = ep;
+    hc_debug(SHM, "peer %d: connected through %s (%llu-byte rings)", r, ep->name,
+             (unsigned long long)ep->seg->ring_bytes);
+    return HCOMM_SUCCESS;
+
+err_free:
+    free(ep);
+    return st;
+}
+
+const hc_tl_ops_t hc_tl_shm_ops = {
+    .name      = "shm",
+    .caps      = HC_TL_CAP_HOST_MEM,
+    .init      = shm_init,
+    .fini      = shm_fini,
+    .address   = shm_address,
+    .reachable = shm_reachable,
+    .connect   = shm_connect,
+    .isend     = hc_shm_isend,
+    .irecv     = hc_shm_irecv,
+    .progress  = hc_shm_progress,
+    .ep_status = hc_shm_ep_status,
+};

@@ -1,0 +1,44 @@
+/* shm_ring.c - the parts of the SPSC ring that need not be inline. */
+#include "transport/shm/shm_ring.h"
+
+#include <string.h>
+
+#define HC_SHM_RING_MIN ((uint64_t)64 << 10)
+#define HC_SHM_RING_MAX ((uint64_t)1 << 30)
+
+uint64_t hc_shm_ring_size(size_t want)
+{
+    uint64_t size = HC_SHM_RING_MIN;
+    while (size < want && size < HC_SHM_RING_MAX)
+        size <<= 1;
+    return size;
+}
+
+void hc_shm_ring_attach(hc_shm_ring_t *r, hc_shm_ring_ctl_t *ctl, uint8_t *data, uint64_t size,
+                        int producer)
+{
+    r->ctl  = ctl;
+    r->data = data;
+    r->size = size;
+    r->mask = size - 1;
+    if (producer) {
+        r->pos  = atomic_load_explicit(&ctl->head, memory_order_relaxed);
+        r->peer = atomic_load_explicit(&ctl->tail, memory_order_acquire);
+    } else {
+        r->pos  = atomic_load_explicit(&ctl->tail, memory_order_relaxed);
+        r->peer = atomic_load_explicit(&ctl->head, memory_order_acquire);
+    }
+}
+
+void hc_shm_ring_write(hc_shm_ring_t *r, const void *src, size_t n)
+{
+    uint64_t off   = r->pos & r->mask;
+    uint64_t first = r->size - off;
+    if (first >= n) {
+        memcpy(r->data + off, src, n);
+    } else {
+        memcpy(r->data + off, src, first);
+        memcpy(r->data, (const uint8_t *)src + first, n - first);
+    }
+    r->pos += n;
+}

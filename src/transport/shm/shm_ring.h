@@ -1,0 +1,90 @@
+/* shm_ring.h - single-producer/single-consumer byte ring in shared memory.
+ *
+ * head and tail count bytes since the start and never wrap; the ring size is a
+ * power of two, so a position maps to an offset with a mask. The producer writes
+ * data, then publishes head (release); the consumer reads head (acquire), uses
+ * the data, then publishes tail (release). Each side keeps its own position and
+ * a cached copy of the other's counter, so the shared lines are touched only
+ * when the cached view runs out.
+ */
+#ifndef HC_SHM_RING_H
+#define HC_SHM_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HC_SHM_LINE 64
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shared-memory counters need lock-free atomics");
+
+/* Lives in the shared segment, one per direction. head is written only by the
+ * producer, the rest only by the consumer: two cache lines, no false sharing. */
+typedef struct hc_shm_ring_ctl {
+    _Alignas(HC_SHM_LINE) _Atomic uint64_t head; /* bytes produced */
+    _Alignas(HC_SHM_LINE) _Atomic uint64_t tail; /* bytes consumed */
+    _Atomic uint64_t acks;                       /* single-copy messages fully read */
+    _Atomic uint32_t cma_ok;                     /* HC_SHM_CMA_*: may the producer use it */
+} hc_shm_ring_ctl_t;
+
+enum { HC_SHM_CMA_UNKNOWN = 0, HC_SHM_CMA_YES = 1, HC_SHM_CMA_NO = 2 };
+
+/* One process's view of a ring. */
+typedef struct hc_shm_ring {
+    hc_shm_ring_ctl_t *ctl;
+    uint8_t           *data;
+    uint64_t           size;
+    uint64_t           mask;
+    uint64_t           pos;  /* producer: next byte to write; consumer: next to read */
+    uint64_t           peer; /* cached: producer sees tail, consumer sees head */
+} hc_shm_ring_t;
+
+/* Power of two in [64 KiB, 1 GiB] at least as large as want. */
+uint64_t hc_shm_ring_size(size_t want);
+void     hc_shm_ring_attach(hc_shm_ring_t *r, hc_shm_ring_ctl_t *ctl, uint8_t *data, uint64_t size,
+                            int producer);
+/* Copies n bytes in at pos (wrapping) and advances pos; the caller checked space. */
+void hc_shm_ring_write(hc_shm_ring_t *r, const void *src, size_t n);
+
+/* Producer: free bytes, rereading tail only when the cached view has < want. */
+static inline uint64_t hc_shm_ring_space(hc_shm_ring_t *r, uint64_t want)
+{
+    uint64_t space = r->size - (r->pos - r->peer);
+    if (space < want) {
+        r->peer = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
+        space   = r->size - (r->pos - r->peer);
+    }
+    return space;
+}
+
+static inline void hc_shm_ring_publish(hc_shm_ring_t *r)
+{
+    atomic_store_explicit(&r->ctl->head, r->pos, memory_order_release);
+}
+
+/* Consumer: readable bytes, rereading head only when the cached view has < want. */
+static inline uint64_t hc_shm_ring_avail(hc_shm_ring_t *r, uint64_t want)
+{
+    uint64_t avail = r->peer - r->pos;
+    if (avail < want) {
+        r->peer = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+        avail   = r->peer - r->pos;
+    }
+    return avail;
+}
+
+/* Consumer: the contiguous run of at most n bytes at pos. */
+static inline const uint8_t *hc_shm_ring_peek(const hc_shm_ring_t *r, uint64_t n, uint64_t *run)
+{
+    uint64_t off  = r->pos & r->mask;
+    uint64_t left = r->size - off;
+    *run          = n < left ? n : left;
+    return r->data + off;
+}
+
+static inline void hc_shm_ring_release(hc_shm_ring_t *r)
+{
+    atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
+}
+
+#endif
