@@ -274,19 +274,26 @@ static int exec_scan(hc_op_t *op)
     return finished;
 }
 
-/* Fails op when a peer of the communicator died or nothing moved for too long. */
+/* Fails op when a peer it still has to exchange data with failed (a peer that
+ * merely finished and left is fine), or when nothing moved for too long. */
 static void exec_check_health(hc_op_t *op)
 {
     struct hcomm_comm *comm = op->comm;
+    const hc_sched_t  *s    = op->sched;
     double             now  = hc_exec_now();
 
-    for (int p = 0; p < comm->nranks; p++) {
-        if (comm->eps[p] == NULL)
+    for (uint32_t i = op->first_pending; i < s->nsteps; i++) {
+        const hc_step_t *st = &s->steps[i];
+        if (op->state[i] == STEP_DONE || st->kind > HC_STEP_RECV_REDUCE)
             continue;
-        hcomm_status_t st = comm->tl_ops[comm->ep_tl[p]]->ep_status(comm->eps[p]);
-        if (st != HCOMM_SUCCESS) {
-            hc_error(EXEC, "rank %d failed (%s): operation aborted", p, hcomm_status_str(st));
-            exec_fail(op, st);
+        hc_tl_ep_t *ep = comm->eps[st->peer];
+        if (ep == NULL)
+            continue;
+        hcomm_status_t es = comm->tl_ops[comm->ep_tl[st->peer]]->ep_status(ep);
+        if (es != HCOMM_SUCCESS) {
+            hc_error(EXEC, "rank %d failed (%s) with a %s of %zu bytes pending: operation aborted",
+                     st->peer, hcomm_status_str(es), step_names[st->kind], st->len);
+            exec_fail(op, es);
             return;
         }
     }

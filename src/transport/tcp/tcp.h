@@ -1,0 +1,172 @@
+/* tcp.h - internals of the tcp transport, shared by its files.
+ *
+ * Wire: each connection starts with a hello (magic, cookie, rank, socket index,
+ * socket count, stripe threshold) from the lower rank to the higher one. Then
+ * each message is an 8-byte little-endian length and the payload. Socket 0 of an
+ * endpoint carries every header and every payload that is not striped. A striped
+ * payload (len >= stripe_min, nsocks > 1) is cut into chunks of hc_tcp_chunk()
+ * bytes; chunk j travels on socket j % nsocks, so socket 0 carries the header and
+ * then chunks 0, n, 2n, ... Both sides compute the cut from the length, and one
+ * message per direction is in flight at a time, so every socket stays in step.
+ */
+#ifndef HC_TL_TCP_H
+#define HC_TL_TCP_H
+
+#include <endian.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "transport/transport.h"
+
+#define HC_TCP_MAGIC       0x68637470u /* "hctp" */
+#define HC_TCP_VERSION     1u
+#define HC_TCP_HELLO_BYTES 48
+#define HC_TCP_HDR_BYTES   8
+#define HC_TCP_MAX_SOCKS   64
+#define HC_TCP_SOCKBUF     (4 << 20)    /* SO_SNDBUF/SO_RCVBUF asked for */
+#define HC_TCP_BOUNCE      (64 << 10)   /* per-ep read-ahead of socket 0 */
+#define HC_TCP_STAGE       (256 << 10)  /* per-ep staging for sink receives */
+#define HC_TCP_DIRECT_MIN  (16 << 10)   /* reads at least this big skip the bounce */
+#define HC_TCP_IOV         64           /* messages gathered in one sendmsg */
+#define HC_TCP_CHECK_NS    10000000ull  /* idle liveness poll period */
+#define HC_TCP_ADDRSTR     64
+
+/* An accepted connection: its hello is still arriving (rank < 0), or it waits
+ * for the connect() of its rank to claim it. */
+typedef struct hc_tcp_conn {
+    int     fd;
+    int     rank, idx;
+    size_t  got;
+    uint8_t hello[HC_TCP_HELLO_BYTES];
+    char    from[HC_TCP_ADDRSTR];
+} hc_tcp_conn_t;
+
+typedef struct hc_tcp_sock {
+    int    fd;
+    size_t tx_done; /* bytes of the current striped message sent on this socket */
+    size_t rx_done; /* ... and received */
+} hc_tcp_sock_t;
+
+struct hc_tl_ep {
+    hc_tl_ctx_t   *ctx;
+    int            peer;
+    int            nsocks;
+    hcomm_status_t status;
+    hc_tl_req_t   *tx_head, *tx_tail;
+    hc_tl_req_t   *rx_head, *rx_tail;
+    uint8_t       *bounce; /* bytes read ahead from socket 0: [b_rpos, b_wpos) */
+    size_t         b_rpos, b_wpos;
+    uint8_t       *stage;  /* sink staging, allocated at the first sink receive */
+    hc_tcp_sock_t  sock[];
+};
+
+struct hc_tl_ctx {
+    int              rank, nranks, nsocks;
+    uint8_t          cookie[16];
+    double           timeout;
+    size_t           stripe_min;
+    int              sockbuf; /* 0: leave the kernel's autotuning alone */
+    int              listen_fd;
+    struct sockaddr_storage addr;
+    socklen_t        addrlen;
+    hc_tl_ep_t     **eps; /* connected endpoints, in connect order */
+    int              neps, eps_cap;
+    hc_tl_ep_t     **by_rank; /* nranks entries */
+    hc_tcp_conn_t   *conns;   /* accepted, not yet claimed */
+    int              nconns, conns_cap;
+    struct pollfd   *pfds;
+    size_t           pfds_cap;
+    uint64_t         next_check_ns;
+};
+
+/* tcp_ep.c: the ops on endpoints */
+hcomm_status_t hc_tcp_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req);
+hcomm_status_t hc_tcp_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
+                            void *sink_arg, hc_tl_req_t *req);
+int            hc_tcp_progress(hc_tl_ctx_t *ctx);
+hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep);
+
+/* tcp_sock.c: socket helpers */
+uint64_t       hc_tcp_now_ns(void);
+void           hc_tcp_tune(int fd, int sockbuf);
+void           hc_tcp_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+hcomm_status_t hc_tcp_pfds_reserve(hc_tl_ctx_t *ctx, size_t n);
+void           hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, uint8_t *out);
+hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, int peer, const struct sockaddr *sa,
+                           socklen_t salen, int idx, uint64_t deadline, int *fd_p);
+/* tcp_accept.c: the passive side, up to deadline */
+hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, uint64_t deadline);
+/* tcp_ep.c */
+hcomm_status_t hc_tcp_ep_create(hc_tl_ctx_t *ctx, int peer, const int *fds, hc_tl_ep_t **ep_p);
+void           hc_tcp_ep_destroy(hc_tl_ep_t *ep);
+int            hc_tcp_ep_fail(hc_tl_ep_t *ep, hcomm_status_t st, int err, const char *what);
+/* tcp_tx.c / tcp_rx.c: move what the sockets take; return requests completed */
+int            hc_tcp_tx_progress(hc_tl_ep_t *ep);
+int            hc_tcp_rx_progress(hc_tl_ep_t *ep);
+int            hc_tcp_rx_fill_bounce(hc_tl_ep_t *ep);
+
+/* Striped: chunk size for a message of len bytes over n sockets. */
+static inline size_t hc_tcp_chunk(size_t len, int n)
+{
+    size_t c = (len + (size_t)n - 1) / (size_t)n;
+    c        = (c + 4095) & ~(size_t)4095;
+    if (c < (64u << 10))
+        c = 64u << 10;
+    if (c > (1u << 20))
+        c = 1u << 20;
+    return c;
+}
+
+static inline void hc_tcp_put64(uint8_t *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, sizeof(v));
+}
+
+static inline uint64_t hc_tcp_get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return le64toh(v);
+}
+
+static inline int hc_tcp_striped(const hc_tl_ep_t *ep, size_t len)
+{
+    return ep->nsocks > 1 && len > 0 && len >= ep->ctx->stripe_min;
+}
+
+/* Where byte b of socket s's share of a striped message lies: its message
+ * offset, and how many bytes follow it in the same chunk (0: share done). */
+static inline size_t hc_tcp_share_pos(size_t len, int n, int s, size_t b, size_t *avail)
+{
+    size_t c = hc_tcp_chunk(len, n);
+    size_t j = (size_t)s + (b / c) * (size_t)n;
+    size_t o = j * c + b % c;
+    size_t end = (j + 1) * c < len ? (j + 1) * c : len;
+    *avail     = o < end ? end - o : 0;
+    return o;
+}
+
+/* Points iov at up to max pieces of socket s's share, from share byte b on. */
+static inline int hc_tcp_share_iov(size_t len, int n, int s, size_t b, const void *base,
+                                   struct iovec *iov, int max)
+{
+    int k = 0;
+    while (k < max) {
+        size_t avail;
+        size_t o = hc_tcp_share_pos(len, n, s, b, &avail);
+        if (avail == 0)
+            break;
+        iov[k].iov_base = (uint8_t *)(uintptr_t)base + o;
+        iov[k].iov_len  = avail;
+        b += avail;
+        k++;
+    }
+    return k;
+}
+
+#endif

@@ -1,0 +1,242 @@
+/* tcp_ep.c - tcp endpoints: queues, failure, progress and the idle liveness check. */
+#include "transport/tcp/tcp.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+hcomm_status_t hc_tcp_ep_create(hc_tl_ctx_t *ctx, int peer, const int *fds, hc_tl_ep_t **ep_p)
+{
+    hc_tl_ep_t *ep = calloc(1, sizeof(*ep) + (size_t)ctx->nsocks * sizeof(ep->sock[0]));
+    if (ep == NULL)
+        goto err_nomem;
+    ep->bounce = malloc(HC_TCP_BOUNCE);
+    if (ep->bounce == NULL)
+        goto err_free_ep;
+    ep->ctx    = ctx;
+    ep->peer   = peer;
+    ep->nsocks = ctx->nsocks;
+    ep->status = HCOMM_SUCCESS;
+    for (int i = 0; i < ctx->nsocks; i++)
+        ep->sock[i].fd = fds[i];
+    *ep_p = ep;
+    return HCOMM_SUCCESS;
+
+err_free_ep:
+    free(ep);
+err_nomem:
+    hc_error(NET, "peer %d: out of memory for an endpoint", peer);
+    return HCOMM_ERR_NO_MEMORY;
+}
+
+static void ep_close(hc_tl_ep_t *ep)
+{
+    for (int i = 0; i < ep->nsocks; i++) {
+        if (ep->sock[i].fd >= 0)
+            close(ep->sock[i].fd);
+        ep->sock[i].fd = -1;
+    }
+}
+
+void hc_tcp_ep_destroy(hc_tl_ep_t *ep)
+{
+    if (ep == NULL)
+        return;
+    ep_close(ep);
+    free(ep->stage);
+    free(ep->bounce);
+    free(ep);
+}
+
+static int complete_all(hc_tl_req_t **head, hc_tl_req_t **tail, hcomm_status_t st)
+{
+    int n = 0;
+    while (*head != NULL) {
+        hc_tl_req_t *r = *head;
+        *head          = r->next;
+        r->next        = NULL;
+        r->status      = st;
+        n++;
+    }
+    *tail = NULL;
+    return n;
+}
+
+/* Fails the endpoint once: closes its sockets (so the peer notices too) and
+ * completes every pending request with st. what == NULL: the caller logged. */
+int hc_tcp_ep_fail(hc_tl_ep_t *ep, hcomm_status_t st, int err, const char *what)
+{
+    if (ep->status != HCOMM_SUCCESS)
+        return 0;
+    /* An idle endpoint whose peer left may just be a peer that finished first. */
+    if (what != NULL && (ep->tx_head != NULL || ep->rx_head != NULL))
+        hc_error(NET, "peer %d: connection lost (%s): %s", ep->peer, what,
+                 err != 0 ? strerror(err) : "closed by peer");
+    else if (what != NULL)
+        hc_warn(NET, "peer %d: connection lost while idle (%s): %s", ep->peer, what,
+                err != 0 ? strerror(err) : "closed by peer");
+    ep->status = st;
+    ep_close(ep);
+    int n = complete_all(&ep->tx_head, &ep->tx_tail, st);
+    return n + complete_all(&ep->rx_head, &ep->rx_tail, st);
+}
+
+hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep)
+{
+    return ep == NULL ? HCOMM_ERR_INVALID_ARG : ep->status;
+}
+
+static void req_init(hc_tl_req_t *req, hc_tl_ep_t *ep, size_t len)
+{
+    req->status  = HCOMM_IN_PROGRESS;
+    req->next    = NULL;
+    req->ep      = ep;
+    req->sbuf    = NULL;
+    req->rbuf    = NULL;
+    req->sink    = NULL;
+    req->sink_arg = NULL;
+    req->len     = len;
+    req->done    = 0;
+    req->priv[0] = 0; /* header bytes moved */
+    hc_tcp_put64((uint8_t *)&req->priv[1], len);
+}
+
+static void enqueue(hc_tl_req_t **head, hc_tl_req_t **tail, hc_tl_req_t *req)
+{
+    if (*tail != NULL)
+        (*tail)->next = req;
+    else
+        *head = req;
+    *tail = req;
+}
+
+hcomm_status_t hc_tcp_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req)
+{
+    if (ep == NULL || req == NULL)
+        return HCOMM_ERR_INVALID_ARG;
+    if (buf == NULL && len > 0)
+        return HCOMM_ERR_NULL_BUFFER;
+    if (ep->status != HCOMM_SUCCESS)
+        return ep->status;
+    req_init(req, ep, len);
+    req->sbuf = buf;
+    enqueue(&ep->tx_head, &ep->tx_tail, req);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_tcp_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
+                            void *sink_arg, hc_tl_req_t *req)
+{
+    if (ep == NULL || req == NULL)
+        return HCOMM_ERR_INVALID_ARG;
+    if (sink == NULL && buf == NULL && len > 0)
+        return HCOMM_ERR_NULL_BUFFER;
+    if (ep->status != HCOMM_SUCCESS)
+        return ep->status;
+    if (sink != NULL && ep->stage == NULL) {
+        ep->stage = malloc(HC_TCP_STAGE);
+        if (ep->stage == NULL) {
+            hc_error(NET, "peer %d: out of memory for the receive staging buffer", ep->peer);
+            return HCOMM_ERR_NO_MEMORY;
+        }
+    }
+    req_init(req, ep, len);
+    req->rbuf     = buf;
+    req->sink     = sink;
+    req->sink_arg = sink_arg;
+    enqueue(&ep->rx_head, &ep->rx_tail, req);
+    return HCOMM_SUCCESS;
+}
+
+/* A socket other than 0 reported its peer shut down: fail unless unread data
+ * is still there (a striped chunk not yet wanted). */
+static int check_rdhup(hc_tl_ep_t *ep, int s)
+{
+    char    b;
+    ssize_t n = recv(ep->sock[s].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return hc_tcp_ep_fail(ep, HCOMM_ERR_REMOTE, 0, "socket shut down");
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return hc_tcp_ep_fail(ep, HCOMM_ERR_REMOTE, errno, "recv");
+    return 0;
+}
+
+static int ep_check(hc_tl_ep_t *ep, const struct pollfd *pf)
+{
+    int n = 0;
+    /* Data first: a peer that sent its last message and closed still delivers it. */
+    if (pf[0].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
+        n += hc_tcp_rx_fill_bounce(ep);
+    if (ep->status == HCOMM_SUCCESS && ep->rx_head != NULL)
+        n += hc_tcp_rx_progress(ep);
+    for (int s = 0; s < ep->nsocks && ep->status == HCOMM_SUCCESS; s++) {
+        short ev = pf[s].revents;
+        if ((ev & (POLLERR | POLLHUP | POLLNVAL)) && !(s == 0 && (ev & POLLIN))) {
+            int       err = 0;
+            socklen_t el  = sizeof(err);
+            if (getsockopt(ep->sock[s].fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+                err = errno;
+            n += hc_tcp_ep_fail(ep, HCOMM_ERR_REMOTE, err, "hang-up");
+        } else if (s > 0 && (ev & POLLRDHUP)) {
+            n += check_rdhup(ep, s);
+        }
+    }
+    return n;
+}
+
+/* One poll(0) over every socket, so that idle endpoints notice a dead peer. */
+static int liveness(hc_tl_ctx_t *ctx)
+{
+    size_t np = 0;
+    int    n  = 0;
+    for (int e = 0; e < ctx->neps; e++) {
+        hc_tl_ep_t *ep = ctx->eps[e];
+        if (ep->status != HCOMM_SUCCESS)
+            continue;
+        for (int s = 0; s < ep->nsocks; s++) {
+            short want = POLLRDHUP;
+            if (s == 0 && ep->b_wpos - ep->b_rpos < HC_TCP_BOUNCE)
+                want |= POLLIN;
+            else if (s == 0)
+                want = 0; /* bounce full: a shut-down shows when it drains */
+            ctx->pfds[np++] = (struct pollfd){.fd = ep->sock[s].fd, .events = want};
+        }
+    }
+    if (np == 0 || poll(ctx->pfds, (nfds_t)np, 0) <= 0)
+        return 0;
+    np = 0;
+    for (int e = 0; e < ctx->neps; e++) {
+        hc_tl_ep_t *ep = ctx->eps[e];
+        if (ep->status != HCOMM_SUCCESS)
+            continue;
+        n += ep_check(ep, &ctx->pfds[np]);
+        np += (size_t)ep->nsocks;
+    }
+    return n;
+}
+
+int hc_tcp_progress(hc_tl_ctx_t *ctx)
+{
+    if (ctx == NULL)
+        return 0;
+    int n = 0;
+    for (int e = 0; e < ctx->neps; e++) {
+        hc_tl_ep_t *ep = ctx->eps[e];
+        if (ep->tx_head != NULL && ep->status == HCOMM_SUCCESS)
+            n += hc_tcp_tx_progress(ep);
+        if (ep->rx_head != NULL && ep->status == HCOMM_SUCCESS)
+            n += hc_tcp_rx_progress(ep);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (now >= ctx->next_check_ns) {
+        ctx->next_check_ns = now + HC_TCP_CHECK_NS;
+        n += liveness(ctx);
+    }
+    return n;
+}
