@@ -22,7 +22,7 @@ hcomm_status_t hcomm_comm_init_mpi(hcomm_comm_t *comm, MPI_Comm mpi_comm)
     /* rank 0 broadcasts its status with the id, so a failure there fails everyone */
     struct {
         int               status;
-        hcomm_unique_id_t id = {{0}};
+        hcomm_unique_id_t id;
     } msg = {st, id};
     rc = MPI_Bcast(&msg, (int)sizeof(msg), MPI_BYTE, 0, mpi_comm);
     if (rc != MPI_SUCCESS) {
