@@ -1,0 +1,64 @@
+/* algo_builders.h - what the schedule builders share (private to algorithms/).
+ *
+ * Builders add steps without checking each return: a schedule that ran out of
+ * memory remembers it and hc_algo_build learns of it from hc_sched_finalize.
+ * They return a status only for their own allocations. Zero-length pieces send
+ * no message: both ends compute the same lengths, so they skip the same ones. */
+#ifndef HC_ALGO_BUILDERS_H
+#define HC_ALGO_BUILDERS_H
+
+#include "algorithms/algo.h"
+
+typedef struct hc_algo_ctx {
+    const hc_coll_args_t *args;
+    int                   nranks, rank;
+    size_t                esize;       /* bytes per element */
+    size_t                chunk_elems; /* elements per message at most, >= 1 */
+} hc_algo_ctx_t;
+
+/* Number of chunks a piece of max_elems elements is cut into. */
+static inline size_t hc_algo_nchunks(const hc_algo_ctx_t *c, size_t max_elems)
+{
+    return max_elems / c->chunk_elems + (max_elems % c->chunk_elems != 0);
+}
+
+/* Chunk k of nc near-equal chunks of len elements: offset and length in elements.
+ * Pieces of at most max_elems elements cut into hc_algo_nchunks(max_elems) chunks
+ * are never longer than chunk_elems. */
+static inline size_t hc_algo_chunk_off(size_t len, size_t nc, size_t k)
+{
+    return len / nc * k + (k < len % nc ? k : len % nc);
+}
+static inline size_t hc_algo_chunk_len(size_t len, size_t nc, size_t k)
+{
+    return len / nc + (k < len % nc);
+}
+
+/* A slice at element offset elem of buffer buf. */
+static inline hc_slice_t hc_algo_at(const hc_algo_ctx_t *c, uint32_t buf, size_t elem)
+{
+    return hc_slice(buf, elem * c->esize);
+}
+
+static inline int hc_algo_mod(int a, int n)
+{
+    return ((a % n) + n) % n;
+}
+
+/* One rank: every collective is a copy of SEND to RECV (DIV by 1 skipped). */
+hcomm_status_t hc_algo_local_copy(const hc_algo_ctx_t *c, hc_sched_t *s);
+/* The one DIV of an avg over elems elements of RECV, when op is HCOMM_AVG. */
+void hc_algo_avg_div(const hc_algo_ctx_t *c, hc_sched_t *s, size_t elems);
+
+hcomm_status_t hc_algo_ring_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_ring_allgather(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_ring_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_rd_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_chain_broadcast(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_chain_reduce(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_pairwise_alltoall(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_direct_send(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_direct_recv(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_dissem_barrier(const hc_algo_ctx_t *c, hc_sched_t *s);
+
+#endif

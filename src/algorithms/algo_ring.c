@@ -1,0 +1,181 @@
+/* algo_ring.c - ring allreduce (reduce-scatter then allgather), ring allgather
+ * and ring reduce_scatter.
+ *
+ * Rank r sends to r+1 and receives from r-1. Blocks are cut into the same
+ * number of chunks, and chunk k of one ring step depends only on chunk k of
+ * the step before, so the chunks travel round the ring one behind another. */
+#include <stdlib.h>
+
+#include "algorithms/algo_builders.h"
+
+typedef struct ring_span {
+    size_t off, len; /* elements */
+} ring_span_t;
+
+/* Chunk k (of nc) of block b when count elements are cut into n blocks. */
+static ring_span_t ring_chunk(size_t count, int n, int b, size_t nc, size_t k)
+{
+    size_t      bl = hc_part_len(count, n, b);
+    ring_span_t sp = {hc_part_off(count, n, b) + hc_algo_chunk_off(bl, nc, k),
+                      hc_algo_chunk_len(bl, nc, k)};
+    return sp;
+}
+
+/* Reduce-scatter into RECV: at step t rank r sends block r-t-1 and reduces the
+ * incoming block r-t-2, ending with block r complete. rs_send[t * nc + k] and
+ * last[k] (the final reduce of block r) are filled for the allgather. */
+static void ring_ar_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s, size_t nc, int *rs_send,
+                                   int *last)
+{
+    const hc_coll_args_t *a = c->args;
+    int                   n = c->nranks, r = c->rank;
+    int                   right = (r + 1) % n, left = hc_algo_mod(r - 1, n);
+
+    for (size_t k = 0; k < nc; k++)
+        last[k] = HC_STEP_NODEP;
+    for (int t = 0; t < n - 1; t++) {
+        int sb = hc_algo_mod(r - t - 1, n), rb = hc_algo_mod(r - t - 2, n);
+        for (size_t k = 0; k < nc; k++) {
+            ring_span_t ss = ring_chunk(a->count, n, sb, nc, k);
+            ring_span_t rs = ring_chunk(a->count, n, rb, nc, k);
+            int         sd = HC_STEP_NODEP;
+
+            /* step 0 sends our own contribution straight from SEND */
+            if (ss.len != 0)
+                sd = hc_sched_send(s, right,
+                                   hc_algo_at(c, t == 0 ? HC_BUF_SEND : HC_BUF_RECV, ss.off),
+                                   ss.len * c->esize, last[k], HC_STEP_NODEP);
+            rs_send[(size_t)t * nc + k] = sd;
+            if (rs.len != 0)
+                last[k] = hc_sched_recv_reduce(
+                    s, left, hc_algo_at(c, HC_BUF_RECV, rs.off), hc_algo_at(c, HC_BUF_SEND, rs.off),
+                    rs.len * c->esize, a->dtype, a->op, HC_STEP_NODEP, HC_STEP_NODEP);
+            else
+                last[k] = HC_STEP_NODEP;
+        }
+    }
+}
+
+/* Allgather of the reduced blocks within RECV: at step t rank r forwards block
+ * r-t and receives block r-t-1, which it last sent at reduce-scatter step t (the
+ * receive waits for that send, so the block is not overwritten while it goes). */
+static void ring_ar_allgather(const hc_algo_ctx_t *c, hc_sched_t *s, size_t nc, const int *rs_send,
+                              int *last)
+{
+    int n = c->nranks, r = c->rank;
+    int right = (r + 1) % n, left = hc_algo_mod(r - 1, n);
+
+    for (int t = 0; t < n - 1; t++) {
+        int sb = hc_algo_mod(r - t, n), rb = hc_algo_mod(r - t - 1, n);
+        for (size_t k = 0; k < nc; k++) {
+            ring_span_t ss = ring_chunk(c->args->count, n, sb, nc, k);
+            ring_span_t rs = ring_chunk(c->args->count, n, rb, nc, k);
+
+            if (ss.len != 0)
+                hc_sched_send(s, right, hc_algo_at(c, HC_BUF_RECV, ss.off), ss.len * c->esize,
+                              last[k], HC_STEP_NODEP);
+            last[k] = HC_STEP_NODEP;
+            if (rs.len != 0)
+                last[k] =
+                    hc_sched_recv(s, left, hc_algo_at(c, HC_BUF_RECV, rs.off), rs.len * c->esize,
+                                  rs_send[(size_t)t * nc + k], HC_STEP_NODEP);
+        }
+    }
+}
+
+hcomm_status_t hc_algo_ring_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
+{
+    int    n = c->nranks;
+    size_t nc;
+    int   *deps;
+
+    if (n == 1)
+        return hc_algo_local_copy(c, s);
+    nc = hc_algo_nchunks(c, hc_part_len(c->args->count, n, 0));
+    if (nc == 0)
+        return HCOMM_SUCCESS;
+    deps = malloc((size_t)n * nc * sizeof(*deps));
+    if (deps == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    /* deps: (n-1) * nc reduce-scatter sends, then nc chain heads */
+    ring_ar_reduce_scatter(c, s, nc, deps, deps + (size_t)(n - 1) * nc);
+    ring_ar_allgather(c, s, nc, deps, deps + (size_t)(n - 1) * nc);
+    free(deps);
+    hc_algo_avg_div(c, s, c->args->count);
+    return HCOMM_SUCCESS;
+}
+
+/* Own block copied into place (a no-op in place), then n-1 forwarding steps. */
+hcomm_status_t hc_algo_ring_allgather(const hc_algo_ctx_t *c, hc_sched_t *s)
+{
+    int    n = c->nranks, r = c->rank, right = (r + 1) % n, left = hc_algo_mod(r - 1, n);
+    size_t cnt = c->args->count, nc;
+    int   *last;
+
+    if (n == 1)
+        return hc_algo_local_copy(c, s);
+    nc = hc_algo_nchunks(c, cnt);
+    if (nc == 0)
+        return HCOMM_SUCCESS;
+    last = malloc(nc * sizeof(*last));
+    if (last == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    hc_sched_copy(s, hc_algo_at(c, HC_BUF_RECV, (size_t)r * cnt), hc_algo_at(c, HC_BUF_SEND, 0),
+                  cnt * c->esize, HC_STEP_NODEP, HC_STEP_NODEP);
+    for (int t = 0; t < n - 1; t++) {
+        size_t sb = (size_t)hc_algo_mod(r - t, n), rb = (size_t)hc_algo_mod(r - t - 1, n);
+        for (size_t k = 0; k < nc; k++) {
+            size_t co = hc_algo_chunk_off(cnt, nc, k), cl = hc_algo_chunk_len(cnt, nc, k);
+            if (t == 0)
+                hc_sched_send(s, right, hc_algo_at(c, HC_BUF_SEND, co), cl * c->esize,
+                              HC_STEP_NODEP, HC_STEP_NODEP);
+            else
+                hc_sched_send(s, right, hc_algo_at(c, HC_BUF_RECV, sb * cnt + co), cl * c->esize,
+                              last[k], HC_STEP_NODEP);
+            last[k] = hc_sched_recv(s, left, hc_algo_at(c, HC_BUF_RECV, rb * cnt + co),
+                                    cl * c->esize, HC_STEP_NODEP, HC_STEP_NODEP);
+        }
+    }
+    free(last);
+    return HCOMM_SUCCESS;
+}
+
+/* Partial sums travel in TMP, two block-sized slots used in turn: the reduce of
+ * step t into a slot waits for the send of step t-1, which read that slot's
+ * previous contents. The last step reduces straight into RECV. */
+hcomm_status_t hc_algo_ring_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s)
+{
+    const hc_coll_args_t *a = c->args;
+    int    n = c->nranks, r = c->rank, right = (r + 1) % n, left = hc_algo_mod(r - 1, n);
+    size_t cnt = a->count, nc;
+    int   *dep;
+
+    if (n == 1)
+        return hc_algo_local_copy(c, s);
+    nc = hc_algo_nchunks(c, cnt);
+    if (nc == 0)
+        return HCOMM_SUCCESS;
+    dep = malloc(2 * nc * sizeof(*dep)); /* [k]: last reduce, [nc + k]: last send */
+    if (dep == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    s->tmp_bytes = (size_t)(n - 2 < 2 ? n - 2 : 2) * cnt * c->esize;
+    for (int t = 0; t < n - 1; t++) {
+        size_t sb = (size_t)hc_algo_mod(r - t - 1, n), rb = (size_t)hc_algo_mod(r - t - 2, n);
+        for (size_t k = 0; k < nc; k++) {
+            size_t     co = hc_algo_chunk_off(cnt, nc, k), cl = hc_algo_chunk_len(cnt, nc, k);
+            hc_slice_t from = t == 0 ? hc_algo_at(c, HC_BUF_SEND, sb * cnt + co)
+                                     : hc_algo_at(c, HC_BUF_TMP, (size_t)((t - 1) % 2) * cnt + co);
+            hc_slice_t into = t == n - 2 ? hc_algo_at(c, HC_BUF_RECV, co)
+                                         : hc_algo_at(c, HC_BUF_TMP, (size_t)(t % 2) * cnt + co);
+            int sd = hc_sched_send(s, right, from, cl * c->esize, t == 0 ? HC_STEP_NODEP : dep[k],
+                                   HC_STEP_NODEP);
+            dep[k] = hc_sched_recv_reduce(s, left, into, hc_algo_at(c, HC_BUF_SEND, rb * cnt + co),
+                                          cl * c->esize, a->dtype, a->op,
+                                          t >= 2 ? dep[nc + k] : HC_STEP_NODEP, HC_STEP_NODEP);
+            dep[nc + k] = sd;
+        }
+    }
+    free(dep);
+    hc_algo_avg_div(c, s, cnt);
+    return HCOMM_SUCCESS;
+}
