@@ -160,7 +160,7 @@ static void print_result(perf_ctx_t *ctx, size_t bytes, const perf_result_t *r)
     char   tstr[32], wstr[32];
 
     if (r == NULL) {
-        printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+        printf("  %7s  %7s  %7s  %5s", "N/A", "N/A", "N/A", "N/A");
         return;
     }
     algbw = r->time_us > 0 ? (double)bytes / 1e3 / r->time_us : 0;
@@ -176,7 +176,8 @@ static void print_result(perf_ctx_t *ctx, size_t bytes, const perf_result_t *r)
         snprintf(wstr, sizeof(wstr), "%llu", (unsigned long long)r->wrong);
     else
         snprintf(wstr, sizeof(wstr), "N/A");
-    printf("  %7s  %6.2f  %6.2f  %5s", tstr, algbw, busbw, wstr);
+    /* four decimals (nccl-tests prints two) so small sizes still compare */
+    printf("  %7s  %7.4f  %7.4f  %5s", tstr, algbw, busbw, wstr);
 }
 
 /* One row: out of place, then in place. Returns 0, or 1 after a failed call. */
@@ -255,10 +256,10 @@ static void print_header(const perf_ctx_t *ctx, const perf_rank_info_t *info)
     printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",
            "", "", "", "", "");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s %6s  %7s  %7s  %7s %6s\n", "size", "count",
            "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
            "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s  %5s  %7s  %7s  %7s  %5s\n", "(B)",
            "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
            "");
     fflush(stdout);

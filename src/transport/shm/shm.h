@@ -22,6 +22,7 @@
 #define HC_SHM_MSG_CMA 1u /* header is a descriptor: read the payload from addr */
 #define HC_SHM_NAME_MAX 64
 #define HC_SHM_CMA_PIECE ((size_t)1 << 20)       /* bytes per process_vm_readv */
+#define HC_SHM_CMA_SINK_PIECE ((size_t)128 << 10) /* sink reads: stay in L2 for the reduce */
 #define HC_SHM_CMA_BUDGET (4 * HC_SHM_CMA_PIECE) /* per endpoint and progress call */
 #define HC_SHM_CHUNK_MAX ((uint64_t)128 << 10)   /* publish head/tail this often */
 #define HC_SHM_CHECK_MS 50                       /* peer liveness check period */

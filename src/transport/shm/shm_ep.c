@@ -295,7 +295,8 @@ static int shm_recv_cma(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, hc_tl_req_t *req)
         }
     }
     while (ep->rx_off < req->len && budget > 0) {
-        size_t       n      = shm_min(req->len - ep->rx_off, HC_SHM_CMA_PIECE);
+        size_t       n      = shm_min(req->len - ep->rx_off,
+                                       req->sink ? HC_SHM_CMA_SINK_PIECE : HC_SHM_CMA_PIECE);
         uint8_t     *dst    = req->sink != NULL ? ctx->bounce : (uint8_t *)req->rbuf + ep->rx_off;
         struct iovec local  = {dst, n};
         struct iovec remote = {(void *)(uintptr_t)(ep->rx_msg.addr + ep->rx_off), n};

@@ -1,0 +1,39 @@
+/* coll_check.h - shared state of the coll_check program. */
+#ifndef HCT_COLL_CHECK_H
+#define HCT_COLL_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll_case.h"
+#include "hcomm.h"
+
+typedef struct {
+    hcomm_comm_t comm;
+    int          rank, nranks;
+    int          quick, verbose, extras;
+    size_t       max_count;
+    uint64_t     seed;
+    int          coll_filter;  /* -1: every collective */
+    int          dtype_filter; /* -1: every dtype */
+    unsigned     skip_mask;    /* collectives left out (bit per ct_coll_t) */
+    long         passed, failed;
+    int          broken; /* a call failed: stop issuing (the comm is unusable) */
+} ct_ctx_t;
+
+/* A case's seed from its parameters, so filtered runs reproduce full ones. */
+uint64_t ct_case_seed(const ct_ctx_t *ctx, const ct_case_t *c);
+
+/* Prepares, issues (blocking), verifies and counts one case. */
+void ct_run_case(ct_ctx_t *ctx, ct_case_t *c);
+
+/* Records a failed call: counts it, prints it, marks the communicator broken. */
+void ct_call_failed(ct_ctx_t *ctx, const ct_run_t *run, const char *what, hcomm_status_t st);
+
+/* Nonblocking variants, groups, comm_split, barrier timing, API names. */
+void ct_run_extras(ct_ctx_t *ctx);
+
+/* hcomm_comm_split: even/odd colors with reversed keys, and NOCOLOR. */
+void ct_run_split(ct_ctx_t *ctx);
+
+#endif

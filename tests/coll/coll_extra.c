@@ -1,0 +1,303 @@
+/* coll_extra.c - coll_check beyond the blocking matrix: nonblocking variants
+ * (all outstanding at once, waited in and out of order, polled with test),
+ * groups of collectives, comm_split, barrier semantics and the name API. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll_check.h"
+#include "coll_data.h"
+
+#define CT_MAX_NB 12
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void check_fail(ct_ctx_t *ctx, const char *what)
+{
+    printf("FAIL rank %d: %s\n", ctx->rank, what);
+    ctx->failed++;
+}
+
+static void check(ct_ctx_t *ctx, int ok, const char *what)
+{
+    if (ok)
+        ctx->passed++;
+    else
+        check_fail(ctx, what);
+}
+
+/* Waits for runs[i] in the given order; verifies each. */
+static void wait_and_verify(ct_ctx_t *ctx, ct_run_t *runs, int n, int reverse, int issued)
+{
+    for (int k = 0; k < n; k++) {
+        int       i   = reverse ? n - 1 - k : k;
+        ct_run_t *run = &runs[i];
+        if (i < issued) {
+            hcomm_status_t st = hcomm_wait(&run->req);
+            if (st != HCOMM_SUCCESS)
+                ct_call_failed(ctx, run, "hcomm_wait", st);
+            else if (run->req != NULL)
+                ct_report(run, "hcomm_wait succeeded but left *req non-NULL"), ctx->failed++;
+            else if (ct_verify(run) != 0)
+                ctx->failed++;
+            else
+                ctx->passed++;
+        }
+    }
+    for (int k = 0; k < n; k++)
+        ct_release(&runs[k]);
+}
+
+/* Issues every case of cs nonblocking, all outstanding, then waits them all. */
+static void nb_batch(ct_ctx_t *ctx, ct_case_t *cs, int n, int reverse)
+{
+    ct_run_t runs[CT_MAX_NB];
+    int      issued = 0, prepared = 0;
+
+    if (ctx->broken)
+        return;
+    for (; prepared < n; prepared++) {
+        cs[prepared].seed = ct_case_seed(ctx, &cs[prepared]) ^ 0x5a5a;
+        if (ct_prepare(&runs[prepared], &cs[prepared], ctx->rank, ctx->nranks) != 0)
+            break;
+        runs[prepared].label = "nonblocking ";
+    }
+    if (prepared < n) {
+        check_fail(ctx, "nonblocking batch: out of memory in the test");
+        ctx->broken = 1;
+    }
+    for (; issued < prepared && !ctx->broken; issued++) {
+        hcomm_status_t st = ct_issue_nb(&runs[issued], ctx->comm);
+        if (st != HCOMM_SUCCESS) {
+            ct_call_failed(ctx, &runs[issued], "the nonblocking call", st);
+            break;
+        }
+    }
+    /* wait for whatever was issued, even after a failure, so no request leaks */
+    wait_and_verify(ctx, runs, prepared, reverse, issued);
+}
+
+static void nb_all_variants(ct_ctx_t *ctx)
+{
+    int       last  = ctx->nranks - 1;
+    ct_case_t all[] = {
+        {CT_ALLREDUCE, HCOMM_FLOAT32, HCOMM_SUM, 1023, 0, -1, 0},
+        {CT_BROADCAST, HCOMM_INT32, HCOMM_SUM, 1023, 0, last, 0},
+        {CT_ALLGATHER, HCOMM_FLOAT64, HCOMM_SUM, 7, 0, -1, 0},
+        {CT_REDUCE_SCATTER, HCOMM_INT64, HCOMM_MAX, 33, 0, -1, 0},
+        {CT_ALLTOALL, HCOMM_UINT8, HCOMM_SUM, 17, 0, -1, 0},
+        {CT_REDUCE, HCOMM_BFLOAT16, HCOMM_SUM, 1023, 0, 0, 0},
+        {CT_BARRIER, HCOMM_INT8, HCOMM_SUM, 0, 0, -1, 0},
+        {CT_ALLREDUCE, HCOMM_INT32, HCOMM_PROD, 1023, 1, -1, 0},
+        {CT_ALLREDUCE, HCOMM_FLOAT16, HCOMM_AVG, 300000, 0, -1, 0},
+    };
+    ct_case_t ars[] = {
+        {CT_ALLREDUCE, HCOMM_FLOAT32, HCOMM_SUM, 100003, 0, -1, 0},
+        {CT_ALLREDUCE, HCOMM_INT64, HCOMM_MAX, 7, 1, -1, 0},
+        {CT_ALLREDUCE, HCOMM_BFLOAT16, HCOMM_AVG, 1023, 0, -1, 0},
+        {CT_ALLREDUCE, HCOMM_UINT8, HCOMM_PROD, 1, 1, -1, 0},
+    };
+    int nall = (int)(sizeof(all) / sizeof(all[0])), nars = (int)(sizeof(ars) / sizeof(ars[0]));
+
+    if (ctx->quick) /* keep the large one out of quick runs */
+        all[nall - 1].count = 1023;
+    nb_batch(ctx, all, nall, 0);
+    nb_batch(ctx, ars, nars, 1);
+}
+
+/* One iallreduce completed by polling hcomm_test. */
+static void nb_test_poll(ct_ctx_t *ctx)
+{
+    ct_case_t      c = {CT_ALLREDUCE, HCOMM_INT32, HCOMM_SUM, 50000, 0, -1, 0};
+    ct_run_t       run;
+    hcomm_status_t st;
+    int            done     = 0;
+    double         deadline = now_s() + 120;
+
+    if (ctx->broken)
+        return;
+    c.seed = ct_case_seed(ctx, &c) ^ 0x7e57;
+    if (ct_prepare(&run, &c, ctx->rank, ctx->nranks) != 0) {
+        check_fail(ctx, "test-poll: out of memory in the test");
+        ctx->broken = 1;
+        return;
+    }
+    run.label = "polled ";
+    st        = ct_issue_nb(&run, ctx->comm);
+    while (st == HCOMM_SUCCESS && !done && now_s() < deadline) {
+        st = hcomm_test(&run.req, &done);
+        if (st == HCOMM_IN_PROGRESS && !done)
+            st = HCOMM_SUCCESS;
+        else if (st == HCOMM_IN_PROGRESS)
+            st = HCOMM_ERR_PROTOCOL; /* done but "in progress": inconsistent */
+    }
+    if (st != HCOMM_SUCCESS)
+        ct_call_failed(ctx, &run, "iallreduce/hcomm_test", st);
+    else if (!done)
+        ct_report(&run, "hcomm_test never reported done in 120 s"), ctx->failed++, ctx->broken = 1;
+    else if (run.req != NULL)
+        ct_report(&run, "hcomm_test done but *req not NULL"), ctx->failed++;
+    else if (ct_verify(&run) != 0)
+        ctx->failed++;
+    else
+        ctx->passed++;
+    ct_release(&run);
+}
+
+/* Even ranks isend to the next rank, odd ranks irecv: pairs, no dependency cycle. */
+static void nb_p2p(ct_ctx_t *ctx)
+{
+    enum { N = 1023 };
+    int32_t         buf[N];
+    hcomm_request_t req = NULL;
+    hcomm_status_t  st;
+    int             r = ctx->rank, peer = (r % 2 == 0) ? r + 1 : r - 1;
+    char            msg[160];
+
+    if (ctx->broken || peer >= ctx->nranks)
+        return;
+    for (int i = 0; i < N; i++)
+        buf[i] = (r % 2 == 0) ? r * 100000 + i : -1;
+    st = (r % 2 == 0) ? hcomm_isend(buf, N, HCOMM_INT32, peer, ctx->comm, &req)
+                      : hcomm_irecv(buf, N, HCOMM_INT32, peer, ctx->comm, &req);
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_wait(&req);
+    if (st != HCOMM_SUCCESS) {
+        snprintf(msg, sizeof(msg), "isend/irecv with peer %d: %s", peer, hcomm_status_name(st));
+        check_fail(ctx, msg);
+        ctx->broken = 1;
+        return;
+    }
+    for (int i = 0; i < N; i++) {
+        if (buf[i] != (r % 2 == 0 ? r : peer) * 100000 + i) {
+            snprintf(msg, sizeof(msg), "isend/irecv from %d: index %d got %d expected %d", peer, i,
+                     buf[i], peer * 100000 + i);
+            check_fail(ctx, msg);
+            return;
+        }
+    }
+    ctx->passed++;
+}
+
+/* Collectives inside a (nested) group: one allreduce, one broadcast, one alltoall. */
+static void group_colls(ct_ctx_t *ctx)
+{
+    ct_case_t cs[3] = {
+        {CT_ALLREDUCE, HCOMM_FLOAT32, HCOMM_SUM, 1023, 0, -1, 0},
+        {CT_BROADCAST, HCOMM_INT32, HCOMM_SUM, 7, 1, ctx->nranks - 1, 0},
+        {CT_ALLTOALL, HCOMM_INT64, HCOMM_SUM, 5, 0, -1, 0},
+    };
+    ct_run_t       runs[3];
+    hcomm_status_t st[3], s1, s2, s3;
+    int            n = 0;
+
+    if (ctx->broken)
+        return;
+    for (; n < 3; n++) {
+        cs[n].seed = ct_case_seed(ctx, &cs[n]) ^ 0x6a6a;
+        if (ct_prepare(&runs[n], &cs[n], ctx->rank, ctx->nranks) != 0)
+            break;
+        runs[n].label = "grouped ";
+    }
+    if (n == 3) {
+        s1    = hcomm_group_start();
+        st[0] = ct_issue(&runs[0], ctx->comm);
+        s2    = hcomm_group_start();
+        st[1] = ct_issue(&runs[1], ctx->comm);
+        s3    = hcomm_group_end(); /* inner end: issues nothing yet */
+        st[2] = ct_issue(&runs[2], ctx->comm);
+        st[2] = st[2] ? st[2] : hcomm_group_end();
+        if (s1 || s2 || s3 || st[0] || st[1] || st[2]) {
+            ct_report(&runs[0], "group: start %d start %d end(inner) %d calls %d %d end %d", s1, s2,
+                      s3, st[0], st[1], st[2]);
+            ctx->failed++;
+            ctx->broken = 1;
+        } else {
+            for (int i = 0; i < 3; i++)
+                ct_verify(&runs[i]) ? ctx->failed++ : ctx->passed++;
+        }
+    } else {
+        check_fail(ctx, "group: out of memory in the test");
+    }
+    for (int i = 0; i < n; i++)
+        ct_release(&runs[i]);
+}
+
+/* A barrier must not return before its last rank entered. The ranks share one
+ * host (hcomm-run), hence one CLOCK_MONOTONIC: the late root broadcasts when it
+ * entered, and every rank checks that its barrier returned after that. */
+static void barrier_timing(ct_ctx_t *ctx)
+{
+    int  roots[2] = {0, ctx->nranks - 1};
+    char msg[192];
+
+    for (int k = 0; k < 2 && ctx->nranks > 1 && !ctx->broken; k++) {
+        double         entered = 0, left;
+        hcomm_status_t st      = hcomm_barrier(ctx->comm, NULL);
+        if (st == HCOMM_SUCCESS && ctx->rank == roots[k]) {
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            entered = now_s();
+        }
+        if (st == HCOMM_SUCCESS)
+            st = hcomm_barrier(ctx->comm, NULL);
+        left = now_s();
+        if (st == HCOMM_SUCCESS)
+            st = hcomm_broadcast(&entered, &entered, 1, HCOMM_FLOAT64, roots[k], ctx->comm, NULL);
+        if (st != HCOMM_SUCCESS) {
+            snprintf(msg, sizeof(msg), "barrier timing: %s", hcomm_status_name(st));
+            check_fail(ctx, msg);
+            ctx->broken = 1;
+        } else if (left < entered) {
+            snprintf(msg, sizeof(msg),
+                     "barrier returned %.3f s before rank %d (which slept 50 ms) entered it",
+                     entered - left, roots[k]);
+            check_fail(ctx, msg);
+        } else {
+            ctx->passed++;
+        }
+    }
+}
+
+static void names(ct_ctx_t *ctx)
+{
+    static const char *const dn[HCOMM_DTYPE_COUNT] = {"int8",    "uint8",  "int32",   "uint32",
+                                                      "int64",   "uint64", "float16", "bfloat16",
+                                                      "float32", "float64"};
+    static const char *const on[HCOMM_OP_COUNT]    = {"sum", "prod", "min", "max", "avg"};
+    int                      ok                    = 1;
+
+    for (int dt = 0; dt < HCOMM_DTYPE_COUNT; dt++) {
+        const char *n = hcomm_dtype_name((hcomm_dtype_t)dt);
+        ok &= hcomm_dtype_size((hcomm_dtype_t)dt) == ct_size((hcomm_dtype_t)dt);
+        ok &= n != NULL && strcmp(n, dn[dt]) == 0;
+    }
+    for (int op = 0; op < HCOMM_OP_COUNT; op++) {
+        const char *n = hcomm_op_name((hcomm_op_t)op);
+        ok &= n != NULL && strcmp(n, on[op]) == 0;
+    }
+    ok &= hcomm_dtype_size(HCOMM_DTYPE_COUNT) == 0 && hcomm_dtype_name(HCOMM_DTYPE_COUNT) == NULL;
+    ok &= hcomm_op_name(HCOMM_OP_COUNT) == NULL;
+    ok &= strcmp(hcomm_status_name(HCOMM_ERR_TIMEOUT), "HCOMM_ERR_TIMEOUT") == 0;
+    ok &= hcomm_status_str(HCOMM_SUCCESS) != NULL && hcomm_version() == HCOMM_VERSION_CODE;
+    check(ctx, ok, "dtype/op/status names, sizes or version differ from hcomm.h");
+}
+
+void ct_run_extras(ct_ctx_t *ctx)
+{
+    names(ctx);
+    nb_all_variants(ctx);
+    nb_test_poll(ctx);
+    nb_p2p(ctx);
+    group_colls(ctx);
+    ct_run_split(ctx);
+    barrier_timing(ctx);
+    if (!ctx->broken)
+        check(ctx, hcomm_comm_get_error(ctx->comm) == HCOMM_SUCCESS,
+              "hcomm_comm_get_error is not HCOMM_SUCCESS after a clean run");
+}

@@ -1,0 +1,641 @@
+/*
+ * bad_input - invalid arguments and misuse of the public API must return the
+ * right negative status and log exactly one line, never crash or hang.
+ *
+ * One process with one-rank communicators, plus a forked helper that is rank 1
+ * of a two-rank communicator (forked before any library call, so it shares no
+ * library state). Logging goes to HCOMM_LOG_FILE in a temporary directory; each
+ * failing call must add exactly one line there. Every test runs under an alarm.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hcomm.h"
+
+#define TEST_ALARM_S 60
+#define TWO_RANK_TIMEOUT "10"
+
+static char  log_path[256];
+static char  tmp_dir[128];
+static int   helper_fd  = -1; /* parent -> rank-1 helper: the unique id */
+static pid_t helper_pid = -1;
+
+/* ---- logging: count the lines of HCOMM_LOG_FILE ---- */
+
+static long log_lines(void)
+{
+    FILE *f = fopen(log_path, "r");
+    long  n = 0;
+    int   ch;
+
+    if (f == NULL)
+        return 0;
+    while ((ch = getc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+static void expect_status(const char *call, int line, hcomm_status_t got, hcomm_status_t want,
+                          long lines_before, long want_lines)
+{
+    long lines = log_lines() - lines_before;
+
+    if (got != want)
+        fail_msg("line %d: %s returned %s (%d), expected %s (%d)", line, call,
+                 hcomm_status_name(got), (int)got, hcomm_status_name(want), (int)want);
+    if (lines != want_lines)
+        fail_msg("line %d: %s logged %ld lines, expected %ld (log: %s)", line, call, lines,
+                 want_lines, log_path);
+}
+
+/* The call must return `want` and log one line (none for success). */
+#define EXPECT(call, want)                                                                         \
+    do {                                                                                           \
+        long           b_ = log_lines();                                                           \
+        hcomm_status_t s_ = (call);                                                                \
+        expect_status(#call, __LINE__, s_, (want), b_, (want) == HCOMM_SUCCESS ? 0 : 1);           \
+    } while (0)
+
+/* Either status is right (two arguments are wrong at once); one log line. */
+#define EXPECT2(call, want1, want2)                                                                \
+    do {                                                                                           \
+        long           b_ = log_lines();                                                           \
+        hcomm_status_t s_ = (call);                                                                \
+        expect_status(#call, __LINE__, s_, s_ == (want2) ? (want2) : (want1), b_, 1);              \
+    } while (0)
+
+/* A point-to-point call inside a group (where a peer may be oneself); the
+ * rejected call queues nothing, so the group end must not fail or hang. */
+#define GROUP_EXPECT(call, want)                                                                   \
+    do {                                                                                           \
+        assert_int_equal(hcomm_group_start(), HCOMM_SUCCESS);                                      \
+        EXPECT(call, want);                                                                        \
+        hcomm_status_t e_ = hcomm_group_end();                                                     \
+        if (e_ != HCOMM_SUCCESS && e_ != (want))                                                   \
+            fail_msg("line %d: group end after a rejected call returned %s", __LINE__,             \
+                     hcomm_status_name(e_));                                                       \
+    } while (0)
+
+/* ---- fixtures ---- */
+
+static void on_alarm(int sig)
+{
+    static const char msg[] = "bad_input: a call hung (alarm); failing\n";
+    (void)sig;
+    if (write(2, msg, sizeof(msg) - 1) < 0)
+        _exit(1);
+    _exit(1);
+}
+
+static hcomm_comm_t new_comm1(void)
+{
+    hcomm_unique_id_t id;
+    hcomm_comm_t      c = NULL;
+
+    assert_int_equal(hcomm_get_unique_id(&id), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_comm_init(&c, 1, &id, 0), HCOMM_SUCCESS);
+    assert_non_null(c);
+    return c;
+}
+
+static int setup_comm(void **state)
+{
+    alarm(TEST_ALARM_S);
+    *state = new_comm1();
+    return 0;
+}
+
+static int teardown_comm(void **state)
+{
+    hcomm_status_t st = hcomm_comm_destroy((hcomm_comm_t)*state);
+    alarm(0);
+    return st == HCOMM_SUCCESS ? 0 : -1;
+}
+
+static int setup_plain(void **state)
+{
+    (void)state;
+    alarm(TEST_ALARM_S);
+    return 0;
+}
+
+static int teardown_plain(void **state)
+{
+    (void)state;
+    alarm(0);
+    return 0;
+}
+
+/* ---- tests on a one-rank communicator ---- */
+
+static float sbuf[64], rbuf[64];
+
+static void test_null_buffers(void **state)
+{
+    hcomm_comm_t    c   = *state;
+    hcomm_request_t req = (hcomm_request_t)(void *)&req;
+
+    EXPECT(hcomm_allreduce(NULL, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL),
+           HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_allreduce(sbuf, NULL, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL),
+           HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_broadcast(NULL, rbuf, 4, HCOMM_FLOAT32, 0, c, NULL), HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_broadcast(sbuf, NULL, 4, HCOMM_FLOAT32, 0, c, NULL), HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_reduce(NULL, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, 0, c, NULL),
+           HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_reduce(sbuf, NULL, 4, HCOMM_FLOAT32, HCOMM_SUM, 0, c, NULL),
+           HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_allgather(NULL, rbuf, 4, HCOMM_FLOAT32, c, NULL), HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_allgather(sbuf, NULL, 4, HCOMM_FLOAT32, c, NULL), HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_reduce_scatter(NULL, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL),
+           HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_reduce_scatter(sbuf, NULL, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL),
+           HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_alltoall(NULL, rbuf, 4, HCOMM_FLOAT32, c, NULL), HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_alltoall(sbuf, NULL, 4, HCOMM_FLOAT32, c, NULL), HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_iallreduce(NULL, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, &req),
+           HCOMM_ERR_NULL_BUFFER);
+    /* on one rank every peer is oneself, legal only inside a group (the two-rank
+     * test checks nonblocking point to point) */
+    GROUP_EXPECT(hcomm_send(NULL, 4, HCOMM_FLOAT32, 0, c, NULL), HCOMM_ERR_NULL_BUFFER);
+    GROUP_EXPECT(hcomm_recv(NULL, 4, HCOMM_FLOAT32, 0, c, NULL), HCOMM_ERR_NULL_BUFFER);
+    /* output parameters are written only on success */
+    assert_ptr_equal(req, (hcomm_request_t)(void *)&req);
+}
+
+/* count 0 with NULL buffers is valid: success and no log line. */
+static void test_zero_count_null_ok(void **state)
+{
+    hcomm_comm_t c = *state;
+
+    EXPECT(hcomm_allreduce(NULL, NULL, 0, HCOMM_FLOAT32, HCOMM_SUM, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_broadcast(NULL, NULL, 0, HCOMM_INT8, 0, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_allgather(NULL, NULL, 0, HCOMM_INT64, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_alltoall(NULL, NULL, 0, HCOMM_UINT8, c, NULL), HCOMM_SUCCESS);
+}
+
+static void test_invalid_dtype(void **state)
+{
+    hcomm_comm_t        c     = *state;
+    hcomm_request_t     req   = NULL;
+    const hcomm_dtype_t bad[] = {(hcomm_dtype_t)99, (hcomm_dtype_t)-1, HCOMM_DTYPE_COUNT};
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        hcomm_dtype_t d = bad[i];
+        EXPECT(hcomm_allreduce(sbuf, rbuf, 4, d, HCOMM_SUM, c, NULL), HCOMM_ERR_INVALID_DTYPE);
+        EXPECT(hcomm_broadcast(sbuf, rbuf, 4, d, 0, c, NULL), HCOMM_ERR_INVALID_DTYPE);
+        EXPECT(hcomm_reduce(sbuf, rbuf, 4, d, HCOMM_SUM, 0, c, NULL), HCOMM_ERR_INVALID_DTYPE);
+        EXPECT(hcomm_allgather(sbuf, rbuf, 4, d, c, NULL), HCOMM_ERR_INVALID_DTYPE);
+        EXPECT(hcomm_reduce_scatter(sbuf, rbuf, 4, d, HCOMM_SUM, c, NULL), HCOMM_ERR_INVALID_DTYPE);
+        EXPECT(hcomm_alltoall(sbuf, rbuf, 4, d, c, NULL), HCOMM_ERR_INVALID_DTYPE);
+        GROUP_EXPECT(hcomm_send(sbuf, 4, d, 0, c, NULL), HCOMM_ERR_INVALID_DTYPE);
+        GROUP_EXPECT(hcomm_recv(rbuf, 4, d, 0, c, NULL), HCOMM_ERR_INVALID_DTYPE);
+        EXPECT(hcomm_iallreduce(sbuf, rbuf, 4, d, HCOMM_SUM, c, &req), HCOMM_ERR_INVALID_DTYPE);
+    }
+    assert_null(req);
+}
+
+static void test_invalid_op(void **state)
+{
+    hcomm_comm_t     c     = *state;
+    hcomm_request_t  req   = NULL;
+    const hcomm_op_t bad[] = {(hcomm_op_t)99, (hcomm_op_t)-1, HCOMM_OP_COUNT};
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        hcomm_op_t op = bad[i];
+        EXPECT(hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, op, c, NULL), HCOMM_ERR_INVALID_OP);
+        EXPECT(hcomm_reduce(sbuf, rbuf, 4, HCOMM_INT32, op, 0, c, NULL), HCOMM_ERR_INVALID_OP);
+        EXPECT(hcomm_reduce_scatter(sbuf, rbuf, 4, HCOMM_UINT8, op, c, NULL), HCOMM_ERR_INVALID_OP);
+        EXPECT(hcomm_iallreduce(sbuf, rbuf, 4, HCOMM_FLOAT64, op, c, &req), HCOMM_ERR_INVALID_OP);
+    }
+    assert_null(req);
+}
+
+static void test_invalid_rank(void **state)
+{
+    hcomm_comm_t    c     = *state;
+    hcomm_request_t req   = NULL;
+    const int       bad[] = {-1, 1, 1000000};
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int r = bad[i];
+        EXPECT(hcomm_broadcast(sbuf, rbuf, 4, HCOMM_FLOAT32, r, c, NULL), HCOMM_ERR_INVALID_RANK);
+        EXPECT(hcomm_reduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, r, c, NULL),
+               HCOMM_ERR_INVALID_RANK);
+        EXPECT(hcomm_send(sbuf, 4, HCOMM_FLOAT32, r, c, NULL), HCOMM_ERR_INVALID_RANK);
+        EXPECT(hcomm_recv(rbuf, 4, HCOMM_FLOAT32, r, c, NULL), HCOMM_ERR_INVALID_RANK);
+        EXPECT(hcomm_ibroadcast(sbuf, rbuf, 4, HCOMM_FLOAT32, r, c, &req), HCOMM_ERR_INVALID_RANK);
+        EXPECT(hcomm_isend(sbuf, 4, HCOMM_FLOAT32, r, c, &req), HCOMM_ERR_INVALID_RANK);
+    }
+    assert_null(req);
+}
+
+static void test_overflow(void **state)
+{
+    hcomm_comm_t c     = *state;
+    const size_t big[] = {SIZE_MAX / 2, SIZE_MAX / 4 + 1, SIZE_MAX};
+
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+        size_t n = big[i];
+        EXPECT(hcomm_allreduce(sbuf, rbuf, n, HCOMM_FLOAT32, HCOMM_SUM, c, NULL),
+               HCOMM_ERR_OVERFLOW);
+        EXPECT(hcomm_broadcast(sbuf, rbuf, n, HCOMM_FLOAT32, 0, c, NULL), HCOMM_ERR_OVERFLOW);
+        EXPECT(hcomm_reduce(sbuf, rbuf, n, HCOMM_FLOAT32, HCOMM_SUM, 0, c, NULL),
+               HCOMM_ERR_OVERFLOW);
+        EXPECT(hcomm_allgather(sbuf, rbuf, n, HCOMM_FLOAT32, c, NULL), HCOMM_ERR_OVERFLOW);
+        EXPECT(hcomm_reduce_scatter(sbuf, rbuf, n, HCOMM_FLOAT32, HCOMM_SUM, c, NULL),
+               HCOMM_ERR_OVERFLOW);
+        EXPECT(hcomm_alltoall(sbuf, rbuf, n, HCOMM_FLOAT32, c, NULL), HCOMM_ERR_OVERFLOW);
+        GROUP_EXPECT(hcomm_send(sbuf, n, HCOMM_FLOAT32, 0, c, NULL), HCOMM_ERR_OVERFLOW);
+    }
+}
+
+static void test_null_comm(void **state)
+{
+    hcomm_comm_t    nc  = NULL;
+    hcomm_request_t req = NULL;
+    int             v   = -7;
+
+    (void)state;
+    EXPECT(hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, NULL, NULL),
+           HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_broadcast(sbuf, rbuf, 4, HCOMM_FLOAT32, 0, NULL, NULL), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_barrier(NULL, NULL), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_send(sbuf, 4, HCOMM_FLOAT32, 0, NULL, NULL), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_iallreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, NULL, &req),
+           HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_rank(NULL, &v), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_size(NULL, &v), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_split(NULL, 0, 0, &nc), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_get_error(NULL), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_destroy(NULL), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_abort(NULL), HCOMM_ERR_INVALID_COMM);
+    assert_int_equal(v, -7);
+    assert_null(req);
+}
+
+/* The library keeps a registry of live communicators: a stale pointer is
+ * detected without touching freed memory. */
+static void calls_on_dead_comm(hcomm_comm_t dead)
+{
+    int             v   = -7;
+    hcomm_request_t req = NULL;
+
+    EXPECT(hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, dead, NULL),
+           HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_barrier(dead, NULL), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_iallreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, dead, &req),
+           HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_rank(dead, &v), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_get_error(dead), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_destroy(dead), HCOMM_ERR_INVALID_COMM);
+    EXPECT(hcomm_comm_abort(dead), HCOMM_ERR_INVALID_COMM);
+    assert_int_equal(v, -7);
+    assert_null(req);
+}
+
+static void test_destroyed_comm(void **state)
+{
+    hcomm_comm_t c = new_comm1();
+
+    (void)state;
+    EXPECT(hcomm_comm_destroy(c), HCOMM_SUCCESS);
+    calls_on_dead_comm(c);
+}
+
+static void test_aborted_comm(void **state)
+{
+    hcomm_comm_t c = new_comm1();
+
+    (void)state;
+    EXPECT(hcomm_comm_abort(c), HCOMM_SUCCESS);
+    calls_on_dead_comm(c);
+}
+
+static void test_request_misuse(void **state)
+{
+    hcomm_request_t req  = NULL;
+    int             done = 5;
+
+    (void)state;
+    EXPECT(hcomm_wait(NULL), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_wait(&req), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_test(NULL, &done), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_test(&req, &done), HCOMM_ERR_INVALID_ARG);
+    assert_int_equal(done, 5);
+}
+
+static void test_missing_outputs(void **state)
+{
+    hcomm_comm_t c = *state;
+
+    EXPECT(hcomm_get_unique_id(NULL), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_comm_rank(c, NULL), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_comm_size(c, NULL), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_iallreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL),
+           HCOMM_ERR_INVALID_ARG);
+}
+
+static void test_group_misuse(void **state)
+{
+    hcomm_comm_t    c   = *state;
+    hcomm_request_t req = NULL;
+
+    EXPECT(hcomm_group_end(), HCOMM_ERR_INVALID_USAGE);
+    EXPECT(hcomm_group_start(), HCOMM_SUCCESS);
+    EXPECT(hcomm_iallreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, &req),
+           HCOMM_ERR_INVALID_USAGE);
+    EXPECT(hcomm_ibarrier(c, &req), HCOMM_ERR_INVALID_USAGE);
+    assert_null(req);
+    /* the group itself stays usable: nothing valid was queued */
+    EXPECT(hcomm_group_end(), HCOMM_SUCCESS);
+    EXPECT(hcomm_group_end(), HCOMM_ERR_INVALID_USAGE);
+}
+
+static void test_stream_unsupported(void **state)
+{
+    hcomm_comm_t   c = *state;
+    hcomm_stream_t s = (hcomm_stream_t)(void *)&s;
+
+    EXPECT(hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, s), HCOMM_ERR_UNSUPPORTED);
+    EXPECT(hcomm_barrier(c, s), HCOMM_ERR_UNSUPPORTED);
+}
+
+static void test_init_bad(void **state)
+{
+    hcomm_unique_id_t id;
+    hcomm_comm_t      c = (hcomm_comm_t)(void *)&c;
+
+    (void)state;
+    assert_int_equal(hcomm_get_unique_id(&id), HCOMM_SUCCESS);
+    EXPECT(hcomm_comm_init(&c, 1, &id, 1), HCOMM_ERR_INVALID_RANK);
+    EXPECT(hcomm_comm_init(&c, 1, &id, -1), HCOMM_ERR_INVALID_RANK);
+    EXPECT2(hcomm_comm_init(&c, 0, &id, 0), HCOMM_ERR_INVALID_ARG, HCOMM_ERR_INVALID_RANK);
+    EXPECT(hcomm_comm_init(&c, 1, NULL, 0), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_comm_init(NULL, 1, &id, 0), HCOMM_ERR_INVALID_ARG);
+    assert_ptr_equal(c, (hcomm_comm_t)(void *)&c);
+    /* the id is still good after the rejected calls */
+    EXPECT(hcomm_comm_init(&c, 1, &id, 0), HCOMM_SUCCESS);
+    EXPECT(hcomm_comm_destroy(c), HCOMM_SUCCESS);
+}
+
+/* Argument errors are the caller's, not the communicator's: it stays usable. */
+static void test_errors_do_not_poison(void **state)
+{
+    hcomm_comm_t c     = *state;
+    float        in[5] = {1, 2, 3, 4, 5}, out[5] = {0};
+
+    EXPECT(hcomm_allreduce(NULL, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL),
+           HCOMM_ERR_NULL_BUFFER);
+    EXPECT(hcomm_allreduce(sbuf, rbuf, 4, (hcomm_dtype_t)99, HCOMM_SUM, c, NULL),
+           HCOMM_ERR_INVALID_DTYPE);
+    EXPECT(hcomm_comm_get_error(c), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(in, out, 5, HCOMM_FLOAT32, HCOMM_SUM, c, NULL), HCOMM_SUCCESS);
+    for (int i = 0; i < 5; i++)
+        assert_true(out[i] == in[i]);
+}
+
+/* ---- two ranks: rank 1 is a helper forked before any library call ---- */
+
+#define T2(cond, ...)                                                                              \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            int n_ = snprintf(err, errlen, "line %d: ", __LINE__);                                 \
+            snprintf(err + n_, errlen - (size_t)n_, __VA_ARGS__);                                  \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int allreduce_ok(hcomm_comm_t c)
+{
+    float in[8], out[8];
+    for (int i = 0; i < 8; i++)
+        in[i] = (float)(i + 1), out[i] = -1;
+    if (hcomm_allreduce(in, out, 8, HCOMM_FLOAT32, HCOMM_SUM, c, NULL) != HCOMM_SUCCESS)
+        return 0;
+    for (int i = 0; i < 8; i++)
+        if (out[i] != 2 * in[i])
+            return 0;
+    return 1;
+}
+
+/* Local argument errors on a two-rank comm (no traffic, no desync), then rank 1
+ * aborts and rank 0's next call must fail with a peer error or a timeout. */
+static int two_rank_script(int rank, const hcomm_unique_id_t *id, char *err, size_t errlen)
+{
+    const size_t   big = SIZE_MAX / 8 + 1; /* 4 * big fits in size_t, 2 * 4 * big does not */
+    hcomm_comm_t   c   = NULL;
+    hcomm_status_t st;
+    int            ret = -1;
+
+    st = hcomm_comm_init(&c, 2, id, rank);
+    T2(st == HCOMM_SUCCESS, "comm_init rank %d: %s", rank, hcomm_status_name(st));
+    T2(allreduce_ok(c), "first allreduce failed or wrong");
+    st = hcomm_broadcast(sbuf, rbuf, 4, HCOMM_FLOAT32, 2, c, NULL);
+    T2(st == HCOMM_ERR_INVALID_RANK, "broadcast root 2: %s", hcomm_status_name(st));
+    st = hcomm_reduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, -1, c, NULL);
+    T2(st == HCOMM_ERR_INVALID_RANK, "reduce root -1: %s", hcomm_status_name(st));
+    st = hcomm_send(sbuf, 4, HCOMM_FLOAT32, 2, c, NULL);
+    T2(st == HCOMM_ERR_INVALID_RANK, "send peer 2: %s", hcomm_status_name(st));
+    st = hcomm_recv(rbuf, 4, HCOMM_FLOAT32, -1, c, NULL);
+    T2(st == HCOMM_ERR_INVALID_RANK, "recv peer -1: %s", hcomm_status_name(st));
+    hcomm_request_t req = NULL;
+    st                  = hcomm_isend(NULL, 4, HCOMM_FLOAT32, 1 - rank, c, &req);
+    T2(st == HCOMM_ERR_NULL_BUFFER && req == NULL, "isend NULL: %s", hcomm_status_name(st));
+    st = hcomm_irecv(NULL, 4, HCOMM_FLOAT32, 1 - rank, c, &req);
+    T2(st == HCOMM_ERR_NULL_BUFFER && req == NULL, "irecv NULL: %s", hcomm_status_name(st));
+    st = hcomm_isend(sbuf, 4, (hcomm_dtype_t)99, 1 - rank, c, &req);
+    T2(st == HCOMM_ERR_INVALID_DTYPE && req == NULL, "isend dtype 99: %s", hcomm_status_name(st));
+    st = hcomm_send(sbuf, SIZE_MAX / 2, HCOMM_FLOAT32, 1 - rank, c, NULL);
+    T2(st == HCOMM_ERR_OVERFLOW, "send SIZE_MAX/2 floats: %s", hcomm_status_name(st));
+    st = hcomm_allgather(sbuf, rbuf, big, HCOMM_FLOAT32, c, NULL);
+    T2(st == HCOMM_ERR_OVERFLOW, "allgather 2 x 2^63 bytes: %s", hcomm_status_name(st));
+    st = hcomm_reduce_scatter(sbuf, rbuf, big, HCOMM_FLOAT32, HCOMM_SUM, c, NULL);
+    T2(st == HCOMM_ERR_OVERFLOW, "reduce_scatter 2 x 2^63 bytes: %s", hcomm_status_name(st));
+    st = hcomm_alltoall(sbuf, rbuf, big, HCOMM_FLOAT32, c, NULL);
+    T2(st == HCOMM_ERR_OVERFLOW, "alltoall 2 x 2^63 bytes: %s", hcomm_status_name(st));
+    T2(allreduce_ok(c), "allreduce after the argument errors failed or wrong");
+    st = hcomm_barrier(c, NULL);
+    T2(st == HCOMM_SUCCESS, "barrier: %s", hcomm_status_name(st));
+    if (rank == 1) {
+        st = hcomm_comm_abort(c);
+        c  = NULL;
+        T2(st == HCOMM_SUCCESS, "abort: %s", hcomm_status_name(st));
+        return 0;
+    }
+    double t0 = now_s();
+    st        = hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL);
+    double el = now_s() - t0;
+    T2(st <= HCOMM_ERR_REMOTE,
+       "allreduce with an aborted peer returned %s, expected a peer "
+       "error or a timeout",
+       hcomm_status_name(st));
+    T2(el < atof(TWO_RANK_TIMEOUT) + 5, "failing took %.1f s", el);
+    st = hcomm_comm_get_error(c);
+    T2(st < 0, "comm_get_error after a failure: %s", hcomm_status_name(st));
+    st = hcomm_barrier(c, NULL);
+    T2(st < 0, "a call after a failure succeeded");
+    hcomm_comm_destroy(c); /* may report the failure; must return */
+    st = hcomm_barrier(c, NULL);
+    c  = NULL;
+    T2(st == HCOMM_ERR_INVALID_COMM, "barrier after destroy: %s", hcomm_status_name(st));
+    ret = 0;
+out:
+    if (c != NULL)
+        hcomm_comm_abort(c);
+    return ret;
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+static int helper_main(int fd)
+{
+    hcomm_unique_id_t id;
+    char              err[256] = "", path[300];
+
+    alarm(TEST_ALARM_S + 30);
+    snprintf(path, sizeof(path), "%s/helper.log", tmp_dir);
+    setenv("HCOMM_LOG_FILE", path, 1);
+    if (read_full(fd, &id, sizeof(id)) != 0)
+        return 0; /* the two-rank test did not run */
+    if (two_rank_script(1, &id, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bad_input: rank 1 helper: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int wait_helper(double timeout_s)
+{
+    double end = now_s() + timeout_s;
+    int    status;
+
+    while (now_s() < end) {
+        pid_t p = waitpid(helper_pid, &status, WNOHANG);
+        if (p == helper_pid) {
+            helper_pid = -1;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(helper_pid, SIGKILL);
+    waitpid(helper_pid, &status, 0);
+    helper_pid = -1;
+    return -1;
+}
+
+static void test_two_ranks(void **state)
+{
+    hcomm_unique_id_t id;
+    char              err[256] = "";
+    int               rc, hrc;
+
+    (void)state;
+    if (helper_pid < 0) {
+        print_message("no rank-1 helper process: skipping\n");
+        skip();
+    }
+    assert_int_equal(hcomm_get_unique_id(&id), HCOMM_SUCCESS);
+    assert_int_equal(write(helper_fd, &id, sizeof(id)), (ssize_t)sizeof(id));
+    rc  = two_rank_script(0, &id, err, sizeof(err));
+    hrc = wait_helper(30);
+    if (rc != 0)
+        fail_msg("rank 0: %s", err);
+    if (hrc != 0)
+        fail_msg("rank 1 helper exited with %d (-1: hung, killed)", hrc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_null_buffers, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_zero_count_null_ok, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_invalid_dtype, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_invalid_op, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_invalid_rank, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_overflow, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_null_comm, setup_plain, teardown_plain),
+        cmocka_unit_test_setup_teardown(test_destroyed_comm, setup_plain, teardown_plain),
+        cmocka_unit_test_setup_teardown(test_aborted_comm, setup_plain, teardown_plain),
+        cmocka_unit_test_setup_teardown(test_request_misuse, setup_plain, teardown_plain),
+        cmocka_unit_test_setup_teardown(test_missing_outputs, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_group_misuse, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_stream_unsupported, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_init_bad, setup_plain, teardown_plain),
+        cmocka_unit_test_setup_teardown(test_errors_do_not_poison, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_two_ranks, setup_plain, teardown_plain),
+    };
+    int fds[2], failed, ntests = (int)(sizeof(tests) / sizeof(tests[0]));
+
+    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/hcomm-bad-input-XXXXXX");
+    if (mkdtemp(tmp_dir) == NULL) {
+        perror("bad_input: mkdtemp");
+        return 99;
+    }
+    snprintf(log_path, sizeof(log_path), "%s/log", tmp_dir);
+    setenv("HCOMM_LOG_FILE", log_path, 1);
+    setenv("HCOMM_LOG_LEVEL", "warn", 1);
+    setenv("HCOMM_TIMEOUT", TWO_RANK_TIMEOUT, 1);
+    unsetenv("HCOMM_RANK"), unsetenv("HCOMM_NRANKS"), unsetenv("HCOMM_ROOT");
+    signal(SIGALRM, on_alarm);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (pipe(fds) == 0) {
+        helper_pid = fork();
+        if (helper_pid == 0) {
+            close(fds[1]);
+            _exit(helper_main(fds[0]));
+        }
+        close(fds[0]);
+        helper_fd = fds[1];
+        if (helper_pid < 0)
+            perror("bad_input: fork");
+    }
+    failed = cmocka_run_group_tests(tests, NULL, NULL);
+    close(helper_fd);
+    if (helper_pid > 0)
+        wait_helper(10);
+    printf("%d passed, %d failed\n", ntests - failed, failed);
+    if (failed == 0) {
+        char path[300];
+        snprintf(path, sizeof(path), "%s/helper.log", tmp_dir);
+        unlink(path);
+        unlink(log_path);
+        rmdir(tmp_dir);
+    } else {
+        printf("bad_input: library log kept in %s\n", tmp_dir);
+    }
+    return failed ? 1 : 0;
+}
