@@ -192,12 +192,14 @@ hcomm_status_t hc_sched_finalize(hc_sched_t *s)
         hc_error(ALGO, "out of memory finalizing a schedule of %u steps", s->nsteps);
         return HCOMM_ERR_NO_MEMORY;
     }
+    s->ndiv = 0;
     for (uint32_t i = 0; i < s->nsteps; i++) {
         hc_step_t *st = &s->steps[i];
         if (sched_check_step(s, i) != 0) {
             free(cnt);
             return HCOMM_ERR_INVALID_ARG;
         }
+        s->ndiv += (st->kind == HC_STEP_DIV);
         if (sched_is_msg(st))
             st->pseq = cnt[2 * st->peer + (st->kind != HC_STEP_SEND)]++;
     }

@@ -48,6 +48,7 @@ typedef struct hc_sched {
     hc_step_t *steps;
     uint32_t   nsteps, cap;
     uint32_t   nbufs;     /* buffers referenced: HC_BUF_PER_OP per merged op */
+    uint32_t   ndiv;      /* DIV steps, counted by hc_sched_finalize */
     size_t     tmp_bytes; /* scratch the executor provides as HC_BUF_TMP */
     int        nranks, rank;
 } hc_sched_t;

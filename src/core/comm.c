@@ -3,6 +3,8 @@
 #include "core/comm.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,11 @@
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static hcomm_comm_t   *registry;
 static size_t          registry_len, registry_cap;
+/* Bumped by every add and remove: a thread that validated a comm at the same
+ * generation skips the locked search (the hot path of every call). */
+static _Atomic unsigned long registry_gen = 1;
+static __thread hcomm_comm_t  registry_last HC_TLS_FAST;
+static __thread unsigned long registry_last_gen HC_TLS_FAST;
 
 static int registry_add(hcomm_comm_t c)
 {
@@ -31,6 +38,7 @@ static int registry_add(hcomm_comm_t c)
     }
     if (rc == 0)
         registry[registry_len++] = c;
+    atomic_fetch_add(&registry_gen, 1);
     pthread_mutex_unlock(&registry_lock);
     return rc;
 }
@@ -43,6 +51,7 @@ static void registry_remove(hcomm_comm_t c)
             registry[i] = registry[--registry_len];
             break;
         }
+    atomic_fetch_add(&registry_gen, 1);
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -51,9 +60,15 @@ int hc_comm_is_live(hcomm_comm_t comm)
     int live = 0;
     if (comm == NULL)
         return 0;
+    if (comm == registry_last && atomic_load(&registry_gen) == registry_last_gen)
+        return 1;
     pthread_mutex_lock(&registry_lock);
     for (size_t i = 0; i < registry_len && !live; i++)
         live = (registry[i] == comm);
+    if (live) {
+        registry_last     = comm;
+        registry_last_gen = atomic_load(&registry_gen);
+    }
     pthread_mutex_unlock(&registry_lock);
     return live;
 }
@@ -79,7 +94,8 @@ static void comm_close_transports(hcomm_comm_t c)
     for (int t = 0; t < c->ntl; t++)
         if (c->tl_ctx[t] != NULL)
             c->tl_ops[t]->fini(c->tl_ctx[t]);
-    c->ntl = 0;
+    c->ntl     = 0;
+    c->nactive = 0;
     free(c->eps);
     free(c->ep_tl);
     c->eps   = NULL;
@@ -195,9 +211,30 @@ static hcomm_status_t comm_connect_all(hcomm_comm_t c, const comm_card_t *cards)
         if (st != HCOMM_SUCCESS)
             return st;
         c->ep_tl[peer] = (uint8_t)t;
+        c->tl_used[t]  = 1;
         hc_debug(INIT, "rank %d connected over %s", peer, c->tl_ops[t]->name);
     }
+    for (int t = 0; t < c->ntl; t++)
+        if (c->tl_used[t])
+            c->tl_active[c->nactive++] = (uint8_t)t;
     return HCOMM_SUCCESS;
+}
+
+/* More local ranks than CPUs: a spinning rank would hold the core the rank it
+ * waits for needs, so waits yield at once (as MPI's yield-when-idle). */
+static void comm_set_spin(hcomm_comm_t c)
+{
+    cpu_set_t set;
+    int       ncpu = 0, local = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        ncpu = CPU_COUNT(&set);
+    for (int r = 0; r < c->nranks && c->peers != NULL; r++)
+        local += c->peers[r].host_hash == c->peers[c->rank].host_hash;
+    c->spin = hc_params_get()->spin_count;
+    if (ncpu > 0 && local > ncpu) {
+        c->spin = 0;
+        hc_info(INIT, "%d local ranks on %d CPUs: waits yield the CPU", local, ncpu);
+    }
 }
 
 static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
@@ -225,6 +262,7 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     free(cards);
     if (st == HCOMM_SUCCESS)
         st = hc_bootstrap_barrier(c->bs);
+    comm_set_spin(c);
     return st;
 }
 

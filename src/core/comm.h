@@ -11,11 +11,14 @@
 #include "transport/transport.h"
 
 #define HC_TL_MAX          2
+/* thread-locals read on every call: no __tls_get_addr from the shared library */
+#define HC_TLS_FAST __attribute__((tls_model("initial-exec")))
 #define HC_SCHED_CACHE_MAX 64
 
 typedef struct hc_sched_cache_entry {
     hc_coll_args_t args;
     hc_algo_t      algo;
+    const char    *algo_setting; /* HCOMM_ALGO it was selected under */
     size_t         chunk_bytes;
     hc_sched_t    *sched;
     uint64_t       last_use;
@@ -29,6 +32,9 @@ struct hcomm_comm {
     const hc_tl_ops_t  *tl_ops[HC_TL_MAX];
     hc_tl_ctx_t        *tl_ctx[HC_TL_MAX];
     int                 ntl;
+    uint8_t             tl_used[HC_TL_MAX];
+    uint8_t             tl_active[HC_TL_MAX]; /* transports with endpoints: progressed */
+    int                 nactive;
     hc_tl_ep_t        **eps;                  /* per peer; NULL for self */
     uint8_t            *ep_tl;                /* per peer: index into tl_ops */
     hcomm_status_t      error;                /* first failure; sticky */
@@ -36,10 +42,12 @@ struct hcomm_comm {
     hc_op_t            *op_free;              /* one finished op kept for reuse */
     hc_sched_cache_entry_t cache[HC_SCHED_CACHE_MAX];
     int                 ncache;
+    int                 cache_mru;          /* checked first: loops repeat one call */
     uint64_t            cache_clock;
     void               *scratch;
     size_t              scratch_size;
     double              timeout;
+    int                 spin;        /* idle polls before yielding the CPU */
 };
 
 /* Live-communicator registry: lets every API call tell a destroyed or foreign

@@ -34,15 +34,26 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
                                  hc_sched_t **sched_p, int *owned_p)
 {
     const hc_params_t *p     = hc_params_get();
-    hc_algo_t          algo  = hc_algo_select(args, comm->nranks, p);
     size_t             chunk = p->chunk_bytes;
     int                victim = 0;
 
+    /* the algorithm follows from args and the parameters, so a repeat of the
+     * last call needs no selection */
+    if (comm->cache_mru < comm->ncache) {
+        hc_sched_cache_entry_t *e = &comm->cache[comm->cache_mru];
+        if (cache_match(e, args, e->algo, chunk) && e->algo_setting == p->algo) {
+            *sched_p = e->sched;
+            *owned_p = 0;
+            return HCOMM_SUCCESS;
+        }
+    }
+    hc_algo_t algo = hc_algo_select(args, comm->nranks, p);
     for (int i = 0; i < comm->ncache; i++) {
         hc_sched_cache_entry_t *e = &comm->cache[i];
         if (cache_match(e, args, algo, chunk)) {
-            e->last_use = ++comm->cache_clock;
-            *sched_p    = e->sched;
+            e->last_use     = ++comm->cache_clock;
+            comm->cache_mru = i;
+            *sched_p        = e->sched;
             *owned_p    = 0;
             return HCOMM_SUCCESS;
         }
@@ -75,7 +86,7 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
         return HCOMM_SUCCESS;
     }
     comm->cache[victim] = (hc_sched_cache_entry_t){
-        .args = *args, .algo = algo, .chunk_bytes = chunk, .sched = s,
+        .args = *args, .algo = algo, .algo_setting = p->algo, .chunk_bytes = chunk, .sched = s,
         .last_use = ++comm->cache_clock};
     return HCOMM_SUCCESS;
 }
@@ -137,7 +148,7 @@ hcomm_status_t hc_comm_progress(hcomm_comm_t comm)
  * fails the head op after HCOMM_TIMEOUT without progress, so this ends. */
 hcomm_status_t hc_comm_wait_op(hc_op_t *op)
 {
-    int spin = hc_params_get()->spin_count, idle = 0;
+    int spin = op->comm->spin, idle = 0;
     while (op->status == HCOMM_IN_PROGRESS) {
         hc_comm_progress(op->comm);
         if (++idle > spin)
@@ -148,7 +159,7 @@ hcomm_status_t hc_comm_wait_op(hc_op_t *op)
 
 void hc_comm_drain(hcomm_comm_t comm)
 {
-    int spin = hc_params_get()->spin_count, idle = 0;
+    int spin = comm->spin, idle = 0;
     while (hc_comm_progress(comm) == HCOMM_IN_PROGRESS)
         if (++idle > spin)
             sched_yield();

@@ -22,7 +22,7 @@ static const char *const step_names[HC_STEP_KIND_COUNT] = {
 double hc_exec_now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* timeouts only: ms are plenty */
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -65,9 +65,7 @@ hcomm_status_t hc_exec_prepare(hc_op_t *op, struct hcomm_comm *comm, hc_sched_t 
     }
     memcpy(op->bufs, bufs, sched->nbufs * sizeof(void *));
 
-    op->ndiv = 0;
-    for (uint32_t i = 0; i < n; i++)
-        op->ndiv += (sched->steps[i].kind == HC_STEP_DIV);
+    op->ndiv = sched->ndiv;
     memset(op->state, 0, n);
     memset(op->next_send, 0, (size_t)np * sizeof(uint32_t));
     memset(op->next_recv, 0, (size_t)np * sizeof(uint32_t));
@@ -197,6 +195,7 @@ static hcomm_status_t exec_post(hc_op_t *op, uint32_t i)
         return status;
     }
     op->state[i] = STEP_POSTED;
+    op->nposted++;
     return HCOMM_SUCCESS;
 }
 
@@ -333,12 +332,16 @@ hcomm_status_t hc_exec_progress(hc_op_t *op)
     }
     if (!op->started && exec_start(op) != HCOMM_SUCCESS)
         return op->status;
-    for (int t = 0; t < comm->ntl; t++)
-        comm->tl_ops[t]->progress(comm->tl_ctx[t]);
+    for (int i = 0; i < comm->nactive; i++)
+        comm->tl_ops[comm->tl_active[i]]->progress(comm->tl_ctx[comm->tl_active[i]]);
 
-    int finished = exec_scan(op);
+    unsigned posted   = op->nposted;
+    int      finished = exec_scan(op);
     if (finished < 0)
         return op->status;
+    if (op->nposted != posted) /* push what was just posted without another round */
+        for (int i = 0; i < comm->nactive; i++)
+            comm->tl_ops[comm->tl_active[i]]->progress(comm->tl_ctx[comm->tl_active[i]]);
     if (op->ndone == op->sched->nsteps) {
         op->status = HCOMM_SUCCESS;
         return op->status;

@@ -39,6 +39,7 @@ struct hcomm_request {
     uint32_t          first_pending, ndone, ndiv;
     double            last_progress;
     unsigned          poll_tick;
+    unsigned          nposted;
 };
 
 /* Prepares op for sched (allocations sized to it); bufs has sched->nbufs entries

@@ -15,7 +15,7 @@ typedef struct group_call {
     void          *recvbuf;
 } group_call_t;
 
-static __thread int            group_depth;
+static __thread int            group_depth HC_TLS_FAST;
 static __thread group_call_t  *group_calls;
 static __thread size_t         group_len, group_cap;
 
@@ -167,7 +167,7 @@ hcomm_status_t hcomm_group_end(void)
     }
     group_len = 0;
     /* progress all communicators together: ops of one group may depend on each other */
-    int spin = hc_params_get()->spin_count, idle = 0;
+    int spin = nops > 0 ? ops[0]->comm->spin : 0, idle = 0;
     for (int pending = 1; pending;) {
         pending = 0;
         if (++idle > spin)

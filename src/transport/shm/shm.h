@@ -99,6 +99,7 @@ struct hc_tl_ctx {
     hc_tl_ep_t **list; /* connected endpoints */
     int          nlist;
     uint64_t     next_check_ms;
+    unsigned     tick;          /* progress calls, to space out clock reads */
     uint64_t     probe;  /* peers read it to test process_vm_readv */
     uint8_t     *bounce; /* HC_SHM_CMA_PIECE bytes for single-copy sink receives */
     int          cma_logged;
