@@ -20,6 +20,8 @@
 #define HC_SHM_HDR_BYTES 4096u                 /* header page before the rings */
 #define HC_SHM_MSG_MAGIC 0x6d736721u
 #define HC_SHM_MSG_CMA 1u /* header is a descriptor: read the payload from addr */
+#define HC_SHM_MSG_INLINE 2u /* the payload sits in the header's line (small messages) */
+#define HC_SHM_INLINE_MAX 40u
 #define HC_SHM_NAME_MAX 64
 #define HC_SHM_CMA_PIECE ((size_t)1 << 20)       /* bytes per process_vm_readv */
 #define HC_SHM_CMA_SINK_PIECE ((size_t)128 << 10) /* sink reads: stay in L2 for the reduce */
@@ -48,7 +50,7 @@ typedef struct hc_shm_msg {
     uint32_t magic;
     uint32_t flags;
     uint64_t addr; /* HC_SHM_MSG_CMA: the sender's buffer */
-    uint64_t pad[5];
+    uint8_t  inl[HC_SHM_INLINE_MAX]; /* HC_SHM_MSG_INLINE: the payload */
 } hc_shm_msg_t;
 
 _Static_assert(sizeof(hc_shm_msg_t) == HC_SHM_LINE, "message header is one line");

@@ -133,9 +133,14 @@ static int shm_send_header(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, hc_tl_req_t *req)
         msg.addr     = (uint64_t)(uintptr_t)req->sbuf;
         req->priv[0] = ++ep->cma_sent;
         ep->n_cma_tx++;
+    } else if (req->len <= HC_SHM_INLINE_MAX) {
+        /* one cache line for the whole message: the latency path */
+        msg.flags = HC_SHM_MSG_INLINE;
+        if (req->len != 0)
+            memcpy(msg.inl, req->sbuf, req->len);
     }
     hc_shm_ring_write(&ep->tx, &msg, sizeof(msg));
-    return cma;
+    return msg.flags != 0;
 }
 
 /* Streams sq_cur's payload (padded to a line) into the ring; 1 once all in.
@@ -348,6 +353,13 @@ static int shm_recv_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
             if (rx->pos != start) /* free the descriptor's slot before the long read */
                 hc_shm_ring_release(rx);
             rc = shm_recv_cma(ctx, ep, req);
+        } else if (ep->rx_msg.flags & HC_SHM_MSG_INLINE) {
+            if (req->len != 0 && req->sink != NULL)
+                req->sink(req->sink_arg, 0, ep->rx_msg.inl, req->len);
+            else if (req->len != 0)
+                memcpy(req->rbuf, ep->rx_msg.inl, req->len);
+            req->done = req->len;
+            rc        = 1;
         } else {
             rc = shm_recv_payload(ep, req, &budget);
         }
