@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +70,10 @@ int hcomm_version(void);
 
 /** The library's version as a string, e.g. "0.1.0". */
 const char *hcomm_version_str(void);
+
+/** Prints every HCOMM_* environment variable the library reads: its current
+ * value, its default and what it does (hcomm-perf --params). */
+void hcomm_params_print(FILE *out);
 
 typedef enum {
     HCOMM_INT8 = 0,

@@ -43,6 +43,7 @@ static void usage(FILE *f)
         "  -N, --run_cycles N       repeat the whole sweep N times; 0: until killed (default 1)\n"
         "Own options:\n"
         "      --ranks N            ranks to fork when started alone (default 2)\n"
+        "      --params             list every HCOMM_* variable: value, default, meaning\n"
         "  -h, --help               show this help\n"
         "Process model: under hcomm-run (HCOMM_RANK set) the ranks are the launched processes\n"
         "(hcomm_comm_init_env); under mpirun, MPI bootstraps the communicator when hcomm-perf\n"
@@ -272,6 +273,7 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         {"run_cycles", required_argument, NULL, 'N'},
         {"ranks", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
+        {"params", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     int c, idx, step_given = 0, factor_given = 0;
@@ -279,8 +281,11 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
     set_defaults(a);
     *done = 0;
     while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:z:a:m:N:h", longopts, &idx)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
+        if (c == 'h' || c == 'P') {
+            if (c == 'h')
+                usage(stdout);
+            else
+                hcomm_params_print(stdout);
             *done = 1;
             return 0;
         }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "hcomm.h"
 
 extern char **environ;
 void hc_log_configure(const char *level, const char *subsys, const char *file);
@@ -140,6 +141,11 @@ void hc_params_reload(void)
 {
     pthread_once(&params_once, params_once_fn);
     params_load();
+}
+
+void hcomm_params_print(FILE *out)
+{
+    hc_params_print(out != NULL ? out : stdout);
 }
 
 void hc_params_print(FILE *f)
