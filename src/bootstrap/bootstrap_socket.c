@@ -331,11 +331,12 @@ hcomm_status_t hc_bootstrap_listen(const struct sockaddr *sa, socklen_t len, int
     what = "listen";
     if (listen(fd, SOMAXCONN) != 0)
         goto err_close;
-    what       = "getsockname";
-    *bound_len = sizeof(*bound);
-    if (getsockname(fd, (struct sockaddr *)bound, bound_len) != 0)
+    what              = "getsockname";
+    socklen_t blen    = sizeof(*bound);
+    if (getsockname(fd, (struct sockaddr *)bound, &blen) != 0)
         goto err_close;
-    *fd_p = fd;
+    *bound_len = blen;
+    *fd_p      = fd;
     return HCOMM_SUCCESS;
 
 err_close : {

@@ -3,6 +3,7 @@
 #ifndef HC_CORE_COMM_H
 #define HC_CORE_COMM_H
 
+#include <sched.h>
 #include <stdint.h>
 
 #include "algorithms/algo.h"
@@ -48,7 +49,25 @@ struct hcomm_comm {
     size_t              scratch_size;
     double              timeout;
     int                 spin;        /* idle polls before yielding the CPU */
+    unsigned long       moved;       /* bumped whenever an op posts or finishes a step */
 };
+
+/* A wait loop's back-off: spin while anything moves, yield the CPU after
+ * comm->spin idle polls (at once when ranks outnumber CPUs). */
+typedef struct hc_backoff {
+    unsigned long seen;
+    int           idle;
+} hc_backoff_t;
+
+static inline void hc_backoff(hcomm_comm_t comm, hc_backoff_t *b)
+{
+    if (comm->moved != b->seen) {
+        b->seen = comm->moved;
+        b->idle = 0;
+    } else if (++b->idle > comm->spin) {
+        sched_yield();
+    }
+}
 
 /* Live-communicator registry: lets every API call tell a destroyed or foreign
  * pointer from a live one without touching freed memory. */

@@ -42,7 +42,8 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
     if (comm->cache_mru < comm->ncache) {
         hc_sched_cache_entry_t *e = &comm->cache[comm->cache_mru];
         if (cache_match(e, args, e->algo, chunk) && e->algo_setting == p->algo) {
-            *sched_p = e->sched;
+            e->last_use = ++comm->cache_clock;
+            *sched_p    = e->sched;
             *owned_p = 0;
             return HCOMM_SUCCESS;
         }
@@ -148,19 +149,17 @@ hcomm_status_t hc_comm_progress(hcomm_comm_t comm)
  * fails the head op after HCOMM_TIMEOUT without progress, so this ends. */
 hcomm_status_t hc_comm_wait_op(hc_op_t *op)
 {
-    int spin = op->comm->spin, idle = 0;
+    hc_backoff_t b = {0, 0};
     while (op->status == HCOMM_IN_PROGRESS) {
         hc_comm_progress(op->comm);
-        if (++idle > spin)
-            sched_yield();
+        hc_backoff(op->comm, &b);
     }
     return op->status;
 }
 
 void hc_comm_drain(hcomm_comm_t comm)
 {
-    int spin = comm->spin, idle = 0;
+    hc_backoff_t b = {0, 0};
     while (hc_comm_progress(comm) == HCOMM_IN_PROGRESS)
-        if (++idle > spin)
-            sched_yield();
+        hc_backoff(comm, &b);
 }

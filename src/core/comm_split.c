@@ -26,11 +26,14 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
     hcomm_status_t st = hc_comm_check(comm, "hcomm_comm_split");
     if (st != HCOMM_SUCCESS)
         return st;
-    if (newcomm == NULL || (color < 0 && color != HCOMM_SPLIT_NOCOLOR) || hc_group_active()) {
-        hc_error(INIT, "hcomm_comm_split: %s", newcomm == NULL ? "NULL newcomm"
-                                               : color < 0 ? "negative color other than HCOMM_SPLIT_NOCOLOR"
-                                                           : "not allowed inside a group");
-        return newcomm == NULL || color < 0 ? HCOMM_ERR_INVALID_ARG : HCOMM_ERR_INVALID_USAGE;
+    if (newcomm == NULL || (color < 0 && color != HCOMM_SPLIT_NOCOLOR)) {
+        hc_error(INIT, "hcomm_comm_split: %s",
+                 newcomm == NULL ? "NULL newcomm" : "negative color other than HCOMM_SPLIT_NOCOLOR");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if (hc_group_active()) {
+        hc_error(INIT, "hcomm_comm_split: not allowed inside a group");
+        return HCOMM_ERR_INVALID_USAGE;
     }
     int            n   = comm->nranks;
     split_entry_t *all = calloc((size_t)n, sizeof(*all));
@@ -60,7 +63,8 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
     if (color != HCOMM_SPLIT_NOCOLOR && first == comm->rank) {
         uint8_t cookie[16];
         char    bind[80];
-        snprintf(bind, sizeof(bind), "%s:0", hc_bootstrap_local_ip(comm->bs));
+        const char *ip = hc_bootstrap_local_ip(comm->bs);
+        snprintf(bind, sizeof(bind), strchr(ip, ':') ? "[%s]:0" : "%s:0", ip);
         st = hc_bootstrap_random(cookie, sizeof(cookie));
         if (st == HCOMM_SUCCESS)
             st = hc_bootstrap_root_start(bind, cookie, &mine);

@@ -77,6 +77,7 @@ hcomm_status_t hc_exec_prepare(hc_op_t *op, struct hcomm_comm *comm, hc_sched_t 
     op->first_pending = 0;
     op->ndone         = 0;
     op->poll_tick     = 0;
+    op->bytes_seen    = 0;
     op->next          = NULL;
     return HCOMM_SUCCESS;
 
@@ -219,6 +220,7 @@ static void exec_local(hc_op_t *op, uint32_t i)
         break;
     case HC_STEP_DIV:
         hc_reduce_div(dst, st->len / es, (hcomm_dtype_t)st->dtype, st->peer);
+        op->ndiv--; /* the other DIVs of a fused group wait only for non-DIV steps */
         break;
     default:
         break;
@@ -296,6 +298,14 @@ static void exec_check_health(hc_op_t *op)
             return;
         }
     }
+    size_t moved = 0; /* bytes of posted steps: one long message is progress too */
+    for (uint32_t i = op->first_pending; i < s->nsteps; i++)
+        if (op->state[i] == STEP_POSTED)
+            moved += op->reqs[i].done;
+    if (moved != op->bytes_seen) {
+        op->bytes_seen    = moved;
+        op->last_progress = now;
+    }
     if (now - op->last_progress > comm->timeout) {
         const hc_step_t *st = &op->sched->steps[op->first_pending];
         hc_error(EXEC, "no progress for %.1f s (HCOMM_TIMEOUT): waiting on %s of %zu bytes with rank %d",
@@ -346,6 +356,8 @@ hcomm_status_t hc_exec_progress(hc_op_t *op)
         op->status = HCOMM_SUCCESS;
         return op->status;
     }
+    if (op->nposted != posted || finished > 0)
+        comm->moved++;
     if (finished > 0) {
         op->poll_tick     = 0;
         op->last_progress = hc_exec_now();

@@ -13,7 +13,7 @@ typedef struct hc_exec_sink {
     char       *dst;
     const char *src;
     uint8_t     dtype, op, esize, carry_len;
-    uint8_t     carry[8]; /* a partial element split across two pieces */
+    _Alignas(8) uint8_t carry[8]; /* a partial element split across two pieces */
 } hc_exec_sink_t;
 
 struct hcomm_request {
@@ -40,6 +40,7 @@ struct hcomm_request {
     double            last_progress;
     unsigned          poll_tick;
     unsigned          nposted;
+    size_t            bytes_seen;  /* bytes moved by posted steps at the last check */
 };
 
 /* Prepares op for sched (allocations sized to it); bufs has sched->nbufs entries

@@ -167,11 +167,11 @@ hcomm_status_t hcomm_group_end(void)
     }
     group_len = 0;
     /* progress all communicators together: ops of one group may depend on each other */
-    int spin = nops > 0 ? ops[0]->comm->spin : 0, idle = 0;
+    hc_backoff_t b = {0, 0};
     for (int pending = 1; pending;) {
         pending = 0;
-        if (++idle > spin)
-            sched_yield();
+        if (nops > 0)
+            hc_backoff(ops[0]->comm, &b);
         for (size_t i = 0; i < nops; i++)
             if (ops[i]->status == HCOMM_IN_PROGRESS) {
                 hc_comm_progress(ops[i]->comm);

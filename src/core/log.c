@@ -51,8 +51,18 @@ static void log_expand_path(const char *pattern, char *out, size_t size)
 
 /* Called by params.c once the parameters are parsed. */
 void hc_log_configure(const char *level, const char *subsys, const char *file);
+/* A child forked while another thread (the rendezvous root) held the lock
+ * would never get it: the child starts with a fresh one. */
+static void log_atfork_child(void)
+{
+    pthread_mutex_init(&log_lock, NULL);
+}
+
 void hc_log_configure(const char *level, const char *subsys, const char *file)
 {
+    static int atfork_done;
+    if (!atfork_done && pthread_atfork(NULL, NULL, log_atfork_child) == 0)
+        atfork_done = 1;
     if (gethostname(log_host, sizeof(log_host) - 1) != 0)
         strcpy(log_host, "?");
     for (int l = HC_LOG_NONE; l <= HC_LOG_TRACE; l++)
@@ -77,6 +87,8 @@ void hc_log_configure(const char *level, const char *subsys, const char *file)
         FILE *f = fopen(path, "a");
         if (f != NULL) {
             setvbuf(f, NULL, _IOLBF, 0);
+            if (log_file != NULL)
+                fclose(log_file);
             log_file = f;
         }
     }

@@ -106,6 +106,13 @@ static void params_load(void)
                 invalid[i] = 1, param_set(d, d->def);
         }
     }
+    if (!(params.timeout > 0)) { /* a wait of zero seconds would fail every call */
+        for (size_t i = 0; i < NPARAMS; i++)
+            if (param_table[i].offset == offsetof(hc_params_t, timeout)) {
+                invalid[i] = 1;
+                param_set(&param_table[i], param_table[i].def);
+            }
+    }
     hc_log_configure(params.log_level, params.log_subsys, params.log_file);
 
     for (size_t i = 0; i < NPARAMS; i++)

@@ -352,7 +352,7 @@ static int shm_recv_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
         if (ep->rx_msg.flags & HC_SHM_MSG_CMA) {
             if (rx->pos != start) /* free the descriptor's slot before the long read */
                 hc_shm_ring_release(rx);
-            rc = shm_recv_cma(ctx, ep, req);
+            rc = ep->peer_gone ? HCOMM_ERR_REMOTE : shm_recv_cma(ctx, ep, req);
         } else if (ep->rx_msg.flags & HC_SHM_MSG_INLINE) {
             if (req->len != 0 && req->sink != NULL)
                 req->sink(req->sink_arg, 0, ep->rx_msg.inl, req->len);
@@ -383,9 +383,11 @@ static int shm_recv_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
  * endpoint fails once a request can no longer complete. */
 static int shm_gone_step(hc_tl_ep_t *ep)
 {
+    /* a peer leaves cleanly only after its single-copy sends were acknowledged:
+     * a descriptor still being read means its buffer is no longer its data */
     int reading = ep->rx_hdr_done && (ep->rx_msg.flags & HC_SHM_MSG_CMA);
 
-    if (ep->sq_head != NULL || (!reading && hc_shm_ring_avail(&ep->rx, 1) == 0))
+    if (ep->sq_head != NULL || reading || hc_shm_ring_avail(&ep->rx, 1) == 0)
         return shm_ep_fail_gone(ep);
     return 0;
 }
