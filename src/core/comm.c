@@ -273,9 +273,11 @@ static void comm_free(hcomm_comm_t c)
         hc_bootstrap_destroy(c->bs);
     for (int i = 0; i < c->ncache; i++)
         hc_sched_destroy(c->cache[i].sched);
-    if (c->op_free != NULL) {
-        hc_exec_release(c->op_free);
-        free(c->op_free);
+    while (c->op_free != NULL) {
+        hc_op_t *op = c->op_free;
+        c->op_free  = op->next;
+        hc_exec_release(op);
+        free(op);
     }
     free(c->scratch);
     free(c->peers);

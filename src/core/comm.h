@@ -15,6 +15,7 @@
 /* thread-locals read on every call: no __tls_get_addr from the shared library */
 #define HC_TLS_FAST __attribute__((tls_model("initial-exec")))
 #define HC_SCHED_CACHE_MAX 64
+#define HC_OP_FREE_MAX     8 /* spare ops: enough for a window of nonblocking calls */
 
 typedef struct hc_sched_cache_entry {
     hc_coll_args_t args;
@@ -40,7 +41,8 @@ struct hcomm_comm {
     uint8_t            *ep_tl;                /* per peer: index into tl_ops */
     hcomm_status_t      error;                /* first failure; sticky */
     hc_op_t            *op_head, *op_tail;    /* issued, not yet finished; head runs */
-    hc_op_t            *op_free;              /* one finished op kept for reuse */
+    hc_op_t            *op_free;              /* finished ops kept for reuse (list) */
+    int                 nfree;
     hc_sched_cache_entry_t cache[HC_SCHED_CACHE_MAX];
     int                 ncache;
     int                 cache_mru;          /* checked first: loops repeat one call */

@@ -96,7 +96,9 @@ hc_op_t *hc_comm_op_alloc(hcomm_comm_t comm)
 {
     hc_op_t *op = comm->op_free;
     if (op != NULL) {
-        comm->op_free = NULL;
+        comm->op_free = op->next;
+        comm->nfree--;
+        op->next = NULL;
         return op;
     }
     op = calloc(1, sizeof(*op));
@@ -105,15 +107,17 @@ hc_op_t *hc_comm_op_alloc(hcomm_comm_t comm)
     return op;
 }
 
-/* Keeps one finished op (and its arrays) for the next call. */
+/* Keeps a few finished ops (and their arrays) for the next calls. */
 void hc_comm_op_recycle(hcomm_comm_t comm, hc_op_t *op)
 {
     if (op->own_sched) {
         hc_sched_destroy(op->sched);
         op->own_sched = 0;
     }
-    if (comm != NULL && hc_comm_is_live(comm) && comm->op_free == NULL) {
+    if (comm != NULL && hc_comm_is_live(comm) && comm->nfree < HC_OP_FREE_MAX) {
+        op->next      = comm->op_free;
         comm->op_free = op;
+        comm->nfree++;
         return;
     }
     hc_exec_release(op);
