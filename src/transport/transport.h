@@ -62,6 +62,21 @@ typedef struct hc_tl_req {
     uint64_t           priv[4];  /* transport scratch */
 } hc_tl_req_t;
 
+/* Resets a request for a new message of len bytes on ep (isend/irecv use it). */
+static inline void hc_tl_req_init(hc_tl_req_t *req, hc_tl_ep_t *ep, size_t len)
+{
+    req->status   = HCOMM_IN_PROGRESS;
+    req->next     = NULL;
+    req->ep       = ep;
+    req->sbuf     = NULL;
+    req->rbuf     = NULL;
+    req->sink     = NULL;
+    req->sink_arg = NULL;
+    req->len      = len;
+    req->done     = 0;
+    req->priv[0]  = 0;
+}
+
 enum {
     HC_TL_CAP_HOST_MEM = 1u << 0, /* moves host memory */
 };

@@ -26,20 +26,6 @@ static uint64_t shm_coarse_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void shm_req_init(hc_tl_req_t *req, hc_tl_ep_t *ep, size_t len)
-{
-    req->status   = HCOMM_IN_PROGRESS;
-    req->next     = NULL;
-    req->ep       = ep;
-    req->sbuf     = NULL;
-    req->rbuf     = NULL;
-    req->sink     = NULL;
-    req->sink_arg = NULL;
-    req->len      = len;
-    req->done     = 0;
-    req->priv[0]  = 0;
-}
-
 hcomm_status_t hc_shm_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req)
 {
     if (ep->status != HCOMM_SUCCESS)
@@ -48,7 +34,7 @@ hcomm_status_t hc_shm_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_r
         return HCOMM_ERR_REMOTE;
     if (buf == NULL && len > 0)
         return HCOMM_ERR_NULL_BUFFER;
-    shm_req_init(req, ep, len);
+    hc_tl_req_init(req, ep, len);
     req->sbuf = buf;
     if (ep->sq_tail != NULL)
         ep->sq_tail->next = req;
@@ -68,7 +54,7 @@ hcomm_status_t hc_shm_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn
         return ep->status;
     if (buf == NULL && sink == NULL && len > 0)
         return HCOMM_ERR_NULL_BUFFER;
-    shm_req_init(req, ep, len);
+    hc_tl_req_init(req, ep, len);
     req->rbuf     = buf;
     req->sink     = sink;
     req->sink_arg = sink_arg;

@@ -92,16 +92,7 @@ hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep)
 
 static void req_init(hc_tl_req_t *req, hc_tl_ep_t *ep, size_t len)
 {
-    req->status  = HCOMM_IN_PROGRESS;
-    req->next    = NULL;
-    req->ep      = ep;
-    req->sbuf    = NULL;
-    req->rbuf    = NULL;
-    req->sink    = NULL;
-    req->sink_arg = NULL;
-    req->len     = len;
-    req->done    = 0;
-    req->priv[0] = 0; /* header bytes moved */
+    hc_tl_req_init(req, ep, len); /* priv[0]: header bytes moved */
     hc_tcp_put64((uint8_t *)&req->priv[1], len);
 }
 
