@@ -3,7 +3,7 @@
 # Usage: scripts/setup.sh [configure options]
 set -eu
 cd "$(dirname "$0")/.."
-pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev \
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev \
       libopenmpi-dev openmpi-bin iproute2 procps"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
           grep -q 'install ok installed' || echo "$p"; done)

@@ -21,12 +21,14 @@ typedef enum {
 
 typedef enum {
     HC_ALGO_AUTO = 0,
-    HC_ALGO_RING,     /* allreduce (reduce-scatter + allgather), allgather, reduce_scatter */
-    HC_ALGO_RD,       /* recursive doubling allreduce (small messages) */
-    HC_ALGO_CHAIN,    /* pipelined chain broadcast and reduce */
-    HC_ALGO_PAIRWISE, /* pairwise-exchange alltoall */
-    HC_ALGO_DIRECT,   /* send / recv: one step */
-    HC_ALGO_DISSEM,   /* dissemination barrier */
+    HC_ALGO_RING,         /* allreduce (reduce-scatter + allgather), allgather, reduce_scatter */
+    HC_ALGO_RD,           /* recursive doubling allreduce (small messages) */
+    HC_ALGO_CHAIN,        /* pipelined chain broadcast and reduce */
+    HC_ALGO_PAIRWISE,     /* pairwise-exchange alltoall */
+    HC_ALGO_DIRECT,       /* send / recv: one step */
+    HC_ALGO_DISSEM,       /* dissemination barrier */
+    HC_ALGO_RABENSEIFNER, /* reduce-scatter by recursive halving + allgather by doubling */
+    HC_ALGO_BRUCK,        /* Bruck allgather: ceil(log2 n) rounds, any rank count */
     HC_ALGO_COUNT
 } hc_algo_t;
 

@@ -45,6 +45,15 @@ static inline int hc_algo_mod(int a, int n)
     return ((a % n) + n) % n;
 }
 
+/* Validates args for nranks ranks and fills c (chunks of at most chunk_bytes,
+ * 0: unchunked); logs and returns the error otherwise. */
+hcomm_status_t hc_algo_ctx_init(hc_algo_ctx_t *c, const hc_coll_args_t *args, int nranks, int rank,
+                                size_t chunk_bytes);
+/* Ends a build: status is the builder's; finalizes s and hands it out, or
+ * destroys it (logging an out-of-memory build of algorithm algo). */
+hcomm_status_t hc_algo_finish(const hc_algo_ctx_t *c, const char *algo, hcomm_status_t status,
+                              hc_sched_t *s, hc_sched_t **sched_p);
+
 /* One rank: every collective is a copy of SEND to RECV (DIV by 1 skipped). */
 hcomm_status_t hc_algo_local_copy(const hc_algo_ctx_t *c, hc_sched_t *s);
 /* The one DIV of an avg over elems elements of RECV, when op is HCOMM_AVG. */
@@ -54,6 +63,8 @@ hcomm_status_t hc_algo_ring_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_ring_allgather(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_ring_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_rd_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_rabenseifner_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_bruck_allgather(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_chain_broadcast(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_chain_reduce(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_pairwise_alltoall(const hc_algo_ctx_t *c, hc_sched_t *s);

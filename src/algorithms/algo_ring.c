@@ -1,12 +1,34 @@
 /* algo_ring.c - ring allreduce (reduce-scatter then allgather), ring allgather
- * and ring reduce_scatter.
+ * and ring reduce_scatter, in rank order or along any order (algo_plan.h).
  *
- * Rank r sends to r+1 and receives from r-1. Blocks are cut into the same
+ * The rank at ring position v sends to position v+1 and receives from v-1; in
+ * rank order position and rank agree. Blocks are cut into the same
  * number of chunks, and chunk k of one ring step depends only on chunk k of
  * the step before, so the chunks travel round the ring one behind another. */
 #include <stdlib.h>
 
 #include "algorithms/algo_builders.h"
+#include "algorithms/algo_plan.h"
+#include "core/log.h"
+
+/* This rank's place in the ring; order NULL: rank order. */
+typedef struct ring {
+    int        pos, right, left;
+    const int *order;
+} ring_t;
+
+/* The block (rank) at ring position p, any p. */
+static int ring_block(const hc_algo_ctx_t *c, const ring_t *g, int p)
+{
+    p = hc_algo_mod(p, c->nranks);
+    return g->order != NULL ? g->order[p] : p;
+}
+
+static ring_t ring_identity(const hc_algo_ctx_t *c)
+{
+    ring_t g = {c->rank, (c->rank + 1) % c->nranks, hc_algo_mod(c->rank - 1, c->nranks), NULL};
+    return g;
+}
 
 typedef struct ring_span {
     size_t off, len; /* elements */
@@ -21,15 +43,15 @@ static ring_span_t ring_chunk(size_t count, int n, int b, size_t nc, size_t k)
     return sp;
 }
 
-/* Reduce-scatter into RECV: at step t rank r sends block r-t-1 and reduces the
- * incoming block r-t-2, ending with block r complete. rs_send[t * nc + k] and
- * last[k] (the final reduce of block r) are filled for the allgather. */
-static void ring_ar_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s, size_t nc, int *rs_send,
-                                   int *last)
+/* Reduce-scatter into RECV: at step t position r sends block r-t-1 and reduces
+ * the incoming block r-t-2, ending with block r complete (blocks numbered by
+ * position: the result is the whole buffer). rs_send[t * nc + k] and last[k]
+ * (the final reduce of block r) are filled for the allgather. */
+static void ring_ar_reduce_scatter(const hc_algo_ctx_t *c, const ring_t *g, hc_sched_t *s,
+                                   size_t nc, int *rs_send, int *last)
 {
     const hc_coll_args_t *a = c->args;
-    int                   n = c->nranks, r = c->rank;
-    int                   right = (r + 1) % n, left = hc_algo_mod(r - 1, n);
+    int                   n = c->nranks, r = g->pos, right = g->right, left = g->left;
 
     for (size_t k = 0; k < nc; k++)
         last[k] = HC_STEP_NODEP;
@@ -59,11 +81,10 @@ static void ring_ar_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s, size_t
 /* Allgather of the reduced blocks within RECV: at step t rank r forwards block
  * r-t and receives block r-t-1, which it last sent at reduce-scatter step t (the
  * receive waits for that send, so the block is not overwritten while it goes). */
-static void ring_ar_allgather(const hc_algo_ctx_t *c, hc_sched_t *s, size_t nc, const int *rs_send,
-                              int *last)
+static void ring_ar_allgather(const hc_algo_ctx_t *c, const ring_t *g, hc_sched_t *s, size_t nc,
+                              const int *rs_send, int *last)
 {
-    int n = c->nranks, r = c->rank;
-    int right = (r + 1) % n, left = hc_algo_mod(r - 1, n);
+    int n = c->nranks, r = g->pos, right = g->right, left = g->left;
 
     for (int t = 0; t < n - 1; t++) {
         int sb = hc_algo_mod(r - t, n), rb = hc_algo_mod(r - t - 1, n);
@@ -83,7 +104,7 @@ static void ring_ar_allgather(const hc_algo_ctx_t *c, hc_sched_t *s, size_t nc, 
     }
 }
 
-hcomm_status_t hc_algo_ring_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
+static hcomm_status_t ring_allreduce(const hc_algo_ctx_t *c, const ring_t *g, hc_sched_t *s)
 {
     int    n = c->nranks;
     size_t nc;
@@ -98,17 +119,17 @@ hcomm_status_t hc_algo_ring_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
     if (deps == NULL)
         return HCOMM_ERR_NO_MEMORY;
     /* deps: (n-1) * nc reduce-scatter sends, then nc chain heads */
-    ring_ar_reduce_scatter(c, s, nc, deps, deps + (size_t)(n - 1) * nc);
-    ring_ar_allgather(c, s, nc, deps, deps + (size_t)(n - 1) * nc);
+    ring_ar_reduce_scatter(c, g, s, nc, deps, deps + (size_t)(n - 1) * nc);
+    ring_ar_allgather(c, g, s, nc, deps, deps + (size_t)(n - 1) * nc);
     free(deps);
     hc_algo_avg_div(c, s, c->args->count);
     return HCOMM_SUCCESS;
 }
 
 /* Own block copied into place (a no-op in place), then n-1 forwarding steps. */
-hcomm_status_t hc_algo_ring_allgather(const hc_algo_ctx_t *c, hc_sched_t *s)
+static hcomm_status_t ring_allgather(const hc_algo_ctx_t *c, const ring_t *g, hc_sched_t *s)
 {
-    int    n = c->nranks, r = c->rank, right = (r + 1) % n, left = hc_algo_mod(r - 1, n);
+    int    n = c->nranks, r = c->rank, v = g->pos, right = g->right, left = g->left;
     size_t cnt = c->args->count, nc;
     int   *last;
 
@@ -123,7 +144,7 @@ hcomm_status_t hc_algo_ring_allgather(const hc_algo_ctx_t *c, hc_sched_t *s)
     hc_sched_copy(s, hc_algo_at(c, HC_BUF_RECV, (size_t)r * cnt), hc_algo_at(c, HC_BUF_SEND, 0),
                   cnt * c->esize, HC_STEP_NODEP, HC_STEP_NODEP);
     for (int t = 0; t < n - 1; t++) {
-        size_t sb = (size_t)hc_algo_mod(r - t, n), rb = (size_t)hc_algo_mod(r - t - 1, n);
+        size_t sb = (size_t)ring_block(c, g, v - t), rb = (size_t)ring_block(c, g, v - t - 1);
         for (size_t k = 0; k < nc; k++) {
             size_t co = hc_algo_chunk_off(cnt, nc, k), cl = hc_algo_chunk_len(cnt, nc, k);
             if (t == 0)
@@ -143,12 +164,12 @@ hcomm_status_t hc_algo_ring_allgather(const hc_algo_ctx_t *c, hc_sched_t *s)
 /* Partial sums travel in TMP, two block-sized slots used in turn: the reduce of
  * step t into a slot waits for the send of step t-1, which read that slot's
  * previous contents. The last step reduces straight into RECV. */
-hcomm_status_t hc_algo_ring_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s)
+static hcomm_status_t ring_reduce_scatter(const hc_algo_ctx_t *c, const ring_t *g, hc_sched_t *s)
 {
     const hc_coll_args_t *a = c->args;
-    int    n = c->nranks, r = c->rank, right = (r + 1) % n, left = hc_algo_mod(r - 1, n);
-    size_t cnt = a->count, nc;
-    int   *dep;
+    int                   n = c->nranks, v = g->pos, right = g->right, left = g->left;
+    size_t                cnt = a->count, nc;
+    int                  *dep;
 
     if (n == 1)
         return hc_algo_local_copy(c, s);
@@ -160,7 +181,7 @@ hcomm_status_t hc_algo_ring_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s
         return HCOMM_ERR_NO_MEMORY;
     s->tmp_bytes = (size_t)(n - 2 < 2 ? n - 2 : 2) * cnt * c->esize;
     for (int t = 0; t < n - 1; t++) {
-        size_t sb = (size_t)hc_algo_mod(r - t - 1, n), rb = (size_t)hc_algo_mod(r - t - 2, n);
+        size_t sb = (size_t)ring_block(c, g, v - t - 1), rb = (size_t)ring_block(c, g, v - t - 2);
         for (size_t k = 0; k < nc; k++) {
             size_t     co = hc_algo_chunk_off(cnt, nc, k), cl = hc_algo_chunk_len(cnt, nc, k);
             hc_slice_t from = t == 0 ? hc_algo_at(c, HC_BUF_SEND, sb * cnt + co)
@@ -178,4 +199,85 @@ hcomm_status_t hc_algo_ring_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s
     free(dep);
     hc_algo_avg_div(c, s, cnt);
     return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_algo_ring_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
+{
+    ring_t g = ring_identity(c);
+    return ring_allreduce(c, &g, s);
+}
+
+hcomm_status_t hc_algo_ring_allgather(const hc_algo_ctx_t *c, hc_sched_t *s)
+{
+    ring_t g = ring_identity(c);
+    return ring_allgather(c, &g, s);
+}
+
+hcomm_status_t hc_algo_ring_reduce_scatter(const hc_algo_ctx_t *c, hc_sched_t *s)
+{
+    ring_t g = ring_identity(c);
+    return ring_reduce_scatter(c, &g, s);
+}
+
+/* Finds rank's position in order, which must be a permutation of 0..n-1. */
+static hcomm_status_t ring_place(const int *order, int n, int rank, ring_t *g)
+{
+    unsigned char *seen = calloc((size_t)n, 1);
+    int            bad  = -1;
+
+    if (seen == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    g->pos = -1;
+    for (int p = 0; p < n && bad < 0; p++) {
+        if (order[p] < 0 || order[p] >= n || seen[order[p]])
+            bad = p;
+        else
+            seen[order[p]] = 1;
+        if (order[p] == rank)
+            g->pos = p;
+    }
+    free(seen);
+    if (bad >= 0) {
+        hc_error(ALGO, "ring order: entry %d (rank %d) out of range or repeated", bad, order[bad]);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    g->right = order[(g->pos + 1) % n];
+    g->left  = order[hc_algo_mod(g->pos - 1, n)];
+    g->order = order;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_algo_ring_ordered(const hc_coll_args_t *args, const int *order, int nranks,
+                                    int rank, size_t chunk_bytes, hc_sched_t **sched_p)
+{
+    hc_algo_ctx_t  c;
+    ring_t         g;
+    hc_sched_t    *s;
+    hcomm_status_t st;
+
+    if (args == NULL || order == NULL || sched_p == NULL) {
+        hc_error(ALGO, "ordered ring: NULL argument");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    st = hc_algo_ctx_init(&c, args, nranks, rank, chunk_bytes);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (args->coll != HC_COLL_ALLREDUCE && args->coll != HC_COLL_ALLGATHER &&
+        args->coll != HC_COLL_REDUCE_SCATTER) {
+        hc_error(ALGO, "ordered ring does not implement %s", hc_coll_name(args->coll));
+        return HCOMM_ERR_UNSUPPORTED;
+    }
+    st = ring_place(order, nranks, rank, &g);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    s = hc_sched_create(nranks, rank);
+    if (s == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    if (args->coll == HC_COLL_ALLREDUCE)
+        st = ring_allreduce(&c, &g, s);
+    else if (args->coll == HC_COLL_ALLGATHER)
+        st = ring_allgather(&c, &g, s);
+    else
+        st = ring_reduce_scatter(&c, &g, s);
+    return hc_algo_finish(&c, "ring", st, s, sched_p);
 }

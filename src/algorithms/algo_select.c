@@ -11,11 +11,13 @@ typedef hcomm_status_t (*algo_builder_t)(const hc_algo_ctx_t *c, hc_sched_t *s);
 
 /* What each algorithm implements; NULL where it does not. */
 static const algo_builder_t algo_builders[HC_COLL_COUNT][HC_ALGO_COUNT] = {
-    [HC_COLL_ALLREDUCE] =
-        {[HC_ALGO_RING] = hc_algo_ring_allreduce, [HC_ALGO_RD] = hc_algo_rd_allreduce},
-    [HC_COLL_BROADCAST]      = {[HC_ALGO_CHAIN] = hc_algo_chain_broadcast},
-    [HC_COLL_REDUCE]         = {[HC_ALGO_CHAIN] = hc_algo_chain_reduce},
-    [HC_COLL_ALLGATHER]      = {[HC_ALGO_RING] = hc_algo_ring_allgather},
+    [HC_COLL_ALLREDUCE] = {[HC_ALGO_RING]         = hc_algo_ring_allreduce,
+                           [HC_ALGO_RD]           = hc_algo_rd_allreduce,
+                           [HC_ALGO_RABENSEIFNER] = hc_algo_rabenseifner_allreduce},
+    [HC_COLL_BROADCAST] = {[HC_ALGO_CHAIN] = hc_algo_chain_broadcast},
+    [HC_COLL_REDUCE]    = {[HC_ALGO_CHAIN] = hc_algo_chain_reduce},
+    [HC_COLL_ALLGATHER] =
+        {[HC_ALGO_RING] = hc_algo_ring_allgather, [HC_ALGO_BRUCK] = hc_algo_bruck_allgather},
     [HC_COLL_REDUCE_SCATTER] = {[HC_ALGO_RING] = hc_algo_ring_reduce_scatter},
     [HC_COLL_ALLTOALL]       = {[HC_ALGO_PAIRWISE] = hc_algo_pairwise_alltoall},
     [HC_COLL_SEND]           = {[HC_ALGO_DIRECT] = hc_algo_direct_send},
@@ -32,8 +34,8 @@ static const hc_algo_t algo_default[HC_COLL_COUNT] = {
     [HC_COLL_BARRIER] = HC_ALGO_DISSEM,
 };
 
-static const char *const algo_names[HC_ALGO_COUNT] = {"auto",     "ring",   "rd",    "chain",
-                                                      "pairwise", "direct", "dissem"};
+static const char *const algo_names[HC_ALGO_COUNT] = {
+    "auto", "ring", "rd", "chain", "pairwise", "direct", "dissem", "rabenseifner", "bruck"};
 
 static const char *const coll_names[HC_COLL_COUNT] = {"allreduce", "broadcast",      "reduce",
                                                       "allgather", "reduce_scatter", "alltoall",
@@ -80,7 +82,7 @@ static void algo_warn_once(const char *spec, const char *p, size_t len)
     if (!atomic_flag_test_and_set(&warned))
         hc_warn(ALGO,
                 "HCOMM_ALGO=%s: ignoring '%.*s' (names: ring, rd, chain, pairwise, "
-                "direct, dissem; optionally COLL:NAME)",
+                "direct, dissem, rabenseifner, bruck; optionally COLL:NAME)",
                 spec, (int)len, p);
 }
 
@@ -189,10 +191,44 @@ static hcomm_status_t algo_check_args(const hc_coll_args_t *a, int nranks, int r
     return HCOMM_SUCCESS;
 }
 
+hcomm_status_t hc_algo_ctx_init(hc_algo_ctx_t *c, const hc_coll_args_t *args, int nranks, int rank,
+                                size_t chunk_bytes)
+{
+    hcomm_status_t status;
+
+    c->args   = args;
+    c->nranks = nranks;
+    c->rank   = rank;
+    status    = algo_check_args(args, nranks, rank, &c->esize);
+    if (status != HCOMM_SUCCESS)
+        return status;
+    /* chunk_bytes 0: no pipelining */
+    c->chunk_elems = chunk_bytes == 0 ? SIZE_MAX : chunk_bytes / c->esize;
+    if (c->chunk_elems == 0)
+        c->chunk_elems = 1;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_algo_finish(const hc_algo_ctx_t *c, const char *algo, hcomm_status_t status,
+                              hc_sched_t *s, hc_sched_t **sched_p)
+{
+    if (status == HCOMM_ERR_NO_MEMORY)
+        hc_error(ALGO, "%s/%s: out of memory building the schedule", coll_names[c->args->coll],
+                 algo);
+    if (status == HCOMM_SUCCESS)
+        status = hc_sched_finalize(s);
+    if (status != HCOMM_SUCCESS) {
+        hc_sched_destroy(s);
+        return status;
+    }
+    *sched_p = s;
+    return HCOMM_SUCCESS;
+}
+
 hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, int nranks, int rank,
                              size_t chunk_bytes, hc_sched_t **sched_p)
 {
-    hc_algo_ctx_t  c = {.args = args, .nranks = nranks, .rank = rank};
+    hc_algo_ctx_t  c;
     hc_sched_t    *s;
     hcomm_status_t status;
 
@@ -200,7 +236,7 @@ hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, int nra
         hc_error(ALGO, "building a schedule: NULL argument");
         return HCOMM_ERR_INVALID_ARG;
     }
-    status = algo_check_args(args, nranks, rank, &c.esize);
+    status = hc_algo_ctx_init(&c, args, nranks, rank, chunk_bytes);
     if (status != HCOMM_SUCCESS)
         return status;
     if (algo == HC_ALGO_AUTO)
@@ -210,23 +246,9 @@ hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, int nra
                  coll_names[args->coll]);
         return HCOMM_ERR_UNSUPPORTED;
     }
-    /* chunk_bytes 0: no pipelining */
-    c.chunk_elems = chunk_bytes == 0 ? SIZE_MAX : chunk_bytes / c.esize;
-    if (c.chunk_elems == 0)
-        c.chunk_elems = 1;
     s = hc_sched_create(nranks, rank);
     if (s == NULL)
         return HCOMM_ERR_NO_MEMORY;
     status = algo_builders[args->coll][algo](&c, s);
-    if (status != HCOMM_SUCCESS)
-        hc_error(ALGO, "%s/%s: out of memory building the schedule", coll_names[args->coll],
-                 algo_names[algo]);
-    else
-        status = hc_sched_finalize(s);
-    if (status != HCOMM_SUCCESS) {
-        hc_sched_destroy(s);
-        return status;
-    }
-    *sched_p = s;
-    return HCOMM_SUCCESS;
+    return hc_algo_finish(&c, algo_names[algo], status, s, sched_p);
 }

@@ -145,6 +145,7 @@ static void comm_self_info(hc_peer_info_t *self, int rank)
 /* What each rank publishes: its info and one address per transport. */
 typedef struct comm_card {
     hc_peer_info_t info;
+    hc_rank_topo_t topo;
     uint32_t       addr_len[HC_TL_MAX];
     uint8_t        addr[HC_TL_MAX][HC_TL_ADDR_MAX];
 } comm_card_t;
@@ -237,6 +238,39 @@ static void comm_set_spin(hcomm_comm_t c)
     }
 }
 
+/* hwloc's view of this rank; without it the model still knows the host. */
+static void comm_self_topo(comm_card_t *card)
+{
+    if (hc_topo_discover(&card->topo) == HCOMM_SUCCESS)
+        return;
+    hc_warn(INIT, "topology discovery failed: this rank is modelled by host only");
+    memset(&card->topo, 0, sizeof(card->topo));
+    snprintf(card->topo.hostname, sizeof(card->topo.hostname), "%s", card->info.hostname);
+    card->topo.numa = -1;
+}
+
+/* The model and plans from every rank's discovery (or the topology file),
+ * which may re-home peers onto virtual nodes before transports are picked. */
+static hcomm_status_t comm_topo_from_cards(hcomm_comm_t c, comm_card_t *cards)
+{
+    hc_rank_topo_t *all   = calloc((size_t)c->nranks, sizeof(*all));
+    hc_peer_info_t *infos = calloc((size_t)c->nranks, sizeof(*infos));
+    hcomm_status_t  st    = HCOMM_ERR_NO_MEMORY;
+    if (all != NULL && infos != NULL) {
+        for (int r = 0; r < c->nranks; r++) {
+            all[r]           = cards[r].topo;
+            all[r].host_hash = cards[r].info.host_hash; /* one identity for both */
+            infos[r]         = cards[r].info;
+        }
+        st = hc_comm_topo_setup(c, all, infos);
+        for (int r = 0; r < c->nranks && st == HCOMM_SUCCESS; r++)
+            cards[r].info.host_hash = infos[r].host_hash;
+    }
+    free(all);
+    free(infos);
+    return st;
+}
+
 static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
 {
     hcomm_status_t st = hc_bootstrap_init(id, c->nranks, c->rank, c->timeout, &c->bs);
@@ -251,9 +285,12 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
         return HCOMM_ERR_NO_MEMORY;
     }
     comm_self_info(&cards[c->rank].info, c->rank);
+    comm_self_topo(&cards[c->rank]);
     st = comm_open_transports(c, cards);
     if (st == HCOMM_SUCCESS)
         st = hc_bootstrap_allgather(c->bs, cards, sizeof(*cards));
+    if (st == HCOMM_SUCCESS)
+        st = comm_topo_from_cards(c, cards);
     if (st == HCOMM_SUCCESS) {
         for (int r = 0; r < c->nranks; r++)
             c->peers[r] = cards[r].info;
@@ -269,6 +306,7 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
 static void comm_free(hcomm_comm_t c)
 {
     comm_close_transports(c);
+    hc_comm_topo_free(c);
     if (c->bs != NULL)
         hc_bootstrap_destroy(c->bs);
     for (int i = 0; i < c->ncache; i++)

@@ -9,6 +9,7 @@
 #include "algorithms/algo.h"
 #include "bootstrap/bootstrap.h"
 #include "core/exec.h"
+#include "topology/plan.h"
 #include "transport/transport.h"
 
 #define HC_TL_MAX          2
@@ -51,6 +52,10 @@ struct hcomm_comm {
     size_t              scratch_size;
     double              timeout;
     int                 spin;        /* idle polls before yielding the CPU */
+    hc_cluster_t       *cluster;     /* the cluster model (comm_topo.c) */
+    hc_rings_t          rings;
+    hc_tree_t           trees[2];
+    hc_hier_t           hier;
     unsigned long       moved;       /* bumped whenever an op posts or finishes a step */
 };
 
@@ -98,6 +103,13 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
  * nonblocking when req is non-NULL, else blocking. */
 hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
                              void *recvbuf, hcomm_request_t *req);
+
+/* Topology (comm_topo.c): builds comm->cluster from every rank's discovery, or
+ * loads HCOMM_TOPO_FILE, then the plans; when the model's nodes split a host
+ * (virtual nodes), marks peers[] so that transports treat them as remote. */
+hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
+                                  hc_peer_info_t *peers);
+void           hc_comm_topo_free(hcomm_comm_t comm);
 
 /* Groups (group.c). */
 int            hc_group_active(void);

@@ -20,7 +20,7 @@
 
 #include "algorithms/sched.h"
 
-#define SIM_MAXR 8 /* ranks */
+#define SIM_MAXR 16 /* ranks (at most 32: per-step rank bitmasks) */
 #define SIM_MAXBUF (3 * HC_BUF_PER_OP)
 
 typedef struct sim_ev {

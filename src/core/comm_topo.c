@@ -1,0 +1,65 @@
+/* comm_topo.c - a communicator's cluster model and plans, built at init from
+ * every rank's hwloc discovery or loaded from HCOMM_TOPO_FILE. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+
+/* Ranks of one host on different model nodes must not share memory: give
+ * each node its own host identity for the transports' reachability test. */
+static void topo_apply_nodes(const hc_cluster_t *cl, hc_peer_info_t *peers)
+{
+    for (int r = 0; r < cl->nranks; r++)
+        peers[r].host_hash ^= 0x9e3779b97f4a7c15ull * (uint64_t)(cl->node_of[r] + 1);
+}
+
+static void topo_dump(const hc_cluster_t *cl, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        hc_warn(INIT, "HCOMM_TOPO_DUMP_FILE %s: %s", path, strerror(errno));
+        return;
+    }
+    if (hc_cluster_dump(cl, f) != HCOMM_SUCCESS)
+        hc_warn(INIT, "HCOMM_TOPO_DUMP_FILE %s: writing the model failed", path);
+    fclose(f);
+}
+
+hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
+                                  hc_peer_info_t *peers)
+{
+    const hc_params_t *p = hc_params_get();
+    hcomm_status_t     st;
+
+    if (p->topo_file[0] != '\0') {
+        st = hc_cluster_load(p->topo_file, comm->nranks, &comm->cluster);
+        if (st != HCOMM_SUCCESS)
+            return st;
+        topo_apply_nodes(comm->cluster, peers);
+        hc_info(INIT, "topology from %s: %d nodes", p->topo_file, comm->cluster->nnodes);
+    } else {
+        st = hc_cluster_build(all, comm->nranks, &comm->cluster);
+        if (st != HCOMM_SUCCESS)
+            return st;
+    }
+    if (comm->rank == 0 && p->topo_dump_file[0] != '\0')
+        topo_dump(comm->cluster, p->topo_dump_file);
+    st = hc_plan_rings(comm->cluster, p->rings > 0 ? p->rings : 1, &comm->rings);
+    if (st == HCOMM_SUCCESS)
+        st = hc_plan_double_tree(comm->cluster, comm->trees);
+    if (st == HCOMM_SUCCESS)
+        st = hc_plan_hier(comm->cluster, &comm->hier);
+    return st;
+}
+
+void hc_comm_topo_free(hcomm_comm_t comm)
+{
+    hc_plan_rings_free(&comm->rings);
+    hc_plan_tree_free(&comm->trees[0]);
+    hc_plan_tree_free(&comm->trees[1]);
+    hc_plan_hier_free(&comm->hier);
+    hc_cluster_destroy(comm->cluster);
+    comm->cluster = NULL;
+}

@@ -1,0 +1,112 @@
+/* cost.c - alpha-beta-gamma predictions for allreduce algorithms. A step that
+ * crosses nodes anywhere waits for the slowest link it uses, so each algorithm
+ * is priced with the worst link class among the pairs it talks to. */
+#include "topology/cost.h"
+
+#include <math.h>
+
+static const char *const cost_names[HC_COST_ALGO_COUNT] = {"ring", "rd", "rabenseifner",
+                                                            "tree", "hier"};
+
+const char *hc_cost_algo_name(hc_cost_algo_t a)
+{
+    return (unsigned)a < HC_COST_ALGO_COUNT ? cost_names[a] : "?";
+}
+
+/* Seconds-free helpers: alpha in us, bandwidths in GB/s = 1e3 bytes per us. */
+static double xfer_us(const hc_link_cost_t *l, double bytes)
+{
+    return l->alpha_us + bytes / (l->bw_gbps * 1e3);
+}
+
+static double reduce_us(const hc_cluster_t *c, double bytes)
+{
+    return bytes / (c->reduce_gbps * 1e3);
+}
+
+/* The slowest class a flat algorithm meets: the network if there are several
+ * nodes, else cross-NUMA if ranks span NUMA domains, else same NUMA. */
+static const hc_link_cost_t *worst_link(const hc_cluster_t *c)
+{
+    if (c->nnodes > 1)
+        return &c->link[HC_LINK_CROSS_NODE];
+    for (int r = 1; r < c->nranks; r++)
+        if (c->numa_of[r] != c->numa_of[0])
+            return &c->link[HC_LINK_CROSS_NUMA];
+    return &c->link[c->nranks > 1 ? HC_LINK_SAME_NUMA : HC_LINK_SELF];
+}
+
+static double ring_us(const hc_cluster_t *c, double S, double chunk)
+{
+    int    n = c->nranks;
+    double b = S / n;
+    if (n == 1)
+        return 0;
+    /* 2(n-1) steps of one block; chunking adds per-chunk latency */
+    double nchunks = fmax(1.0, ceil(b / chunk));
+    const hc_link_cost_t *l = worst_link(c);
+    return 2.0 * (n - 1) * (b / (l->bw_gbps * 1e3)) + (2.0 * (n - 1) + nchunks - 1) * l->alpha_us +
+           (n - 1) * reduce_us(c, b);
+}
+
+static double rd_us(const hc_cluster_t *c, double S)
+{
+    double steps = ceil(log2((double)c->nranks));
+    if (c->nranks & (c->nranks - 1))
+        steps += 2; /* fold in and out for non-powers of two */
+    return steps * (xfer_us(worst_link(c), S) + reduce_us(c, S));
+}
+
+static double rabenseifner_us(const hc_cluster_t *c, double S)
+{
+    int    n     = c->nranks;
+    double steps = ceil(log2((double)n));
+    const hc_link_cost_t *l = worst_link(c);
+    if (n == 1)
+        return 0;
+    return 2.0 * steps * l->alpha_us + 2.0 * (n - 1) / n * S / (l->bw_gbps * 1e3) +
+           (double)(n - 1) / n * reduce_us(c, S);
+}
+
+static double tree_us(const hc_cluster_t *c, double S, double chunk)
+{
+    int    ppn   = c->nranks / (c->nnodes > 0 ? c->nnodes : 1);
+    double depth = ceil(log2((double)c->nnodes + 1)) + (ppn > 1 ? ppn - 1 : 0);
+    double nch   = fmax(1.0, ceil(S / 2 / chunk)); /* each of the two trees moves S/2 */
+    const hc_link_cost_t *l = worst_link(c);
+    double per   = xfer_us(l, fmin(chunk, S / 2)) + reduce_us(c, fmin(chunk, S / 2));
+    if (c->nranks == 1)
+        return 0;
+    return 2.0 * (depth + nch - 1) * per; /* up, then down, pipelined */
+}
+
+static double hier_us(const hc_cluster_t *c, double S, double chunk)
+{
+    int    N   = c->nnodes, p = c->nranks / (N > 0 ? N : 1);
+    const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = &c->link[HC_LINK_CROSS_NODE];
+    double t = 0, b = S / p;
+    if (p > 1) /* reduce-scatter and allgather inside the node */
+        t += 2.0 * (p - 1) * xfer_us(lo, b) + (p - 1) * reduce_us(c, b);
+    if (N > 1) { /* p rails run at once, each a ring over N nodes on b bytes */
+        double nb = b / N, nch = fmax(1.0, ceil(nb / chunk));
+        t += 2.0 * (N - 1) * (nb / (x->bw_gbps * 1e3 / p)) + (2.0 * (N - 1) + nch - 1) * x->alpha_us +
+             (N - 1) * reduce_us(c, nb);
+    }
+    return t;
+}
+
+double hc_cost_allreduce_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t bytes,
+                            size_t chunk_bytes)
+{
+    double S = (double)bytes, chunk = chunk_bytes ? (double)chunk_bytes : S;
+    if (c->nranks <= 1 || bytes == 0)
+        return 0;
+    switch (algo) {
+    case HC_COST_RING: return ring_us(c, S, chunk);
+    case HC_COST_RD: return rd_us(c, S);
+    case HC_COST_RABENSEIFNER: return rabenseifner_us(c, S);
+    case HC_COST_TREE: return tree_us(c, S, chunk);
+    case HC_COST_HIER: return hier_us(c, S, chunk);
+    default: return INFINITY;
+    }
+}

@@ -1,0 +1,244 @@
+/* hcomm-topo: shows the topology hcomm discovers (or a topology file, or a
+ * synthetic cluster), the plans built on it (rings, trees, node and rail
+ * groups) and the cost model's predicted allreduce time per algorithm. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/params.h"
+#include "topology/cost.h"
+#include "topology/plan.h"
+#include "topology/topo.h"
+
+typedef struct topo_opts {
+    const char *file;
+    int         nranks;
+    int         nodes, ppn, nics, round_robin;
+    int         nrings, dot, quiet;
+    size_t      minb, maxb;
+} topo_opts_t;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: hcomm-topo [options]\n"
+            "Shows the cluster model, the plans hcomm builds on it and the cost model's\n"
+            "predicted allreduce times. Without --topo or --synthetic: this host, as\n"
+            "hwloc sees it (one rank, or --ranks N ranks on this host).\n"
+            "  --topo FILE           load a topology file (HCOMM_TOPO_FILE format, docs/topology.md)\n"
+            "  --ranks N             ranks in the file, or on this host (default: the file's, or 1)\n"
+            "  --synthetic NxP[xK]   N nodes of P ranks with K NICs each (default K = 1)\n"
+            "  --round-robin         synthetic placement: rank r on node r %% N\n"
+            "  --rings K             build K rings (default 2)\n"
+            "  --dot                 write the rings and trees as Graphviz instead\n"
+            "  --quiet               plans: summaries only, no member lists\n"
+            "  -b SIZE, -e SIZE      predicted sizes, doubling (default 8 to 64M)\n"
+            "  -h, --help            this help\n");
+}
+
+static int parse_opts(int argc, char **argv, topo_opts_t *o)
+{
+    static const struct option lo[] = {
+        {"topo", required_argument, NULL, 'T'},   {"ranks", required_argument, NULL, 'n'},
+        {"synthetic", required_argument, NULL, 'S'}, {"round-robin", no_argument, NULL, 'R'},
+        {"rings", required_argument, NULL, 'k'},  {"dot", no_argument, NULL, 'D'},
+        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int c;
+    *o = (topo_opts_t){.nrings = 2, .minb = 8, .maxb = (size_t)64 << 20, .nics = 1};
+    while ((c = getopt_long(argc, argv, "b:e:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'T': o->file = optarg; break;
+        case 'n': o->nranks = atoi(optarg); break;
+        case 'S':
+            if (sscanf(optarg, "%dx%dx%d", &o->nodes, &o->ppn, &o->nics) < 2 || o->nodes < 1 ||
+                o->ppn < 1 || o->nics < 1) {
+                fprintf(stderr, "hcomm-topo: --synthetic wants NODESxPPN[xNICS], got %s\n", optarg);
+                return 2;
+            }
+            break;
+        case 'R': o->round_robin = 1; break;
+        case 'k': o->nrings = atoi(optarg); break;
+        case 'D': o->dot = 1; break;
+        case 'q': o->quiet = 1; break;
+        case 'b':
+        case 'e':
+            if (hc_params_parse_size(optarg, c == 'b' ? &o->minb : &o->maxb) != 0) {
+                fprintf(stderr, "hcomm-topo: bad size %s\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (o->nrings < 1 || o->minb == 0 || o->maxb < o->minb) {
+        fprintf(stderr, "hcomm-topo: --rings must be >= 1 and 0 < -b <= -e\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The model to show: a file, a synthetic cluster, or this host. */
+static hcomm_status_t make_cluster(const topo_opts_t *o, hc_cluster_t **c)
+{
+    if (o->file != NULL)
+        return hc_cluster_load(o->file, o->nranks, c);
+    if (o->nodes > 0)
+        return hc_cluster_synthetic(o->nodes, o->ppn, o->nics, o->round_robin, c);
+    int n = o->nranks > 0 ? o->nranks : 1;
+    hc_rank_topo_t *r = calloc((size_t)n, sizeof(*r));
+    if (r == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    hcomm_status_t st = hc_topo_discover(&r[0]);
+    for (int i = 1; i < n && st == HCOMM_SUCCESS; i++)
+        r[i] = r[0];
+    if (st == HCOMM_SUCCESS)
+        st = hc_cluster_build(r, n, c);
+    free(r);
+    return st;
+}
+
+static void print_host(const hc_rank_topo_t *t)
+{
+    printf("host %s: %d NUMA node(s), bound to CPUs %s (%d) on NUMA %d\n", t->hostname, t->nnuma,
+           t->cpuset, t->ncpus, t->numa);
+    for (int i = 0; i < t->nnics; i++)
+        printf("  nic %-10s %6.2f GB/s  numa %d\n", t->nics[i].name, t->nics[i].speed_gbps,
+               t->nics[i].numa);
+    for (int i = 0; i < t->ngpus; i++)
+        printf("  gpu %s\n", t->gpus[i]);
+}
+
+static void print_model(const hc_cluster_t *c, const topo_opts_t *o)
+{
+    static const char *const cls[HC_LINK_CLASS_COUNT] = {"self", "same_numa", "cross_numa",
+                                                         "cross_node"};
+    printf("# cluster: %d ranks on %d nodes\n", c->nranks, c->nnodes);
+    for (int k = 1; k < HC_LINK_CLASS_COUNT; k++)
+        printf("#   link %-10s alpha %7.2f us  bw %7.2f GB/s\n", cls[k], c->link[k].alpha_us,
+               c->link[k].bw_gbps);
+    printf("#   reduce %.2f GB/s\n", c->reduce_gbps);
+    if (c->ranks != NULL)
+        print_host(&c->ranks[0]);
+    for (int n = 0; n < c->nnodes && !o->quiet; n++) {
+        printf("node %d:", n);
+        for (int i = c->node_first[n]; i < c->node_first[n + 1]; i++)
+            printf(" %d", c->node_ranks[i]);
+        printf("\n");
+    }
+}
+
+static void print_list(const char *what, int idx, const int *v, int n, int quiet)
+{
+    printf("%s %d (%d ranks)%s", what, idx, n, quiet ? "\n" : ":");
+    for (int i = 0; i < n && !quiet; i++)
+        printf(" %d", v[i]);
+    if (!quiet)
+        printf("\n");
+}
+
+static void print_tree(const hc_tree_t *t, int idx, int quiet)
+{
+    printf("tree %d: root %d", idx, t->root);
+    if (quiet) {
+        printf("\n");
+        return;
+    }
+    for (int r = 0; r < t->nranks; r++) {
+        if (t->nchildren[r] == 0)
+            continue;
+        printf("  %d->", r);
+        for (int k = 0; k < t->nchildren[r]; k++)
+            printf("%s%d", k ? "," : "", t->children[r * HC_TREE_MAX_CHILDREN + k]);
+    }
+    printf("\n");
+}
+
+static void print_dot(const hc_rings_t *rings, const hc_tree_t trees[2])
+{
+    static const char *const colors[] = {"blue", "red", "darkgreen", "orange"};
+    printf("digraph hcomm {\n  node [shape=circle];\n");
+    for (int k = 0; k < rings->nrings; k++)
+        for (int i = 0; i < rings->nranks; i++)
+            printf("  %d -> %d [color=%s, label=\"ring%d\"];\n", rings->order[k * rings->nranks + i],
+                   rings->order[k * rings->nranks + (i + 1) % rings->nranks], colors[k % 4], k);
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < trees[t].nranks; r++)
+            for (int k = 0; k < trees[t].nchildren[r]; k++)
+                printf("  %d -> %d [style=dashed, color=%s, label=\"tree%d\"];\n", r,
+                       trees[t].children[r * HC_TREE_MAX_CHILDREN + k], t ? "gray40" : "black", t);
+    printf("}\n");
+}
+
+static void print_predictions(const hc_cluster_t *c, const topo_opts_t *o)
+{
+    size_t chunk = hc_params_get()->chunk_bytes;
+    printf("# predicted allreduce time (us), chunk %zu bytes\n#%11s", chunk, "size");
+    for (int a = 0; a < HC_COST_ALGO_COUNT; a++)
+        printf(" %12s", hc_cost_algo_name((hc_cost_algo_t)a));
+    printf(" %12s\n", "best");
+    for (size_t b = o->minb; b <= o->maxb; b *= 2) {
+        int best = 0;
+        double t[HC_COST_ALGO_COUNT];
+        printf(" %11zu", b);
+        for (int a = 0; a < HC_COST_ALGO_COUNT; a++) {
+            t[a] = hc_cost_allreduce_us(c, (hc_cost_algo_t)a, b, chunk);
+            best = t[a] < t[best] ? a : best;
+            printf(" %12.2f", t[a]);
+        }
+        printf(" %12s\n", hc_cost_algo_name((hc_cost_algo_t)best));
+    }
+}
+
+int main(int argc, char **argv)
+{
+    topo_opts_t  o;
+    hc_cluster_t *c = NULL;
+    hc_rings_t   rings = {0};
+    hc_tree_t    trees[2] = {{0}, {0}};
+    hc_hier_t    hier = {0};
+    struct timespec t0, t1;
+
+    int rc = parse_opts(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    hcomm_status_t st = make_cluster(&o, &c);
+    if (st != HCOMM_SUCCESS) {
+        fprintf(stderr, "hcomm-topo: no cluster model: %s\n", hcomm_status_str(st));
+        return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = hc_plan_rings(c, o.nrings, &rings);
+    if (st == HCOMM_SUCCESS)
+        st = hc_plan_double_tree(c, trees);
+    if (st == HCOMM_SUCCESS)
+        st = hc_plan_hier(c, &hier);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (st != HCOMM_SUCCESS) {
+        fprintf(stderr, "hcomm-topo: planning failed: %s\n", hcomm_status_str(st));
+        rc = 1;
+    } else if (o.dot) {
+        print_dot(&rings, trees);
+    } else {
+        print_model(c, &o);
+        printf("# plans built in %.3f s\n", (double)(t1.tv_sec - t0.tv_sec) +
+                                              1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        for (int k = 0; k < rings.nrings; k++)
+            print_list("ring", k, &rings.order[k * rings.nranks], rings.nranks, o.quiet);
+        print_tree(&trees[0], 0, o.quiet);
+        print_tree(&trees[1], 1, o.quiet);
+        for (int l = 0; l < hier.nrails; l++)
+            print_list("rail", l, &hier.rail_ranks[hier.rail_first[l]],
+                       hier.rail_first[l + 1] - hier.rail_first[l], o.quiet);
+        print_predictions(c, &o);
+    }
+    hc_plan_rings_free(&rings);
+    hc_plan_tree_free(&trees[0]);
+    hc_plan_tree_free(&trees[1]);
+    hc_plan_hier_free(&hier);
+    hc_cluster_destroy(c);
+    return rc;
+}
