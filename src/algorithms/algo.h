@@ -29,6 +29,8 @@ typedef enum {
     HC_ALGO_DISSEM,       /* dissemination barrier */
     HC_ALGO_RABENSEIFNER, /* reduce-scatter by recursive halving + allgather by doubling */
     HC_ALGO_BRUCK,        /* Bruck allgather: ceil(log2 n) rounds, any rank count */
+    HC_ALGO_TREE,         /* plan-based (algo_plan.h): double tree allreduce, tree bcast/reduce */
+    HC_ALGO_HIER,         /* plan-based: node groups then rails (algo_plan.h) */
     HC_ALGO_COUNT
 } hc_algo_t;
 
@@ -54,6 +56,13 @@ hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, int nra
 /* The algorithm for args: HCOMM_ALGO when it names one for this collective,
  * else by size (allreduce: recursive doubling up to allreduce_rd_max bytes). */
 hc_algo_t hc_algo_select(const hc_coll_args_t *args, int nranks, const hc_params_t *params);
+
+/* The algorithm HCOMM_ALGO forces for args, or HC_ALGO_AUTO. */
+hc_algo_t hc_algo_forced(const hc_coll_args_t *args, const hc_params_t *params);
+
+/* Nonzero when algo needs a plan (tree, hier): built by the communicator with
+ * algo_plan.h, not by hc_algo_build. */
+int hc_algo_needs_plan(hc_coll_t coll, hc_algo_t algo);
 
 const char *hc_algo_name(hc_algo_t algo);
 const char *hc_coll_name(hc_coll_t coll);

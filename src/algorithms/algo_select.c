@@ -35,7 +35,8 @@ static const hc_algo_t algo_default[HC_COLL_COUNT] = {
 };
 
 static const char *const algo_names[HC_ALGO_COUNT] = {
-    "auto", "ring", "rd", "chain", "pairwise", "direct", "dissem", "rabenseifner", "bruck"};
+    "auto", "ring", "rd", "chain", "pairwise", "direct", "dissem", "rabenseifner", "bruck",
+    "tree", "hier"};
 
 static const char *const coll_names[HC_COLL_COUNT] = {"allreduce", "broadcast",      "reduce",
                                                       "allgather", "reduce_scatter", "alltoall",
@@ -82,8 +83,24 @@ static void algo_warn_once(const char *spec, const char *p, size_t len)
     if (!atomic_flag_test_and_set(&warned))
         hc_warn(ALGO,
                 "HCOMM_ALGO=%s: ignoring '%.*s' (names: ring, rd, chain, pairwise, "
-                "direct, dissem, rabenseifner, bruck; optionally COLL:NAME)",
+                "direct, dissem, rabenseifner, bruck, tree, hier; optionally COLL:NAME)",
                 spec, (int)len, p);
+}
+
+int hc_algo_needs_plan(hc_coll_t coll, hc_algo_t algo)
+{
+    if (algo == HC_ALGO_TREE)
+        return coll == HC_COLL_ALLREDUCE || coll == HC_COLL_BROADCAST || coll == HC_COLL_REDUCE;
+    if (algo == HC_ALGO_HIER)
+        return coll == HC_COLL_ALLREDUCE || coll == HC_COLL_BROADCAST ||
+               coll == HC_COLL_REDUCE || coll == HC_COLL_ALLGATHER ||
+               coll == HC_COLL_REDUCE_SCATTER;
+    return 0;
+}
+
+static int algo_valid(hc_coll_t coll, hc_algo_t a)
+{
+    return algo_builders[coll][a] != NULL || hc_algo_needs_plan(coll, a);
 }
 
 /* The algorithm spec ("name" or "coll:name,...") forces for coll, or HC_ALGO_AUTO.
@@ -110,14 +127,21 @@ static hc_algo_t algo_forced(const char *spec, hc_coll_t coll)
         if (a == HC_ALGO_COUNT || !known)
             algo_warn_once(spec, p, len);
         else if (colon != NULL && algo_word_is(p, clen, coll_names[coll])) {
-            if (a == HC_ALGO_AUTO || algo_builders[coll][a] != NULL)
+            if (a == HC_ALGO_AUTO || algo_valid(coll, a))
                 return a;
             algo_warn_once(spec, p, len);
-        } else if (colon == NULL && bare == HC_ALGO_AUTO && algo_builders[coll][a] != NULL)
+        } else if (colon == NULL && bare == HC_ALGO_AUTO && algo_valid(coll, a))
             bare = a;
         p += len + (p[len] == ',');
     }
     return bare;
+}
+
+hc_algo_t hc_algo_forced(const hc_coll_args_t *args, const hc_params_t *params)
+{
+    if ((unsigned)args->coll >= HC_COLL_COUNT)
+        return HC_ALGO_AUTO;
+    return algo_forced((params != NULL ? params : hc_params_get())->algo, args->coll);
 }
 
 hc_algo_t hc_algo_select(const hc_coll_args_t *args, int nranks, const hc_params_t *params)

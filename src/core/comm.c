@@ -258,11 +258,13 @@ static hcomm_status_t comm_topo_from_cards(hcomm_comm_t c, comm_card_t *cards)
     hcomm_status_t  st    = HCOMM_ERR_NO_MEMORY;
     if (all != NULL && infos != NULL) {
         for (int r = 0; r < c->nranks; r++) {
+            if (c->host_ids != NULL)
+                cards[r].info.host_hash = c->host_ids[r];
             all[r]           = cards[r].topo;
             all[r].host_hash = cards[r].info.host_hash; /* one identity for both */
             infos[r]         = cards[r].info;
         }
-        st = hc_comm_topo_setup(c, all, infos);
+        st = hc_comm_topo_setup(c, all, infos, c->host_ids != NULL);
         for (int r = 0; r < c->nranks && st == HCOMM_SUCCESS; r++)
             cards[r].info.host_hash = infos[r].host_hash;
     }
@@ -323,7 +325,7 @@ static void comm_free(hcomm_comm_t c)
 }
 
 hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_unique_id_t *id,
-                              int rank)
+                              int rank, const uint64_t *host_ids)
 {
     const hc_params_t *p = hc_params_get();
     const hc_uid_t    *u = (const hc_uid_t *)(const void *)id;
@@ -345,10 +347,12 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
         return HCOMM_ERR_NO_MEMORY;
     c->rank    = rank;
     c->nranks  = nranks;
+    c->host_ids = host_ids;
     c->timeout = p->timeout;
     hc_log_set_rank(rank);
 
     hcomm_status_t st = comm_setup(c, id);
+    c->host_ids       = NULL;
     if (st == HCOMM_SUCCESS && registry_add(c) != 0)
         st = HCOMM_ERR_NO_MEMORY;
     if (st != HCOMM_SUCCESS) {
@@ -364,7 +368,7 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
 hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_unique_id_t *id,
                                int rank)
 {
-    return hc_comm_create(comm, nranks, id, rank);
+    return hc_comm_create(comm, nranks, id, rank, NULL);
 }
 
 hcomm_status_t hcomm_get_unique_id(hcomm_unique_id_t *id)
@@ -435,7 +439,7 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
         st = hc_bootstrap_id_from_addr(p->root, cookie, &id);
     if (st != HCOMM_SUCCESS)
         return st;
-    return hc_comm_create(comm, nranks, &id, rank);
+    return hc_comm_create(comm, nranks, &id, rank, NULL);
 }
 
 hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm)

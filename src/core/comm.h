@@ -56,6 +56,7 @@ struct hcomm_comm {
     hc_rings_t          rings;
     hc_tree_t           trees[2];
     hc_hier_t           hier;
+    const uint64_t     *host_ids;    /* during init only: identities inherited from a parent */
     unsigned long       moved;       /* bumped whenever an op posts or finishes a step */
 };
 
@@ -95,9 +96,11 @@ hcomm_status_t hc_comm_progress(hcomm_comm_t comm);
 hcomm_status_t hc_comm_wait_op(hc_op_t *op);
 void           hc_comm_drain(hcomm_comm_t comm);
 
-/* Creates a communicator (hcomm_comm_init without the public checks' name). */
+/* Creates a communicator (hcomm_comm_init's work). host_ids, when not NULL,
+ * gives each new rank's host identity as its parent communicator saw it (split):
+ * the child keeps the parent's nodes, virtual ones included. */
 hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_unique_id_t *id,
-                              int rank);
+                              int rank, const uint64_t *host_ids);
 
 /* Issues one collective described by args (validated) on comm: queued in a group,
  * nonblocking when req is non-NULL, else blocking. */
@@ -108,7 +111,7 @@ hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, cons
  * loads HCOMM_TOPO_FILE, then the plans; when the model's nodes split a host
  * (virtual nodes), marks peers[] so that transports treat them as remote. */
 hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
-                                  hc_peer_info_t *peers);
+                                  hc_peer_info_t *peers, int inherited);
 void           hc_comm_topo_free(hcomm_comm_t comm);
 
 /* Groups (group.c). */

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "algorithms/algo_plan.h"
 #include "core/log.h"
+#include "topology/cost.h"
 
 hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size)
 {
@@ -30,6 +32,58 @@ static int cache_match(const hc_sched_cache_entry_t *e, const hc_coll_args_t *a,
            e->args.root == a->root && e->args.in_place == a->in_place;
 }
 
+static const hc_algo_t cost_to_algo[HC_COST_ALGO_COUNT] = {
+    [HC_COST_RING] = HC_ALGO_RING, [HC_COST_RD] = HC_ALGO_RD,
+    [HC_COST_RABENSEIFNER] = HC_ALGO_RABENSEIFNER, [HC_COST_TREE] = HC_ALGO_TREE,
+    [HC_COST_HIER] = HC_ALGO_HIER};
+
+/* HCOMM_ALGO first; inside one node the measured size rule; across nodes the
+ * cost model picks the allreduce algorithm. */
+static hc_algo_t comm_select(hcomm_comm_t comm, const hc_coll_args_t *args,
+                             const hc_params_t *p)
+{
+    hc_algo_t forced = hc_algo_forced(args, p);
+    if (forced != HC_ALGO_AUTO)
+        return forced;
+    if (comm->cluster == NULL || comm->cluster->nnodes < 2 || args->coll != HC_COLL_ALLREDUCE)
+        return hc_algo_select(args, comm->nranks, p);
+    size_t bytes = args->count * hcomm_dtype_size(args->dtype);
+    int    best  = HC_COST_RING;
+    double tbest = hc_cost_allreduce_us(comm->cluster, HC_COST_RING, bytes, p->chunk_bytes);
+    for (int a = 1; a < HC_COST_ALGO_COUNT; a++) {
+        double t = hc_cost_allreduce_us(comm->cluster, (hc_cost_algo_t)a, bytes, p->chunk_bytes);
+        if (t < tbest)
+            tbest = t, best = a;
+    }
+    return cost_to_algo[best];
+}
+
+/* Builds with the communicator's plans where the algorithm follows one. */
+static hcomm_status_t comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, hc_algo_t algo,
+                                 size_t chunk, hc_sched_t **s)
+{
+    int multi = comm->cluster != NULL && comm->cluster->nnodes > 1;
+    int ringy = args->coll == HC_COLL_ALLREDUCE || args->coll == HC_COLL_ALLGATHER ||
+                args->coll == HC_COLL_REDUCE_SCATTER;
+
+    if (algo == HC_ALGO_HIER)
+        return hc_algo_hier(args, &comm->hier, comm->rank, chunk, s);
+    if (algo == HC_ALGO_TREE && args->coll == HC_COLL_ALLREDUCE)
+        return hc_algo_double_tree(args, comm->trees, comm->rank, chunk, s);
+    if (algo == HC_ALGO_TREE) {
+        hc_tree_t      t;
+        hcomm_status_t st = hc_plan_tree(comm->cluster, args->root, &t);
+        if (st == HCOMM_SUCCESS) {
+            st = hc_algo_tree(args, &t, comm->rank, chunk, s);
+            hc_plan_tree_free(&t);
+        }
+        return st;
+    }
+    if (algo == HC_ALGO_RING && ringy && multi) /* node-contiguous: each boundary once */
+        return hc_algo_ring_ordered(args, comm->rings.order, comm->nranks, comm->rank, chunk, s);
+    return hc_algo_build(args, algo, comm->nranks, comm->rank, chunk, s);
+}
+
 hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
                                  hc_sched_t **sched_p, int *owned_p)
 {
@@ -48,7 +102,7 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
             return HCOMM_SUCCESS;
         }
     }
-    hc_algo_t algo = hc_algo_select(args, comm->nranks, p);
+    hc_algo_t algo = comm_select(comm, args, p);
     for (int i = 0; i < comm->ncache; i++) {
         hc_sched_cache_entry_t *e = &comm->cache[i];
         if (cache_match(e, args, algo, chunk)) {
@@ -62,7 +116,7 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
             victim = i;
     }
     hc_sched_t    *s  = NULL;
-    hcomm_status_t st = hc_algo_build(args, algo, comm->nranks, comm->rank, chunk, &s);
+    hcomm_status_t st = comm_build(comm, args, algo, chunk, &s);
     if (st == HCOMM_SUCCESS)
         st = hc_sched_finalize(s);
     if (st != HCOMM_SUCCESS) {

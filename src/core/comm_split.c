@@ -80,7 +80,16 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
         *newcomm = NULL;
         goto out;
     }
-    st = hc_comm_create(newcomm, size, &ids[first], myrank);
+    uint64_t *host_ids = calloc((size_t)size, sizeof(*host_ids));
+    if (host_ids == NULL) {
+        st = HCOMM_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (int i = 0, k = 0; i < n; i++)
+        if (all[i].color == color)
+            host_ids[k++] = comm->peers[all[i].rank].host_hash;
+    st = hc_comm_create(newcomm, size, &ids[first], myrank, host_ids);
+    free(host_ids);
 out:
     free(all);
     free(ids);

@@ -28,12 +28,13 @@ static void topo_dump(const hc_cluster_t *cl, const char *path)
 }
 
 hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
-                                  hc_peer_info_t *peers)
+                                  hc_peer_info_t *peers, int inherited)
 {
     const hc_params_t *p = hc_params_get();
     hcomm_status_t     st;
 
-    if (p->topo_file[0] != '\0') {
+    /* a split child keeps its parent's nodes; the file describes the parent */
+    if (p->topo_file[0] != '\0' && !inherited) {
         st = hc_cluster_load(p->topo_file, comm->nranks, &comm->cluster);
         if (st != HCOMM_SUCCESS)
             return st;
