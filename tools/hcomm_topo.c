@@ -17,6 +17,7 @@ typedef struct topo_opts {
     int         nranks;
     int         nodes, ppn, nics, round_robin;
     int         nrings, dot, quiet;
+    const char *dump;
     size_t      minb, maxb;
 } topo_opts_t;
 
@@ -33,6 +34,7 @@ static void usage(FILE *f)
             "  --round-robin         synthetic placement: rank r on node r %% N\n"
             "  --rings K             build K rings (default 2)\n"
             "  --dot                 write the rings and trees as Graphviz instead\n"
+            "  --dump FILE           also write the model as a topology file\n"
             "  --quiet               plans: summaries only, no member lists\n"
             "  -b SIZE, -e SIZE      predicted sizes, doubling (default 8 to 64M)\n"
             "  -h, --help            this help\n");
@@ -45,6 +47,7 @@ static int parse_opts(int argc, char **argv, topo_opts_t *o)
         {"synthetic", required_argument, NULL, 'S'}, {"round-robin", no_argument, NULL, 'R'},
         {"rings", required_argument, NULL, 'k'},  {"dot", no_argument, NULL, 'D'},
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {"dump", required_argument, NULL, 'U'},
         {NULL, 0, NULL, 0}};
     int c;
     *o = (topo_opts_t){.nrings = 2, .minb = 8, .maxb = (size_t)64 << 20, .nics = 1};
@@ -63,6 +66,7 @@ static int parse_opts(int argc, char **argv, topo_opts_t *o)
         case 'k': o->nrings = atoi(optarg); break;
         case 'D': o->dot = 1; break;
         case 'q': o->quiet = 1; break;
+        case 'U': o->dump = optarg; break;
         case 'b':
         case 'e':
             if (hc_params_parse_size(optarg, c == 'b' ? &o->minb : &o->maxb) != 0) {
@@ -209,6 +213,15 @@ int main(int argc, char **argv)
     if (st != HCOMM_SUCCESS) {
         fprintf(stderr, "hcomm-topo: no cluster model: %s\n", hcomm_status_str(st));
         return 1;
+    }
+    if (o.dump != NULL) {
+        FILE *f = fopen(o.dump, "w");
+        if (f == NULL || hc_cluster_dump(c, f) != HCOMM_SUCCESS) {
+            fprintf(stderr, "hcomm-topo: cannot write %s\n", o.dump);
+            rc = 1;
+        }
+        if (f != NULL)
+            fclose(f);
     }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     st = hc_plan_rings(c, o.nrings, &rings);

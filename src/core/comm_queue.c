@@ -79,7 +79,8 @@ static hcomm_status_t comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, 
         }
         return st;
     }
-    if (algo == HC_ALGO_RING && ringy && multi) /* node-contiguous: each boundary once */
+    if (algo == HC_ALGO_RING && ringy && multi && strcmp(hc_params_get()->ring_order, "rank") != 0)
+        /* node-contiguous: each node boundary crossed once */
         return hc_algo_ring_ordered(args, comm->rings.order, comm->nranks, comm->rank, chunk, s);
     return hc_algo_build(args, algo, comm->nranks, comm->rank, chunk, s);
 }

@@ -24,6 +24,14 @@ static double reduce_us(const hc_cluster_t *c, double bytes)
     return bytes / (c->reduce_gbps * 1e3);
 }
 
+/* Ranks of one node whose cross-node traffic shares the node's link at once:
+ * in recursive doubling and halving every rank of a node talks across nodes in
+ * the same step, so the link is shared by all of them. */
+static double link_share(const hc_cluster_t *c)
+{
+    return c->nnodes > 1 ? (double)c->nranks / c->nnodes : 1.0;
+}
+
 /* The slowest class a flat algorithm meets: the network if there are several
  * nodes, else cross-NUMA if ranks span NUMA domains, else same NUMA. */
 static const hc_link_cost_t *worst_link(const hc_cluster_t *c)
@@ -54,7 +62,8 @@ static double rd_us(const hc_cluster_t *c, double S)
     double steps = ceil(log2((double)c->nranks));
     if (c->nranks & (c->nranks - 1))
         steps += 2; /* fold in and out for non-powers of two */
-    return steps * (xfer_us(worst_link(c), S) + reduce_us(c, S));
+    const hc_link_cost_t *l = worst_link(c);
+    return steps * (l->alpha_us + link_share(c) * S / (l->bw_gbps * 1e3) + reduce_us(c, S));
 }
 
 static double rabenseifner_us(const hc_cluster_t *c, double S)
@@ -64,7 +73,7 @@ static double rabenseifner_us(const hc_cluster_t *c, double S)
     const hc_link_cost_t *l = worst_link(c);
     if (n == 1)
         return 0;
-    return 2.0 * steps * l->alpha_us + 2.0 * (n - 1) / n * S / (l->bw_gbps * 1e3) +
+    return 2.0 * steps * l->alpha_us + link_share(c) * 2.0 * (n - 1) / n * S / (l->bw_gbps * 1e3) +
            (double)(n - 1) / n * reduce_us(c, S);
 }
 
@@ -74,10 +83,14 @@ static double tree_us(const hc_cluster_t *c, double S, double chunk)
     double depth = ceil(log2((double)c->nnodes + 1)) + (ppn > 1 ? ppn - 1 : 0);
     double nch   = fmax(1.0, ceil(S / 2 / chunk)); /* each of the two trees moves S/2 */
     const hc_link_cost_t *l = worst_link(c);
-    double per   = xfer_us(l, fmin(chunk, S / 2)) + reduce_us(c, fmin(chunk, S / 2));
+    double piece = fmin(chunk, S / 2);
+    /* a node interior in one tree sends that tree's half up and to two children
+     * (1.5 S) and its other half up the other tree (0.5 S): 2 S leave the node,
+     * four pieces for every piece index of the pipeline */
+    double per = l->alpha_us + 4.0 * piece / (l->bw_gbps * 1e3) + reduce_us(c, piece);
     if (c->nranks == 1)
         return 0;
-    return 2.0 * (depth + nch - 1) * per; /* up, then down, pipelined */
+    return (2.0 * depth + nch - 1) * per; /* up then down, pipelined */
 }
 
 static double hier_us(const hc_cluster_t *c, double S, double chunk)

@@ -1,0 +1,54 @@
+# netns_lib.sh - sourced by the multi-host tests and benchmarks: NODES network
+# namespaces joined by veth pairs to a bridge in a namespace of its own, each
+# node's link limited with tc tbf to RATE, and a launcher that starts PPN ranks
+# per namespace. Set NODES, PPN, RATE (default 1gbit), PLACE (block: rank r on
+# node r / PPN; rr: on node r % NODES) and top (the build directory) first.
+: "${NODES:=3}" "${PPN:=2}" "${RATE:=1gbit}" "${PLACE:=block}" "${top:=.}"
+tag=hc$$ sub=10.213.$(($$ % 200 + 20))
+netns_dir=$(mktemp -d /tmp/hcomm-netns.XXXXXX)
+
+netns_cleanup() {
+    for p in $(cat "$netns_dir"/pids 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    for i in $(seq 0 $((NODES - 1))); do ip netns del "${tag}n$i" 2>/dev/null; done
+    ip netns del "${tag}h" 2>/dev/null
+    rm -rf "$netns_dir"
+}
+
+# Prints why the namespaces cannot be built, or nothing; returns non-zero then.
+netns_setup() {
+    [ "$(id -u)" = 0 ] || { echo "needs root for ip netns"; return 1; }
+    command -v ip > /dev/null || { echo "no ip (iproute2)"; return 1; }
+    {
+        ip netns add "${tag}h" && ip -n "${tag}h" link add br0 type bridge &&
+            ip -n "${tag}h" link set br0 up || return 1
+        for i in $(seq 0 $((NODES - 1))); do
+            ns=${tag}n$i
+            ip netns add "$ns" &&
+                ip link add "${tag}a$i" type veth peer name "${tag}b$i" &&
+                ip link set "${tag}a$i" netns "${tag}h" && ip link set "${tag}b$i" netns "$ns" &&
+                ip -n "${tag}h" link set "${tag}a$i" master br0 up &&
+                ip -n "$ns" addr add "$sub.$((i + 1))/24" dev "${tag}b$i" &&
+                ip -n "$ns" link set "${tag}b$i" up && ip -n "$ns" link set lo up &&
+                tc -n "$ns" qdisc add dev "${tag}b$i" root tbf rate "$RATE" burst 256kb latency 50ms ||
+                return 1
+        done
+    } 2> "$netns_dir/setup.err" || { head -1 "$netns_dir/setup.err"; return 1; }
+}
+
+# netns_launch PROG ARGS...: every rank in its namespace, rank 0 the root; rank
+# r's output in $netns_dir/out.r, its log in $netns_dir/log.r; 0 when all exit 0.
+netns_launch() {
+    n=$((NODES * PPN)) port=$((20000 + $$ % 20000))
+    cookie=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+    : > "$netns_dir/pids"
+    for r in $(seq 0 $((n - 1))); do
+        if [ "$PLACE" = rr ]; then node=$((r % NODES)); else node=$((r / PPN)); fi
+        ip netns exec "${tag}n$node" env HCOMM_RANK=$r HCOMM_NRANKS=$n \
+            HCOMM_ROOT="$sub.1:$port" HCOMM_COOKIE="$cookie" HCOMM_SOCKET_IFNAME="${tag}b" \
+            HCOMM_LOG_FILE="$netns_dir/log.$r" "$@" > "$netns_dir/out.$r" 2>&1 &
+        echo $! >> "$netns_dir/pids"
+    done
+    rc=0
+    for p in $(cat "$netns_dir/pids"); do wait "$p" || rc=1; done
+    return $rc
+}

@@ -1,0 +1,34 @@
+#!/bin/sh
+# run_netns.sh - multi-host on one machine (tests/netns/netns_lib.sh): 3
+# namespaces as nodes, 2 ranks each, 1 Gbit/s links. Ranks in one namespace
+# share memory (shm), ranks in different ones talk tcp over the veths. Checks
+# that every collective is exact there and that allreduce picks the
+# hierarchical algorithm by itself (no HCOMM_ALGO). Skips without root or ip.
+top=${top_builddir:-.}
+here=$(dirname "$0")
+check="$top/tests/coll/.libs/coll_check" perf="$top/perf/.libs/hcomm-perf"
+[ -x "$check" ] || check="$top/tests/coll/coll_check"
+[ -x "$perf" ] || perf="$top/perf/hcomm-perf"
+NODES=3 PPN=2
+. "$here/netns_lib.sh"
+trap netns_cleanup EXIT INT TERM
+why=$(netns_setup) || { echo "SKIP: $why"; exit 77; }
+export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=60
+dir=$netns_dir
+
+pass=0 fail=0
+result() { # NAME STATUS
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
+    else fail=$((fail + 1)); echo "FAIL $1"; tail -5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -40; fi
+}
+netns_launch timeout 300 "$check" --quick; result "coll_check --quick on $NODES nodes x $PPN ranks" $?
+HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo,init netns_launch timeout 300 "$perf" all_reduce -b 8 -e 4M -f 8 -n 3 -w 1
+result "hcomm-perf all_reduce on $NODES nodes x $PPN ranks" $?
+tcp=$(grep -c 'connected over tcp' "$dir/log.0") shm=$(grep -c 'connected over shm' "$dir/log.0")
+[ "$tcp" -eq $((PPN * (NODES - 1))) ] && [ "$shm" -eq $((PPN - 1)) ]
+result "rank 0: $tcp tcp and $shm shm connections" $?
+grep 'allreduce of' "$dir/log.0" | sed 's/.*allreduce of/  allreduce of/' | sort -u | sort -t' ' -k5n
+grep -q 'allreduce of .*: hier' "$dir/log.0"
+result "hierarchical allreduce selected without HCOMM_ALGO" $?
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
