@@ -32,10 +32,11 @@ write_topo "$dir/rr3x2.xml" 0,3 1,4 2,5
 write_topo "$dir/uneven.xml" 3 0,2,5 1,4
 
 pass=0 fail=0
-one() { # NRANKS FILE ALGO [coll_check args]
+one() { # NRANKS FILE ALGO [coll_check args]; FILE "-": no file (one node)
     n=$1 file=$2 algo=$3; shift 3
-    log="$dir/log"
-    if HCOMM_TOPO_FILE="$dir/$file" HCOMM_ALGO="$algo" timeout 300 "$run" -n "$n" --timeout 280 \
+    log="$dir/log" tf="$dir/$file"
+    [ "$file" = - ] && tf=
+    if HCOMM_TOPO_FILE="$tf" HCOMM_ALGO="$algo" timeout 300 "$run" -n "$n" --timeout 280 \
         "$check" "$@" > "$log" 2>&1; then
         pass=$((pass + 1)); echo "PASS n=$n $file HCOMM_ALGO=$algo $*"
     else
@@ -53,6 +54,15 @@ for f in rr2x2.xml:4 uneven.xml:6; do
     one "${f#*:}" "${f%:*}" "allreduce:rabenseifner,allgather:bruck" --quick
     one "${f#*:}" "${f%:*}" "ring" --quick
 done
+# the same algorithms inside one node, over shm only and over tcp only
+plan="allreduce:hier,broadcast:tree,reduce:hier,allgather:hier,reduce_scatter:hier"
+export HCOMM_TRANSPORT=shm
+one 4 - "$plan" --quick
+one 5 - "allreduce:tree,reduce:tree,allgather:bruck" --quick
+export HCOMM_TRANSPORT=tcp
+one 3 - "$plan" --quick
+one 4 - "allreduce:rabenseifner" --quick
+unset HCOMM_TRANSPORT
 
 # the file's nodes decide the transports: tcp between virtual nodes, shm inside
 HCOMM_TOPO_FILE="$dir/rr2x2.xml" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=init \
