@@ -122,22 +122,8 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 /* Same host_hash = same kernel, network namespace and /dev/shm. */
 static void comm_self_info(hc_peer_info_t *self, int rank)
 {
-    char buf[256] = "";
     memset(self, 0, sizeof(*self));
-    gethostname(self->hostname, sizeof(self->hostname) - 1);
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, self->hostname);
-    FILE    *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-        if (fgets(buf, sizeof(buf), f) != NULL)
-            h = fnv1a(h, buf);
-        fclose(f);
-    }
-    ssize_t n = readlink("/proc/self/ns/net", buf, sizeof(buf) - 1);
-    if (n > 0) {
-        buf[n] = '\0';
-        h      = fnv1a(h, buf);
-    }
-    self->host_hash = h;
+    self->host_hash = hc_topo_host_identity(self->hostname, sizeof(self->hostname));
     self->pid       = (int32_t)getpid();
     self->rank      = rank;
 }

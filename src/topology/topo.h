@@ -64,6 +64,11 @@ typedef struct hc_cluster {
     hc_rank_topo_t *ranks;         /* [nranks] or NULL (synthetic models) */
 } hc_cluster_t;
 
+/* This process's host identity: a hash of hostname, kernel boot id and network
+ * namespace (equal: same kernel, same /dev/shm, same network stack); also
+ * writes the hostname (size bytes). The communicator and discovery share it. */
+uint64_t hc_topo_host_identity(char *hostname, size_t size);
+
 /* Fills *self by discovering the calling process with hwloc. */
 hcomm_status_t hc_topo_discover(hc_rank_topo_t *self);
 

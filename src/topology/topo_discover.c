@@ -19,12 +19,12 @@ static uint64_t topo_fnv1a(uint64_t h, const char *s)
     return h;
 }
 
-/* Must agree with comm_self_info (src/core/comm.c): hostname, boot id, netns. */
-static void topo_host_identity(hc_rank_topo_t *self)
+uint64_t hc_topo_host_identity(char *hostname, size_t size)
 {
     char buf[256] = "";
-    gethostname(self->hostname, sizeof(self->hostname) - 1);
-    uint64_t h = topo_fnv1a(0xcbf29ce484222325ull, self->hostname);
+    memset(hostname, 0, size);
+    gethostname(hostname, size - 1);
+    uint64_t h = topo_fnv1a(0xcbf29ce484222325ull, hostname);
     FILE    *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f != NULL) {
         if (fgets(buf, sizeof(buf), f) != NULL)
@@ -36,7 +36,7 @@ static void topo_host_identity(hc_rank_topo_t *self)
         buf[n] = '\0';
         h      = topo_fnv1a(h, buf);
     }
-    self->host_hash = h;
+    return h;
 }
 
 /* /sys/class/net/<if>/speed is in Mb/s; -1 or absent means unknown (0). */
@@ -153,7 +153,7 @@ hcomm_status_t hc_topo_discover(hc_rank_topo_t *self)
     if (self == NULL)
         return HCOMM_ERR_INVALID_ARG;
     memset(&t, 0, sizeof(t));
-    topo_host_identity(&t);
+    t.host_hash = hc_topo_host_identity(t.hostname, sizeof(t.hostname));
     if (hwloc_topology_init(&topo) != 0) {
         hc_error(INIT, "hwloc_topology_init: %s", strerror(errno));
         return HCOMM_ERR_SYSTEM;
