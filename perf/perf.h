@@ -47,6 +47,7 @@ typedef struct {
     hcomm_dtype_t dtypes[HCOMM_DTYPE_COUNT];
     int           nops;
     int           ops[HCOMM_OP_COUNT]; /* hcomm_op_t, or PERF_OP_NONE */
+    const char   *tune_file;  /* --tune[=FILE]: sweep algorithms, write a tuning file */
 } perf_args_t;
 
 /* One rank's benchmark state. */
@@ -74,6 +75,10 @@ typedef struct {
 
 /* perf_args.c: returns 0, or the exit status to use (0 after --help, 2 on bad usage). */
 int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done);
+
+/* hcomm-perf --tune: reruns this program once per candidate algorithm and chunk
+ * size, keeps the fastest per size, writes a->tune_file. */
+int perf_tune(int argc, char **argv, const perf_args_t *a);
 
 /* perf_coll.c */
 const char *perf_coll_name(perf_coll_t coll);

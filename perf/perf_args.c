@@ -44,6 +44,9 @@ static void usage(FILE *f)
         "Own options:\n"
         "      --ranks N            ranks to fork when started alone (default 2)\n"
         "      --params             list every HCOMM_* variable: value, default, meaning\n"
+        "      --tune[=FILE]        run the sweep once per algorithm and chunk size, keep the\n"
+        "                           fastest per size and write FILE (default hcomm_tuning.txt);\n"
+        "                           use it with HCOMM_TUNING_FILE=FILE (alone mode only)\n"
         "  -h, --help               show this help\n"
         "Process model: under hcomm-run (HCOMM_RANK set) the ranks are the launched processes\n"
         "(hcomm_comm_init_env); under mpirun, MPI bootstraps the communicator when hcomm-perf\n"
@@ -274,6 +277,7 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         {"ranks", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {"params", no_argument, NULL, 'P'},
+        {"tune", optional_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     int c, idx, step_given = 0, factor_given = 0;
@@ -292,6 +296,10 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         if (c == '?' || c == ':') {
             fprintf(stderr, PERF_TAG ": try 'hcomm-perf --help'\n");
             return 2;
+        }
+        if (c == 'T') {
+            a->tune_file = optarg != NULL ? optarg : "hcomm_tuning.txt";
+            continue;
         }
         step_given |= c == 'i';
         if (apply_opt(c, optarg, a, &factor_given) != 0) {

@@ -144,6 +144,8 @@ int main(int argc, char **argv)
 
     if (rc != 0 || done)
         return rc;
+    if (a.tune_file != NULL)
+        return perf_tune(argc, argv, &a);
     if (getenv("HCOMM_RANK") != NULL)
         return run_env(&a);
     if (getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL) {

@@ -7,6 +7,7 @@
 #include "core/comm.h"
 #include "algorithms/algo_plan.h"
 #include "core/log.h"
+#include "core/tuning.h"
 #include "topology/cost.h"
 
 hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size)
@@ -37,17 +38,23 @@ static const hc_algo_t cost_to_algo[HC_COST_ALGO_COUNT] = {
     [HC_COST_RABENSEIFNER] = HC_ALGO_RABENSEIFNER, [HC_COST_TREE] = HC_ALGO_TREE,
     [HC_COST_HIER] = HC_ALGO_HIER};
 
-/* HCOMM_ALGO first; inside one node the measured size rule; across nodes the
- * cost model picks the allreduce algorithm. */
+/* HCOMM_ALGO first, then the tuning file; inside one node the measured size
+ * rule; across nodes the cost model picks the allreduce algorithm. */
 static hc_algo_t comm_select(hcomm_comm_t comm, const hc_coll_args_t *args,
-                             const hc_params_t *p)
+                             const hc_params_t *p, size_t *chunk)
 {
-    hc_algo_t forced = hc_algo_forced(args, p);
+    hc_algo_t forced = hc_algo_forced(args, p), tuned;
+    size_t    tchunk;
+    *chunk = p->chunk_bytes;
     if (forced != HC_ALGO_AUTO)
         return forced;
+    size_t bytes = args->count * hcomm_dtype_size(args->dtype);
+    if (hc_tuning_lookup(args->coll, comm->nranks, bytes, &tuned, &tchunk) == 0) {
+        *chunk = tchunk != 0 ? tchunk : p->chunk_bytes;
+        return tuned;
+    }
     if (comm->cluster == NULL || comm->cluster->nnodes < 2 || args->coll != HC_COLL_ALLREDUCE)
         return hc_algo_select(args, comm->nranks, p);
-    size_t bytes = args->count * hcomm_dtype_size(args->dtype);
     int    best  = HC_COST_RING;
     double tbest = hc_cost_allreduce_us(comm->cluster, HC_COST_RING, bytes, p->chunk_bytes);
     for (int a = 1; a < HC_COST_ALGO_COUNT; a++) {
@@ -88,22 +95,22 @@ static hcomm_status_t comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, 
 hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
                                  hc_sched_t **sched_p, int *owned_p)
 {
-    const hc_params_t *p     = hc_params_get();
-    size_t             chunk = p->chunk_bytes;
+    const hc_params_t *p      = hc_params_get();
+    size_t             chunk;
     int                victim = 0;
 
     /* the algorithm follows from args and the parameters, so a repeat of the
      * last call needs no selection */
     if (comm->cache_mru < comm->ncache) {
         hc_sched_cache_entry_t *e = &comm->cache[comm->cache_mru];
-        if (cache_match(e, args, e->algo, chunk) && e->algo_setting == p->algo) {
+        if (cache_match(e, args, e->algo, e->chunk_bytes) && e->algo_setting == p->algo) {
             e->last_use = ++comm->cache_clock;
             *sched_p    = e->sched;
             *owned_p = 0;
             return HCOMM_SUCCESS;
         }
     }
-    hc_algo_t algo = comm_select(comm, args, p);
+    hc_algo_t algo = comm_select(comm, args, p, &chunk);
     for (int i = 0; i < comm->ncache; i++) {
         hc_sched_cache_entry_t *e = &comm->cache[i];
         if (cache_match(e, args, algo, chunk)) {

@@ -1,0 +1,165 @@
+/* perf_tune.c - hcomm-perf --tune: the same sweep, once per candidate algorithm
+ * and chunk size (this program re-executed with HCOMM_ALGO and
+ * HCOMM_CHUNK_BYTES set), then the fastest choice per size, written as a tuning
+ * file that HCOMM_TUNING_FILE makes selection prefer (docs/tuning.md). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "perf.h"
+
+#define TUNE_MAX_SIZES 64
+
+typedef struct tune_best {
+    size_t bytes;
+    double time_us;
+    int    algo, chunk;
+} tune_best_t;
+
+/* hcomm's name of each benchmark and the algorithms worth trying for it. */
+static const struct {
+    const char *coll;
+    const char *algos[6];
+} tune_cands[PERF_COLL_COUNT] = {
+    [PERF_ALL_REDUCE]     = {"allreduce", {"rd", "ring", "rabenseifner", "tree", "hier"}},
+    [PERF_ALL_GATHER]     = {"allgather", {"ring", "bruck", "hier"}},
+    [PERF_REDUCE_SCATTER] = {"reduce_scatter", {"ring", "hier"}},
+    [PERF_BROADCAST]      = {"broadcast", {"chain", "tree", "hier"}},
+    [PERF_REDUCE]         = {"reduce", {"chain", "tree", "hier"}},
+};
+static const char *const tune_chunks[] = {"64K", "256K", "1M"};
+static const size_t      tune_chunk_bytes[] = {64 << 10, 256 << 10, 1 << 20};
+#define TUNE_NCHUNKS 3
+
+/* Runs argv with the given env; parses (size, out-of-place time) rows. */
+static int tune_run(char **argv, const char *algo, const char *chunk, size_t *sizes,
+                    double *times, int *n)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        setenv("HCOMM_ALGO", algo, 1);
+        setenv("HCOMM_CHUNK_BYTES", chunk, 1);
+        unsetenv("HCOMM_TUNING_FILE");
+        dup2(fd[1], STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    char  line[512];
+    *n = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        size_t bytes;
+        double t;
+        if (line[0] == '#' || *n == TUNE_MAX_SIZES)
+            continue;
+        if (sscanf(line, " %zu %*s %*s %*s %*s %lf", &bytes, &t) == 2)
+            sizes[*n] = bytes, times[(*n)++] = t;
+    }
+    if (f != NULL)
+        fclose(f);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* argv without --tune, with -c 0 (timing only) appended. */
+static char **tune_argv(int argc, char **argv)
+{
+    char **v = calloc((size_t)argc + 3, sizeof(char *));
+    int    k = 0;
+    if (v == NULL)
+        return NULL;
+    for (int i = 0; i < argc; i++)
+        if (strncmp(argv[i], "--tune", 6) != 0)
+            v[k++] = argv[i];
+    v[k++] = "-c";
+    v[k++] = "0";
+    return v;
+}
+
+static int tune_write(const perf_args_t *a, const tune_best_t *best, int nsizes, int ci)
+{
+    FILE *f = fopen(a->tune_file, "w");
+    if (f == NULL) {
+        perror(a->tune_file);
+        return 1;
+    }
+    fprintf(f, "# hcomm tuning file, written by hcomm-perf %s --tune on %d ranks\n"
+               "# collective nranks min_bytes max_bytes algorithm chunk_bytes\n",
+            perf_coll_name(a->coll), a->fork_ranks);
+    size_t lo = 0;
+    for (int i = 0; i < nsizes; i++) {
+        int last = i + 1 == nsizes;
+        if (!last && best[i + 1].algo == best[i].algo && best[i + 1].chunk == best[i].chunk)
+            continue; /* merged with the next size */
+        size_t hi = last ? SIZE_MAX : best[i].bytes;
+        fprintf(f, "%s %d %zu %zu %s %zu\n", tune_cands[ci].coll, a->fork_ranks, lo, hi,
+                tune_cands[ci].algos[best[i].algo], tune_chunk_bytes[best[i].chunk]);
+        lo = hi + 1;
+    }
+    fclose(f);
+    return 0;
+}
+
+int perf_tune(int argc, char **argv, const perf_args_t *a)
+{
+    int ci = (int)a->coll;
+    if (tune_cands[ci].coll == NULL || getenv("HCOMM_RANK") != NULL) {
+        fprintf(stderr, PERF_TAG ": --tune runs alone (it forks the ranks) for all_reduce, "
+                                 "all_gather, reduce_scatter, broadcast and reduce\n");
+        return 2;
+    }
+    char      **v = tune_argv(argc, argv);
+    tune_best_t best[TUNE_MAX_SIZES];
+    size_t      sizes[TUNE_MAX_SIZES];
+    double      times[TUNE_MAX_SIZES];
+    int         nsizes = 0, n;
+    if (v == NULL)
+        return 1;
+    printf("# %-14s %6s %12s %12s\n", "algorithm", "chunk", "size", "time(us)");
+    for (int al = 0; al < 6 && tune_cands[ci].algos[al] != NULL; al++) {
+        for (int ch = 0; ch < TUNE_NCHUNKS; ch++) {
+            char spec[64];
+            snprintf(spec, sizeof(spec), "%s:%s", tune_cands[ci].coll, tune_cands[ci].algos[al]);
+            if (tune_run(v, spec, tune_chunks[ch], sizes, times, &n) != 0 || n == 0) {
+                fprintf(stderr, PERF_TAG ": --tune: %s chunk %s failed; skipped\n", spec,
+                        tune_chunks[ch]);
+                continue;
+            }
+            for (int i = 0; i < n; i++) {
+                printf("  %-14s %6s %12zu %12.2f\n", tune_cands[ci].algos[al], tune_chunks[ch],
+                       sizes[i], times[i]);
+                if (nsizes == 0 || (i < nsizes && times[i] < best[i].time_us) || i >= nsizes)
+                    best[i] = (tune_best_t){sizes[i], times[i], al, ch};
+            }
+            nsizes = n > nsizes ? n : nsizes;
+        }
+    }
+    free(v);
+    if (nsizes == 0) {
+        fprintf(stderr, PERF_TAG ": --tune: no run succeeded\n");
+        return 1;
+    }
+    printf("# best per size\n");
+    for (int i = 0; i < nsizes; i++)
+        printf("  %12zu %-14s %6s %12.2f\n", best[i].bytes, tune_cands[ci].algos[best[i].algo],
+               tune_chunks[best[i].chunk], best[i].time_us);
+    int rc = tune_write(a, best, nsizes, ci);
+    if (rc == 0)
+        printf("# wrote %s: use it with HCOMM_TUNING_FILE=%s\n", a->tune_file, a->tune_file);
+    return rc;
+}

@@ -1,0 +1,106 @@
+/* tuning.c - reads the tuning file once and answers lookups from it. */
+#include "core/tuning.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/params.h"
+
+typedef struct tuning_entry {
+    hc_coll_t coll;
+    int       nranks;
+    size_t    lo, hi; /* bytes, inclusive */
+    hc_algo_t algo;
+    size_t    chunk;
+} tuning_entry_t;
+
+#define TUNING_MAX 1024
+
+static tuning_entry_t  tuning[TUNING_MAX];
+static int             ntuning;
+static pthread_once_t  tuning_once = PTHREAD_ONCE_INIT;
+
+static int tuning_coll(const char *name, hc_coll_t *coll)
+{
+    for (int c = 0; c < HC_COLL_COUNT; c++)
+        if (strcmp(name, hc_coll_name((hc_coll_t)c)) == 0) {
+            *coll = (hc_coll_t)c;
+            return 0;
+        }
+    return -1;
+}
+
+/* One "coll nranks min max algo chunk" line into *e; 0 on success. */
+static int tuning_line(const char *line, tuning_entry_t *e)
+{
+    char               coll[32], algo[32];
+    unsigned long long lo, hi, chunk;
+    int                nranks, used = 0;
+    if (sscanf(line, " %31s %d %llu %llu %31s %llu %n", coll, &nranks, &lo, &hi, algo, &chunk,
+               &used) != 6 || line[used] != '\0')
+        return -1;
+    if (tuning_coll(coll, &e->coll) != 0 || nranks < 1 || lo > hi)
+        return -1;
+    e->algo = hc_algo_parse(algo);
+    if (e->algo == HC_ALGO_COUNT || e->algo == HC_ALGO_AUTO)
+        return -1;
+    e->nranks = nranks;
+    e->lo     = (size_t)lo;
+    e->hi     = hi > SIZE_MAX ? SIZE_MAX : (size_t)hi;
+    e->chunk  = (size_t)chunk;
+    return 0;
+}
+
+int hc_tuning_parse(FILE *f, const char *path)
+{
+    char line[256];
+    int  n = 0, lineno = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = '\0';
+        const char *p = line + strspn(line, " \t");
+        if (*p == '\0' || *p == '#')
+            continue;
+        if (n == TUNING_MAX || tuning_line(p, &tuning[n]) != 0) {
+            hc_warn(ALGO, "tuning file %s:%d: %s; the file is ignored", path, lineno,
+                    n == TUNING_MAX ? "too many entries" : "expected: coll nranks min max algo chunk");
+            ntuning = 0;
+            return -1;
+        }
+        n++;
+    }
+    ntuning = n;
+    return n;
+}
+
+static void tuning_load(void)
+{
+    const char *path = hc_params_get()->tuning_file;
+    if (path[0] == '\0')
+        return;
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        hc_warn(ALGO, "HCOMM_TUNING_FILE %s: cannot open it; built-in selection", path);
+        return;
+    }
+    if (hc_tuning_parse(f, path) >= 0)
+        hc_info(ALGO, "tuning file %s: %d entries", path, ntuning);
+    fclose(f);
+}
+
+int hc_tuning_lookup(hc_coll_t coll, int nranks, size_t bytes, hc_algo_t *algo, size_t *chunk)
+{
+    pthread_once(&tuning_once, tuning_load);
+    for (int i = 0; i < ntuning; i++) {
+        const tuning_entry_t *e = &tuning[i];
+        if (e->coll == coll && e->nranks == nranks && bytes >= e->lo && bytes <= e->hi) {
+            *algo  = e->algo;
+            *chunk = e->chunk;
+            return 0;
+        }
+    }
+    return -1;
+}
