@@ -115,6 +115,37 @@ static int tune_write(const perf_args_t *a, const tune_best_t *best, int nsizes,
     return 0;
 }
 
+#define TUNE_ROUNDS 3 /* every candidate runs once per round: noise hits all alike */
+#define TUNE_MAX_CANDS (6 * TUNE_NCHUNKS)
+
+/* Runs every candidate TUNE_ROUNDS times, interleaved, keeping each one's
+ * fastest time per size; returns the number of sizes. */
+static int tune_measure(char **v, int ci, double best_t[][TUNE_MAX_SIZES], size_t *sizes)
+{
+    size_t sz[TUNE_MAX_SIZES];
+    double tm[TUNE_MAX_SIZES];
+    int    nsizes = 0, n;
+    for (int round = 0; round < TUNE_ROUNDS; round++)
+        for (int al = 0; al < 6 && tune_cands[ci].algos[al] != NULL; al++)
+            for (int ch = 0; ch < TUNE_NCHUNKS; ch++) {
+                char spec[64];
+                snprintf(spec, sizeof(spec), "%s:%s", tune_cands[ci].coll, tune_cands[ci].algos[al]);
+                if (tune_run(v, spec, tune_chunks[ch], sz, tm, &n) != 0 || n == 0) {
+                    fprintf(stderr, PERF_TAG ": --tune: %s chunk %s failed; skipped\n", spec,
+                            tune_chunks[ch]);
+                    continue;
+                }
+                for (int i = 0; i < n; i++) {
+                    double *b = &best_t[al * TUNE_NCHUNKS + ch][i];
+                    if (round == 0 || *b <= 0 || tm[i] < *b)
+                        *b = tm[i];
+                    sizes[i] = sz[i];
+                }
+                nsizes = n > nsizes ? n : nsizes;
+            }
+    return nsizes;
+}
+
 int perf_tune(int argc, char **argv, const perf_args_t *a)
 {
     int ci = (int)a->coll;
@@ -123,36 +154,31 @@ int perf_tune(int argc, char **argv, const perf_args_t *a)
                                  "all_gather, reduce_scatter, broadcast and reduce\n");
         return 2;
     }
-    char      **v = tune_argv(argc, argv);
-    tune_best_t best[TUNE_MAX_SIZES];
-    size_t      sizes[TUNE_MAX_SIZES];
-    double      times[TUNE_MAX_SIZES];
-    int         nsizes = 0, n;
+    static double times[TUNE_MAX_CANDS][TUNE_MAX_SIZES];
+    size_t        sizes[TUNE_MAX_SIZES];
+    tune_best_t   best[TUNE_MAX_SIZES];
+    char        **v = tune_argv(argc, argv);
     if (v == NULL)
         return 1;
-    printf("# %-14s %6s %12s %12s\n", "algorithm", "chunk", "size", "time(us)");
-    for (int al = 0; al < 6 && tune_cands[ci].algos[al] != NULL; al++) {
-        for (int ch = 0; ch < TUNE_NCHUNKS; ch++) {
-            char spec[64];
-            snprintf(spec, sizeof(spec), "%s:%s", tune_cands[ci].coll, tune_cands[ci].algos[al]);
-            if (tune_run(v, spec, tune_chunks[ch], sizes, times, &n) != 0 || n == 0) {
-                fprintf(stderr, PERF_TAG ": --tune: %s chunk %s failed; skipped\n", spec,
-                        tune_chunks[ch]);
-                continue;
-            }
-            for (int i = 0; i < n; i++) {
-                printf("  %-14s %6s %12zu %12.2f\n", tune_cands[ci].algos[al], tune_chunks[ch],
-                       sizes[i], times[i]);
-                if (nsizes == 0 || (i < nsizes && times[i] < best[i].time_us) || i >= nsizes)
-                    best[i] = (tune_best_t){sizes[i], times[i], al, ch};
-            }
-            nsizes = n > nsizes ? n : nsizes;
-        }
-    }
+    int nsizes = tune_measure(v, ci, times, sizes);
     free(v);
     if (nsizes == 0) {
         fprintf(stderr, PERF_TAG ": --tune: no run succeeded\n");
         return 1;
+    }
+    printf("# fastest of %d interleaved runs, out-of-place time (us)\n# %-14s %6s %12s %12s\n",
+           TUNE_ROUNDS, "algorithm", "chunk", "size", "time");
+    for (int i = 0; i < nsizes; i++) {
+        best[i] = (tune_best_t){sizes[i], 0, -1, 0};
+        for (int c = 0; c < TUNE_MAX_CANDS; c++) {
+            int al = c / TUNE_NCHUNKS, ch = c % TUNE_NCHUNKS;
+            if (al >= 6 || tune_cands[ci].algos[al] == NULL || times[c][i] <= 0)
+                continue;
+            printf("  %-14s %6s %12zu %12.2f\n", tune_cands[ci].algos[al], tune_chunks[ch],
+                   sizes[i], times[c][i]);
+            if (best[i].algo < 0 || times[c][i] < best[i].time_us)
+                best[i] = (tune_best_t){sizes[i], times[c][i], al, ch};
+        }
     }
     printf("# best per size\n");
     for (int i = 0; i < nsizes; i++)
