@@ -106,7 +106,7 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
         if (cache_match(e, args, e->algo, e->chunk_bytes) && e->algo_setting == p->algo) {
             e->last_use = ++comm->cache_clock;
             *sched_p    = e->sched;
-            *owned_p = 0;
+            *owned_p    = 0;
             return HCOMM_SUCCESS;
         }
     }
@@ -117,7 +117,7 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
             e->last_use     = ++comm->cache_clock;
             comm->cache_mru = i;
             *sched_p        = e->sched;
-            *owned_p    = 0;
+            *owned_p        = 0;
             return HCOMM_SUCCESS;
         }
         if (e->last_use < comm->cache[victim].last_use)
@@ -151,6 +151,7 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
     comm->cache[victim] = (hc_sched_cache_entry_t){
         .args = *args, .algo = algo, .algo_setting = p->algo, .chunk_bytes = chunk, .sched = s,
         .last_use = ++comm->cache_clock};
+    comm->cache_mru = victim;
     return HCOMM_SUCCESS;
 }
 
