@@ -215,8 +215,10 @@ static void comm_set_spin(hcomm_comm_t c)
     int       ncpu = 0, local = 0;
     if (sched_getaffinity(0, sizeof(set), &set) == 0)
         ncpu = CPU_COUNT(&set);
+    /* by hostname, not host_hash: ranks in other network namespaces or on
+     * virtual nodes of this host still share its CPUs */
     for (int r = 0; r < c->nranks && c->peers != NULL; r++)
-        local += c->peers[r].host_hash == c->peers[c->rank].host_hash;
+        local += strcmp(c->peers[r].hostname, c->peers[c->rank].hostname) == 0;
     c->spin = hc_params_get()->spin_count;
     if (ncpu > 0 && local > ncpu) {
         c->spin = 0;
@@ -341,6 +343,8 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
     c->host_ids       = NULL;
     if (st == HCOMM_SUCCESS && registry_add(c) != 0)
         st = HCOMM_ERR_NO_MEMORY;
+    else if (st == HCOMM_SUCCESS && (st = hc_comm_calibrate(c)) != HCOMM_SUCCESS)
+        registry_remove(c);
     if (st != HCOMM_SUCCESS) {
         hc_error(INIT, "rank %d of %d: init failed: %s", rank, nranks, hcomm_status_str(st));
         comm_free(c);

@@ -113,6 +113,9 @@ hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, cons
 hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
                                   hc_peer_info_t *peers, int inherited);
 void           hc_comm_topo_free(hcomm_comm_t comm);
+/* Measures the cross-node link into comm->cluster when ranks span nodes and no
+ * topology file gave the costs (HCOMM_CALIBRATE); collective. */
+hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm);
 
 /* Groups (group.c). */
 int            hc_group_active(void);

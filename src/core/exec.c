@@ -26,6 +26,13 @@ double hc_exec_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double hc_exec_now_precise(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Grows *p to hold n elements of size sz; keeps old contents. */
 static int exec_grow(void **p, size_t n, size_t sz)
 {

@@ -1,0 +1,81 @@
+/* comm_calibrate.c - measures the cross-node link at init (when the ranks span
+ * nodes and no topology file gave the costs): rank 0 and the first rank of
+ * another node ping-pong small and large messages, and every rank takes the
+ * measured latency and bandwidth into its cluster model, where the cost model
+ * and selection read them. */
+#include <stdlib.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+
+#define CAL_SMALL_ROUNDS 20
+#define CAL_BIG_BYTES    ((size_t)1 << 20)
+#define CAL_BIG_ROUNDS   3
+
+/* Round trips of bytes between rank 0 and peer; returns seconds per round trip. */
+static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_t bytes,
+                                   int rounds, double *rtt)
+{
+    hcomm_status_t st = HCOMM_SUCCESS;
+    double         t0 = 0;
+    for (int i = -1; i < rounds && st == HCOMM_SUCCESS; i++) { /* round -1 warms up */
+        if (i == 0)
+            t0 = hc_exec_now_precise();
+        if (comm->rank == 0) {
+            st = hcomm_send(buf, bytes, HCOMM_UINT8, peer, comm, NULL);
+            if (st == HCOMM_SUCCESS)
+                st = hcomm_recv(buf, bytes, HCOMM_UINT8, peer, comm, NULL);
+        } else {
+            st = hcomm_recv(buf, bytes, HCOMM_UINT8, 0, comm, NULL);
+            if (st == HCOMM_SUCCESS)
+                st = hcomm_send(buf, bytes, HCOMM_UINT8, 0, comm, NULL);
+        }
+    }
+    *rtt = (hc_exec_now_precise() - t0) / rounds;
+    return st;
+}
+
+hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm)
+{
+    const hc_cluster_t *cl = comm->cluster;
+    if (cl == NULL || cl->nnodes < 2 || hc_params_get()->topo_file[0] != '\0' ||
+        !hc_params_get()->calibrate)
+        return HCOMM_SUCCESS;
+    int peer = cl->node_ranks[cl->node_first[1]]; /* first rank of node 1 */
+    double link[2] = {0, 0};                      /* alpha us, bandwidth GB/s */
+    hcomm_status_t st = HCOMM_SUCCESS;
+    if (comm->rank == 0 || comm->rank == peer) {
+        void *buf = calloc(1, CAL_BIG_BYTES);
+        double small, big;
+        if (buf == NULL)
+            return HCOMM_ERR_NO_MEMORY;
+        st = cal_pingpong(comm, comm->rank == 0 ? peer : 0, buf, 8, CAL_SMALL_ROUNDS, &small);
+        if (st == HCOMM_SUCCESS)
+            st = cal_pingpong(comm, comm->rank == 0 ? peer : 0, buf, CAL_BIG_BYTES,
+                              CAL_BIG_ROUNDS, &big);
+        free(buf);
+        if (st == HCOMM_SUCCESS && big > small) {
+            link[0] = small / 2 * 1e6;
+            link[1] = (double)CAL_BIG_BYTES / ((big - small) / 2) / 1e9;
+        }
+    }
+    /* rank 0's figures to everyone over the bootstrap ring, whose waits sleep in
+     * poll(): ranks that take no part leave the CPUs to the two that measure.
+     * Everyone takes part, so a failure above cannot leave a rank waiting. */
+    double *all = calloc((size_t)comm->nranks * 2, sizeof(double));
+    if (all == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    all[2 * comm->rank]     = link[0];
+    all[2 * comm->rank + 1] = link[1];
+    hcomm_status_t bst = hc_bootstrap_allgather(comm->bs, all, 2 * sizeof(double));
+    link[0] = all[0], link[1] = all[1];
+    free(all);
+    if (st == HCOMM_SUCCESS)
+        st = bst;
+    if (st == HCOMM_SUCCESS && link[1] > 0) {
+        comm->cluster->link[HC_LINK_CROSS_NODE].alpha_us = link[0];
+        comm->cluster->link[HC_LINK_CROSS_NODE].bw_gbps  = link[1];
+        hc_info(INIT, "cross-node link measured: %.1f us, %.3f GB/s", link[0], link[1]);
+    }
+    return st;
+}
