@@ -164,12 +164,12 @@ static hcomm_status_t ring_accept(hc_bootstrap_t *bs, int lfd, double deadline)
         if (st != HCOMM_SUCCESS)
             return st;
         hc_bootstrap_addr_str((struct sockaddr *)&pa, ps, sizeof(ps));
-        double now = hc_bootstrap_now();
+        double now = hc_clock_now();
         double dl  = now + RING_HELLO_TIMEOUT < deadline ? now + RING_HELLO_TIMEOUT : deadline;
         st         = hc_bootstrap_recv_all(fd, &h, sizeof(h), dl, pred);
         if (st != HCOMM_SUCCESS) {
             close(fd);
-            if (hc_bootstrap_now() >= deadline)
+            if (hc_clock_now() >= deadline)
                 return HCOMM_ERR_TIMEOUT;
             continue;
         }
@@ -219,7 +219,7 @@ hcomm_status_t hc_bootstrap_init(const hcomm_unique_id_t *id, int nranks, int ra
         return HCOMM_ERR_INVALID_RANK;
     if ((st = ring_read_id(id, &uid)) != HCOMM_SUCCESS)
         return st;
-    double          deadline = hc_bootstrap_now() + timeout;
+    double          deadline = hc_clock_now() + timeout;
     hc_bootstrap_t *bs       = calloc(1, sizeof(*bs));
     if (bs == NULL || (bs->scratch = malloc((size_t)nranks)) == NULL) {
         hc_error(BOOT, "rank %d: out of memory for the bootstrap", rank);

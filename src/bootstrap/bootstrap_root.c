@@ -214,7 +214,7 @@ static void root_accept(root_state_t *st)
         root_conn_t *c = &st->pending[st->npending++];
         memset(c, 0, sizeof(*c));
         c->fd      = fd;
-        double now = hc_bootstrap_now();
+        double now = hc_clock_now();
         c->deadline =
             now + ROOT_HELLO_TIMEOUT < st->deadline ? now + ROOT_HELLO_TIMEOUT : st->deadline;
         hc_bootstrap_addr_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
@@ -225,7 +225,7 @@ static void root_accept(root_state_t *st)
 static int root_poll(root_state_t *st)
 {
     struct pollfd pfd[ROOT_MAX_PENDING + 1];
-    double        now   = hc_bootstrap_now();
+    double        now   = hc_clock_now();
     double        until = st->deadline;
     for (int i = st->npending - 1; i >= 0; i--) {
         if (st->pending[i].deadline <= now) {
@@ -260,7 +260,7 @@ static int root_poll(root_state_t *st)
 /* Everyone is in: each rank learns where its successor listens. */
 static void root_finish(root_state_t *st)
 {
-    double deadline = hc_bootstrap_now() + ROOT_HELLO_TIMEOUT;
+    double deadline = hc_clock_now() + ROOT_HELLO_TIMEOUT;
     for (int r = 0; r < st->nranks; r++) {
         hc_bootstrap_reply_t rep;
         memset(&rep, 0, sizeof(rep));
@@ -313,7 +313,7 @@ static void *root_thread(void *arg)
 {
     root_state_t *st = arg;
     while (st->nranks == 0 || st->njoined < st->nranks) {
-        if (hc_bootstrap_now() >= st->deadline) {
+        if (hc_clock_now() >= st->deadline) {
             root_timed_out(st);
             goto out;
         }
@@ -407,7 +407,7 @@ hcomm_status_t hc_bootstrap_root_start(const char *bind_addr, const uint8_t cook
     blen = bound.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     hc_bootstrap_addr_str((struct sockaddr *)&bound, st->name, sizeof(st->name));
     st->timeout  = hc_params_get()->timeout;
-    st->deadline = hc_bootstrap_now() + st->timeout;
+    st->deadline = hc_clock_now() + st->timeout;
     hcomm_unique_id_t out;
     uid_fill(&out, st->cookie, (struct sockaddr *)&bound, blen);
     /* Logged first: once spawned, the thread owns st. */

@@ -26,13 +26,6 @@ _Static_assert(sizeof(hc_bootstrap_ring_hello_t) == 24, "ring hello layout");
 
 #define PEER_STRLEN 24
 
-double hc_bootstrap_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int hc_bootstrap_cookie_eq(const uint8_t *a, const uint8_t *b)
 {
     uint8_t diff = 0;
@@ -78,21 +71,11 @@ static hcomm_status_t sock_fail(const char *what, int peer, int err)
     return errno_status(err);
 }
 
-/* Milliseconds left before deadline for poll, rounded up; -1 when passed. */
-static int ms_left(double deadline)
-{
-    double left = deadline - hc_bootstrap_now();
-    if (left <= 0)
-        return -1;
-    double ms = left * 1000.0 + 1.0;
-    return ms > (double)INT_MAX ? INT_MAX : (int)ms;
-}
-
 /* Waits for events on fd; 0 when ready, ETIMEDOUT at the deadline, else errno. */
 static int wait_fd(int fd, short events, double deadline)
 {
     for (;;) {
-        int ms = ms_left(deadline);
+        int ms = hc_clock_ms_left(deadline);
         if (ms < 0)
             return ETIMEDOUT;
         struct pollfd pfd = {.fd = fd, .events = events};
@@ -372,7 +355,7 @@ static int connect_once(int fd, const struct sockaddr *sa, socklen_t len, double
 
 static void sleep_until(double t)
 {
-    double left = t - hc_bootstrap_now();
+    double left = t - hc_clock_now();
     if (left <= 0)
         return;
     struct timespec ts = {.tv_sec  = (time_t)left,
@@ -402,7 +385,7 @@ hcomm_status_t hc_bootstrap_connect(const struct sockaddr *sa, socklen_t len, do
         last = err > 0 ? err : last;
         /* The peer may not listen yet (rank 0 starting the root, say). */
         int retry = err == ECONNREFUSED || err == EAGAIN || err == ETIMEDOUT;
-        if (err < 0 || (retry && hc_bootstrap_now() + backoff >= deadline)) {
+        if (err < 0 || (retry && hc_clock_now() + backoff >= deadline)) {
             hc_error(BOOT, "connect to %s at %s: timed out (last: %s)", peer_str(peer, pb), as,
                      strerror(last));
             return HCOMM_ERR_TIMEOUT;
@@ -411,7 +394,7 @@ hcomm_status_t hc_bootstrap_connect(const struct sockaddr *sa, socklen_t len, do
             hc_error(BOOT, "connect to %s at %s: %s", peer_str(peer, pb), as, strerror(err));
             return errno_status(err);
         }
-        sleep_until(hc_bootstrap_now() + backoff);
+        sleep_until(hc_clock_now() + backoff);
         backoff = backoff * 2 < 0.5 ? backoff * 2 : 0.5;
     }
 }
@@ -516,7 +499,7 @@ hcomm_status_t hc_bootstrap_exchange(int sfd, const void *sbuf, int speer, int r
                                      int rpeer, size_t len, double timeout)
 {
     size_t soff = 0, roff = 0;
-    double deadline = hc_bootstrap_now() + timeout;
+    double deadline = hc_clock_now() + timeout;
     char   pb[PEER_STRLEN];
     while (soff < len || roff < len) {
         int progress = 0, r;
@@ -531,7 +514,7 @@ hcomm_status_t hc_bootstrap_exchange(int sfd, const void *sbuf, int speer, int r
             progress |= r;
         }
         if (progress) {
-            deadline = hc_bootstrap_now() + timeout;
+            deadline = hc_clock_now() + timeout;
             continue;
         }
         struct pollfd pfd[2];
@@ -540,7 +523,7 @@ hcomm_status_t hc_bootstrap_exchange(int sfd, const void *sbuf, int speer, int r
             pfd[n++] = (struct pollfd){.fd = sfd, .events = POLLOUT};
         if (roff < len)
             pfd[n++] = (struct pollfd){.fd = rfd, .events = POLLIN};
-        int ms = ms_left(deadline);
+        int ms = hc_clock_ms_left(deadline);
         if (ms < 0 || (r = poll(pfd, n, ms)) == 0) {
             int peer = roff < len ? rpeer : speer;
             hc_error(BOOT, "bootstrap allgather: no progress with %s for %.1f s",

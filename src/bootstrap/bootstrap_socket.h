@@ -1,5 +1,5 @@
 /* bootstrap_socket.h - socket helpers and wire messages of the bootstrap.
- * Every wait takes an absolute deadline (hc_bootstrap_now() seconds); failures
+ * Every wait takes an absolute deadline (hc_clock_now() seconds); failures
  * are logged once here, with the peer rank (-1: the root or an unknown peer). */
 #ifndef HC_BOOTSTRAP_SOCKET_H
 #define HC_BOOTSTRAP_SOCKET_H
@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "core/clock.h"
 #include "hcomm.h"
 
 #define HC_BOOTSTRAP_HELLO_MAGIC 0x68636268u /* "hcbh": rank -> root */
@@ -47,7 +48,6 @@ typedef struct hc_bootstrap_ring_hello {
     int32_t  rank;
 } hc_bootstrap_ring_hello_t;
 
-double hc_bootstrap_now(void);
 
 /* Non-zero when the 16-byte cookies match (constant time). */
 int hc_bootstrap_cookie_eq(const uint8_t *a, const uint8_t *b);

@@ -5,6 +5,7 @@
  * and selection read them. */
 #include <stdlib.h>
 
+#include "core/clock.h"
 #include "core/comm.h"
 #include "core/log.h"
 
@@ -20,7 +21,7 @@ static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_
     double         t0 = 0;
     for (int i = -1; i < rounds && st == HCOMM_SUCCESS; i++) { /* round -1 warms up */
         if (i == 0)
-            t0 = hc_exec_now_precise();
+            t0 = hc_clock_now();
         if (comm->rank == 0) {
             st = hcomm_send(buf, bytes, HCOMM_UINT8, peer, comm, NULL);
             if (st == HCOMM_SUCCESS)
@@ -31,7 +32,7 @@ static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_
                 st = hcomm_send(buf, bytes, HCOMM_UINT8, 0, comm, NULL);
         }
     }
-    *rtt = (hc_exec_now_precise() - t0) / rounds;
+    *rtt = (hc_clock_now() - t0) / rounds;
     return st;
 }
 

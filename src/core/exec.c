@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/reduce.h"
@@ -18,20 +19,6 @@ enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
 static const char *const step_names[HC_STEP_KIND_COUNT] = {
     "send", "recv", "recv_reduce", "copy", "reduce", "div"};
-
-double hc_exec_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* timeouts only: ms are plenty */
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double hc_exec_now_precise(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Grows *p to hold n elements of size sz; keeps old contents. */
 static int exec_grow(void **p, size_t n, size_t sz)
@@ -288,7 +275,7 @@ static void exec_check_health(hc_op_t *op)
 {
     struct hcomm_comm *comm = op->comm;
     const hc_sched_t  *s    = op->sched;
-    double             now  = hc_exec_now();
+    double             now  = hc_clock_coarse();
 
     for (uint32_t i = op->first_pending; i < s->nsteps; i++) {
         const hc_step_t *st = &s->steps[i];
@@ -333,7 +320,7 @@ static hcomm_status_t exec_start(hc_op_t *op)
     for (uint32_t b = HC_BUF_TMP; b < op->sched->nbufs; b += HC_BUF_PER_OP)
         op->bufs[b] = (char *)comm->scratch + (uintptr_t)op->bufs[b];
     op->started       = 1;
-    op->last_progress = hc_exec_now();
+    op->last_progress = hc_clock_coarse();
     return HCOMM_SUCCESS;
 }
 
@@ -367,7 +354,7 @@ hcomm_status_t hc_exec_progress(hc_op_t *op)
         comm->moved++;
     if (finished > 0) {
         op->poll_tick     = 0;
-        op->last_progress = hc_exec_now();
+        op->last_progress = hc_clock_coarse();
     } else if (++op->poll_tick % EXEC_CHECK_EVERY == 0) {
         exec_check_health(op);
     }

@@ -54,7 +54,5 @@ hcomm_status_t hc_exec_progress(hc_op_t *op);
 /* Frees what hc_exec_prepare allocated (not op itself). */
 void hc_exec_release(hc_op_t *op);
 
-double hc_exec_now(void);         /* coarse clock, for timeouts */
-double hc_exec_now_precise(void); /* for measurements */
 
 #endif

@@ -27,6 +27,9 @@ result "hcomm-perf all_reduce on $NODES nodes x $PPN ranks" $?
 tcp=$(grep -c 'connected over tcp' "$dir/log.0") shm=$(grep -c 'connected over shm' "$dir/log.0")
 [ "$tcp" -eq $((PPN * (NODES - 1))) ] && [ "$shm" -eq $((PPN - 1)) ]
 result "rank 0: $tcp tcp and $shm shm connections" $?
+grep -h 'cross-node link measured' "$dir/log.0" | sed 's/.*cross-node/  cross-node/'
+grep -q 'cross-node link measured' "$dir/log.0"
+result "the cross-node link was measured at init" $?
 grep 'allreduce of' "$dir/log.0" | sed 's/.*allreduce of/  allreduce of/' | sort -u | sort -t' ' -k5n
 grep -q 'allreduce of .*: hier' "$dir/log.0"
 result "hierarchical allreduce selected without HCOMM_ALGO" $?

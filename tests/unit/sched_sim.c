@@ -517,3 +517,57 @@ int sim_run(sim_t *sm)
         sim_divs(sm, r);
     return sim_err[0] == '\0' ? 0 : -1;
 }
+
+/* Buffer sizes of one op on rank r and, in place, how SEND and RECV alias. */
+lay_t sim_layout(const hc_coll_args_t *a, int n, int r)
+{
+    size_t blk = a->count * ref_esize(a->dtype), all = blk * (size_t)n;
+    lay_t  l = {0, 0, 0, 0, 0};
+
+    switch (a->coll) {
+    case HC_COLL_ALLREDUCE:
+        l.sendsz = l.recvsz = blk;
+        break;
+    case HC_COLL_BROADCAST:
+        l.sendsz = r == a->root || a->in_place ? blk : 0; /* non-roots pass no sendbuf */
+        l.recvsz = blk;
+        break;
+    case HC_COLL_REDUCE:
+        l.sendsz = blk, l.recvsz = r == a->root ? blk : 0;
+        break;
+    case HC_COLL_ALLGATHER:
+        l.sendsz = blk, l.recvsz = all;
+        break;
+    case HC_COLL_REDUCE_SCATTER:
+        l.sendsz = all, l.recvsz = blk;
+        break;
+    case HC_COLL_ALLTOALL:
+        l.sendsz = l.recvsz = all;
+        break;
+    case HC_COLL_SEND:
+        l.sendsz = blk;
+        break;
+    case HC_COLL_RECV:
+        l.recvsz = blk;
+        break;
+    default:
+        break;
+    }
+    if (!a->in_place) {
+        l.recv_at = l.sendsz;
+        l.regsz   = l.sendsz + l.recvsz;
+        return l;
+    }
+    l.regsz = l.sendsz > l.recvsz ? l.sendsz : l.recvsz;
+    if (a->coll == HC_COLL_ALLGATHER)
+        l.send_at = (size_t)r * blk;
+    if (a->coll == HC_COLL_REDUCE_SCATTER)
+        l.recv_at = (size_t)r * blk;
+    return l;
+}
+
+/* Does rank r hold meaningful input in SEND for op a? */
+int sim_has_input(const hc_coll_args_t *a, const lay_t *l, int r)
+{
+    return l->sendsz != 0 && !(a->coll == HC_COLL_BROADCAST && r != a->root);
+}

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algorithms/algo.h"
 #include "algorithms/sched.h"
 
 #define SIM_MAXR 16 /* ranks (at most 32: per-step rank bitmasks) */
@@ -64,6 +65,17 @@ void sim_free(sim_t *sm);
 int sim_msg_dir(int kind);
 /* The slices a step uses, the written one (if any) first; returns the count. */
 int sim_step_uses(const hc_step_t *st, hc_slice_t sl[3], int *has_write);
+
+/* Where one op's buffers lie in a rank's memory: sizes, and in place how SEND
+ * and RECV alias (offsets into one region of regsz bytes). */
+typedef struct lay {
+    size_t sendsz, recvsz, regsz, send_at, recv_at;
+} lay_t;
+
+/* The layout of op a on rank r of n, as include/hcomm.h defines the buffers. */
+lay_t sim_layout(const hc_coll_args_t *a, int n, int r);
+/* Does rank r hold meaningful input in SEND for op a? */
+int   sim_has_input(const hc_coll_args_t *a, const lay_t *l, int r);
 
 /* Reference arithmetic for int8, int32, float32, float64 and sum, min, max,
  * avg (as sum): what the executor's kernels must agree with. */

@@ -65,10 +65,6 @@ typedef struct tcase {
     top_t  op[MAXOPS];
 } tcase_t;
 
-typedef struct lay {
-    size_t sendsz, recvsz, regsz, send_at, recv_at;
-} lay_t;
-
 static hc_coll_args_t case_args(const tcase_t *tc, int g, int r)
 {
     const top_t   *o = &tc->op[g];
@@ -78,60 +74,6 @@ static hc_coll_args_t case_args(const tcase_t *tc, int g, int r)
     if (a.coll == HC_COLL_RECV)
         a.root = (r + tc->n - 1) % tc->n;
     return a;
-}
-
-/* Buffer sizes of one op on rank r and, in place, how SEND and RECV alias. */
-static lay_t case_layout(const hc_coll_args_t *a, int n, int r)
-{
-    size_t blk = a->count * ref_esize(a->dtype), all = blk * (size_t)n;
-    lay_t  l = {0, 0, 0, 0, 0};
-
-    switch (a->coll) {
-    case HC_COLL_ALLREDUCE:
-        l.sendsz = l.recvsz = blk;
-        break;
-    case HC_COLL_BROADCAST:
-        l.sendsz = r == a->root || a->in_place ? blk : 0; /* non-roots pass no sendbuf */
-        l.recvsz = blk;
-        break;
-    case HC_COLL_REDUCE:
-        l.sendsz = blk, l.recvsz = r == a->root ? blk : 0;
-        break;
-    case HC_COLL_ALLGATHER:
-        l.sendsz = blk, l.recvsz = all;
-        break;
-    case HC_COLL_REDUCE_SCATTER:
-        l.sendsz = all, l.recvsz = blk;
-        break;
-    case HC_COLL_ALLTOALL:
-        l.sendsz = l.recvsz = all;
-        break;
-    case HC_COLL_SEND:
-        l.sendsz = blk;
-        break;
-    case HC_COLL_RECV:
-        l.recvsz = blk;
-        break;
-    default:
-        break;
-    }
-    if (!a->in_place) {
-        l.recv_at = l.sendsz;
-        l.regsz   = l.sendsz + l.recvsz;
-        return l;
-    }
-    l.regsz = l.sendsz > l.recvsz ? l.sendsz : l.recvsz;
-    if (a->coll == HC_COLL_ALLGATHER)
-        l.send_at = (size_t)r * blk;
-    if (a->coll == HC_COLL_REDUCE_SCATTER)
-        l.recv_at = (size_t)r * blk;
-    return l;
-}
-
-/* Does rank r hold meaningful input in SEND for op a? */
-static int case_has_input(const hc_coll_args_t *a, const lay_t *l, int r)
-{
-    return l->sendsz != 0 && !(a->coll == HC_COLL_BROADCAST && r != a->root);
 }
 
 /* The serial reference: expected RECV of op g on rank r; returns its size. */
@@ -246,7 +188,7 @@ static int case_setup(const tcase_t *tc, sim_t *sm, size_t regbase[MAXR][MAXOPS]
             hc_coll_args_t a  = case_args(tc, g, r);
             hc_sched_t    *s  = NULL;
             hcomm_status_t st = hc_algo_build(&a, tc->op[g].algo, tc->n, r, tc->chunk, &s);
-            lay[r][g]         = case_layout(&a, tc->n, r);
+            lay[r][g]         = sim_layout(&a, tc->n, r);
             if (st != HCOMM_SUCCESS) {
                 sim_fail("rank %d op %d: build failed: %s", r, g, hcomm_status_name(st));
                 k->s = merged;
@@ -280,7 +222,7 @@ static int case_setup(const tcase_t *tc, sim_t *sm, size_t regbase[MAXR][MAXOPS]
             /* one scratch area: every op's TMP entry points at its start */
             k->bufoff[g * HC_BUF_PER_OP + 2] = at;
             k->bufsz[g * HC_BUF_PER_OP + 2]  = merged->tmp_bytes;
-            if (case_has_input(&a, l, r)) {
+            if (sim_has_input(&a, l, r)) {
                 gen_input(k->mem + regbase[r][g] + l->send_at, l->sendsz / ref_esize(a.dtype),
                           a.dtype, g, r, 0);
                 memset(k->def + regbase[r][g] + l->send_at, 1, l->sendsz);
@@ -316,7 +258,7 @@ static void case_verify(const tcase_t *tc, sim_t *sm, size_t regbase[MAXR][MAXOP
                 if (sim_err[0] != '\0')
                     break;
             }
-            if (!tc->inplace && case_has_input(&a, l, r)) {
+            if (!tc->inplace && sim_has_input(&a, l, r)) {
                 gen_input(exp, l->sendsz / es, a.dtype, g, r, 0);
                 if (memcmp(exp, k->mem + regbase[r][g] + l->send_at, l->sendsz) != 0)
                     sim_fail("rank %d op %d: SEND was modified", r, g);

@@ -80,10 +80,6 @@ typedef struct tcase {
     int                 eager;
 } tcase_t;
 
-typedef struct lay {
-    size_t sendsz, recvsz, regsz, send_at, recv_at;
-} lay_t;
-
 static void gen_input(void *buf, size_t nelem, int dt, int r, size_t first)
 {
     for (size_t i = 0; i < nelem; i++) {
@@ -95,36 +91,6 @@ static void gen_input(void *buf, size_t nelem, int dt, int r, size_t first)
         else
             ((double *)buf)[i] = (double)v;
     }
-}
-
-static lay_t layout_of(const hc_coll_args_t *a, int n, int r)
-{
-    size_t blk = a->count * ref_esize(a->dtype), all = blk * (size_t)n;
-    lay_t  l = {blk, blk, 0, 0, 0};
-
-    if (a->coll == HC_COLL_BROADCAST && r != a->root && !a->in_place)
-        l.sendsz = 0;
-    if (a->coll == HC_COLL_REDUCE && r != a->root)
-        l.recvsz = 0;
-    if (a->coll == HC_COLL_ALLGATHER)
-        l.recvsz = all;
-    if (a->coll == HC_COLL_REDUCE_SCATTER)
-        l.sendsz = all;
-    if (!a->in_place) {
-        l.recv_at = l.sendsz, l.regsz = l.sendsz + l.recvsz;
-        return l;
-    }
-    l.regsz = l.sendsz > l.recvsz ? l.sendsz : l.recvsz;
-    if (a->coll == HC_COLL_ALLGATHER)
-        l.send_at = (size_t)r * blk;
-    if (a->coll == HC_COLL_REDUCE_SCATTER)
-        l.recv_at = (size_t)r * blk;
-    return l;
-}
-
-static int has_input(const hc_coll_args_t *a, const lay_t *l, int r)
-{
-    return l->sendsz != 0 && !(a->coll == HC_COLL_BROADCAST && r != a->root);
 }
 
 /* Expected RECV of rank r; returns its size. */
@@ -195,7 +161,7 @@ static int setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
             return -1;
         }
         k->s   = s;
-        lay[r] = layout_of(&tc->a, n, r);
+        lay[r] = sim_layout(&tc->a, n, r);
         check_struct(tc, r, s);
         size_t at  = (lay[r].regsz + 15) / 16 * 16;
         k->memsize = at + s->tmp_bytes;
@@ -206,7 +172,7 @@ static int setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
         k->bufoff[HC_BUF_SEND] = lay[r].send_at, k->bufsz[HC_BUF_SEND] = lay[r].sendsz;
         k->bufoff[HC_BUF_RECV] = lay[r].recv_at, k->bufsz[HC_BUF_RECV] = lay[r].recvsz;
         k->bufoff[HC_BUF_TMP] = at, k->bufsz[HC_BUF_TMP] = s->tmp_bytes;
-        if (has_input(&tc->a, &lay[r], r)) {
+        if (sim_has_input(&tc->a, &lay[r], r)) {
             gen_input(k->mem + lay[r].send_at, lay[r].sendsz / ref_esize(tc->a.dtype), tc->a.dtype,
                       r, 0);
             memset(k->def + lay[r].send_at, 1, lay[r].sendsz);
@@ -234,7 +200,7 @@ static void verify(const tcase_t *tc, sim_t *sm, const lay_t *lay, unsigned char
             else if (k->mem[lay[r].recv_at + b] != exp[b])
                 sim_fail("rank %d: element %zu wrong", r, b / es);
         }
-        if (sim_err[0] == '\0' && !tc->a.in_place && has_input(&tc->a, &lay[r], r)) {
+        if (sim_err[0] == '\0' && !tc->a.in_place && sim_has_input(&tc->a, &lay[r], r)) {
             gen_input(exp, lay[r].sendsz / es, tc->a.dtype, r, 0);
             if (memcmp(exp, k->mem + lay[r].send_at, lay[r].sendsz) != 0)
                 sim_fail("rank %d: SEND was modified", r);

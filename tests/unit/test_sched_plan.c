@@ -115,40 +115,6 @@ static void gen_input(void *buf, size_t nelem, int dt, int r, size_t first)
     }
 }
 
-typedef struct lay {
-    size_t sendsz, recvsz, regsz, send_at, recv_at;
-} lay_t;
-
-static lay_t case_layout(const hc_coll_args_t *a, int n, int r)
-{
-    size_t blk = a->count * ref_esize(a->dtype), all = blk * (size_t)n;
-    lay_t  l = {blk, blk, 0, 0, 0};
-
-    if (a->coll == HC_COLL_BROADCAST && r != a->root && !a->in_place)
-        l.sendsz = 0;
-    if (a->coll == HC_COLL_REDUCE && r != a->root)
-        l.recvsz = 0;
-    if (a->coll == HC_COLL_ALLGATHER)
-        l.recvsz = all;
-    if (a->coll == HC_COLL_REDUCE_SCATTER)
-        l.sendsz = all;
-    if (!a->in_place) {
-        l.recv_at = l.sendsz, l.regsz = l.sendsz + l.recvsz;
-        return l;
-    }
-    l.regsz = l.sendsz > l.recvsz ? l.sendsz : l.recvsz;
-    if (a->coll == HC_COLL_ALLGATHER)
-        l.send_at = (size_t)r * blk;
-    if (a->coll == HC_COLL_REDUCE_SCATTER)
-        l.recv_at = (size_t)r * blk;
-    return l;
-}
-
-static int has_input(const hc_coll_args_t *a, const lay_t *l, int r)
-{
-    return l->sendsz != 0 && !(a->coll == HC_COLL_BROADCAST && r != a->root);
-}
-
 /* The expected RECV of rank r; returns its size. */
 static size_t case_expect(const tcase_t *tc, int r, unsigned char *out, unsigned char *tmp)
 {
@@ -236,7 +202,7 @@ static int case_setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
             return -1;
         }
         k->s   = s;
-        lay[r] = case_layout(&tc->a, tc->n, r);
+        lay[r] = sim_layout(&tc->a, tc->n, r);
         case_check_struct(tc, r, s);
         k->memsize = lay[r].regsz + s->tmp_bytes;
         k->mem     = malloc(k->memsize + 1);
@@ -246,7 +212,7 @@ static int case_setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
         k->bufoff[HC_BUF_SEND] = lay[r].send_at, k->bufsz[HC_BUF_SEND] = lay[r].sendsz;
         k->bufoff[HC_BUF_RECV] = lay[r].recv_at, k->bufsz[HC_BUF_RECV] = lay[r].recvsz;
         k->bufoff[HC_BUF_TMP] = lay[r].regsz, k->bufsz[HC_BUF_TMP] = s->tmp_bytes;
-        if (has_input(&tc->a, &lay[r], r)) {
+        if (sim_has_input(&tc->a, &lay[r], r)) {
             gen_input(k->mem + lay[r].send_at, lay[r].sendsz / ref_esize(tc->a.dtype), tc->a.dtype,
                       r, 0);
             memset(k->def + lay[r].send_at, 1, lay[r].sendsz);
@@ -276,7 +242,7 @@ static void case_verify(const tcase_t *tc, sim_t *sm, const lay_t *lay, unsigned
             else if (out[b] != exp[b])
                 sim_fail("rank %d: element %zu wrong", r, b / es);
         }
-        if (!tc->inplace && has_input(&tc->a, &lay[r], r)) {
+        if (!tc->inplace && sim_has_input(&tc->a, &lay[r], r)) {
             gen_input(exp, lay[r].sendsz / es, tc->a.dtype, r, 0);
             if (memcmp(exp, k->mem + lay[r].send_at, lay[r].sendsz) != 0)
                 sim_fail("rank %d: SEND was modified", r);

@@ -13,15 +13,9 @@
 
 #include "core/log.h"
 #include "transport/shm/shm.h"
+#include "core/clock.h"
 
 #define SHM_POLL_NS 1000000L /* 1 ms between looks for the peer's segment */
-
-static double shm_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
 {
@@ -228,14 +222,14 @@ out_unmap:
 static hcomm_status_t shm_seg_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const hc_peer_info_t *peer)
 {
     const struct timespec nap      = {0, SHM_POLL_NS};
-    double                deadline = shm_now() + ctx->timeout;
+    double                deadline = hc_clock_now() + ctx->timeout;
     hcomm_status_t        st;
 
     for (unsigned tries = 1;; tries++) {
         st = shm_seg_try_open(ctx, ep, peer);
         if (st != HCOMM_IN_PROGRESS)
             break;
-        if (shm_now() >= deadline) {
+        if (hc_clock_now() >= deadline) {
             hc_error(SHM, "peer rank %d (pid %d): segment %s not ready within %.1f s", ep->peer,
                      (int)peer->pid, ep->name, ctx->timeout);
             return HCOMM_ERR_TIMEOUT;

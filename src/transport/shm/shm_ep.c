@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "transport/shm/shm.h"
+#include "core/clock.h"
 
 static inline uint64_t shm_pad(uint64_t n)
 {
@@ -17,13 +18,6 @@ static inline uint64_t shm_pad(uint64_t n)
 static inline uint64_t shm_min(uint64_t a, uint64_t b)
 {
     return a < b ? a : b;
-}
-
-static uint64_t shm_coarse_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 hcomm_status_t hc_shm_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req)
@@ -400,7 +394,7 @@ int hc_shm_progress(hc_tl_ctx_t *ctx)
 
     /* the clock only every 64 calls: this loop is the latency path */
     if ((++ctx->tick & 63) == 0) {
-        uint64_t now = shm_coarse_ms();
+        uint64_t now = hc_clock_coarse_ms();
         if (now >= ctx->next_check_ms) {
             ctx->next_check_ms = now + HC_SHM_CHECK_MS;
             shm_check_peers(ctx);

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "core/clock.h"
 #include "transport/transport.h"
 
 #define HC_TCP_MAGIC       0x68637470u /* "hctp" */
@@ -91,7 +92,6 @@ int            hc_tcp_progress(hc_tl_ctx_t *ctx);
 hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep);
 
 /* tcp_sock.c: socket helpers */
-uint64_t       hc_tcp_now_ns(void);
 void           hc_tcp_tune(int fd, int sockbuf);
 void           hc_tcp_addr_str(const struct sockaddr *sa, char *buf, size_t len);
 hcomm_status_t hc_tcp_pfds_reserve(hc_tl_ctx_t *ctx, size_t n);

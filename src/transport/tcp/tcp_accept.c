@@ -164,15 +164,6 @@ static hcomm_status_t accept_round(hc_tl_ctx_t *ctx, int peer, int *fds, int ms)
     return HCOMM_SUCCESS;
 }
 
-static int ms_until(uint64_t deadline)
-{
-    uint64_t now = hc_tcp_now_ns();
-    if (now >= deadline)
-        return 0;
-    uint64_t ms = (deadline - now + 999999) / 1000000;
-    return ms > 1000000 ? 1000000 : (int)ms;
-}
-
 hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, uint64_t deadline)
 {
     hcomm_status_t st   = HCOMM_SUCCESS;
@@ -183,7 +174,7 @@ hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, uint64_t
         have += claim(ctx, peer, fds);
         if (have == ctx->nsocks)
             return HCOMM_SUCCESS;
-        int ms = ms_until(deadline);
+        int ms = hc_clock_ms_left_ns(deadline);
         if (ms == 0) {
             hc_error(NET, "peer %d: timed out after %.1f s waiting for its connection "
                           "(%d of %d sockets)", peer, ctx->timeout, have, ctx->nsocks);

@@ -179,7 +179,7 @@ static hcomm_status_t tcp_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
     hcomm_status_t st = ctx_reserve(ctx);
     if (st != HCOMM_SUCCESS)
         return st;
-    uint64_t deadline = hc_tcp_now_ns() + (uint64_t)(ctx->timeout * 1e9);
+    uint64_t deadline = hc_clock_now_ns() + (uint64_t)(ctx->timeout * 1e9);
     int      fds[HC_TCP_MAX_SOCKS];
     int      n = 0;
     if (ctx->rank < peer) {

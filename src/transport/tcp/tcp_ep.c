@@ -216,9 +216,7 @@ int hc_tcp_progress(hc_tl_ctx_t *ctx)
         if (ep->rx_head != NULL && ep->status == HCOMM_SUCCESS)
             n += hc_tcp_rx_progress(ep);
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t now = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
     if (now >= ctx->next_check_ns) {
         ctx->next_check_ns = now + HC_TCP_CHECK_NS;
         n += liveness(ctx);

@@ -14,13 +14,6 @@
 
 #include "core/log.h"
 
-uint64_t hc_tcp_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Options every data socket gets; failures only cost speed, so they are ignored. */
 void hc_tcp_tune(int fd, int sockbuf)
 {
@@ -75,15 +68,6 @@ void hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, uint8_t *out)
     hc_tcp_put64(out + 40, ctx->stripe_min);
 }
 
-static int ms_left(uint64_t deadline)
-{
-    uint64_t now = hc_tcp_now_ns();
-    if (now >= deadline)
-        return 0;
-    uint64_t ms = (deadline - now + 999999) / 1000000;
-    return ms > 1000000 ? 1000000 : (int)ms;
-}
-
 /* One nonblocking connect attempt; returns 0 or the errno that ended it. */
 static int dial_once(int fd, const struct sockaddr *sa, socklen_t salen, uint64_t deadline)
 {
@@ -93,7 +77,7 @@ static int dial_once(int fd, const struct sockaddr *sa, socklen_t salen, uint64_
         return errno;
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int           n   = poll(&pfd, 1, ms_left(deadline));
+        int           n   = poll(&pfd, 1, hc_clock_ms_left_ns(deadline));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -121,9 +105,9 @@ static int send_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline)
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return errno;
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        if (ms_left(deadline) == 0)
+        if (hc_clock_ms_left_ns(deadline) == 0)
             return ETIMEDOUT;
-        if (poll(&pfd, 1, ms_left(deadline)) < 0 && errno != EINTR)
+        if (poll(&pfd, 1, hc_clock_ms_left_ns(deadline)) < 0 && errno != EINTR)
             return errno;
     }
     return 0;
@@ -149,9 +133,9 @@ hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, int peer, const struct sockaddr *sa
         if (err == 0)
             break;
         close(fd);
-        if (err != ECONNREFUSED || ms_left(deadline) == 0)
+        if (err != ECONNREFUSED || hc_clock_ms_left_ns(deadline) == 0)
             goto err_dial;
-        usleep(ms_left(deadline) < 10 ? 1000 : 10000);
+        usleep(hc_clock_ms_left_ns(deadline) < 10 ? 1000 : 10000);
     }
     uint8_t hello[HC_TCP_HELLO_BYTES];
     hc_tcp_hello_encode(ctx, idx, hello);

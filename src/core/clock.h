@@ -1,0 +1,60 @@
+/* clock.h - the monotonic clocks every wait and timeout in the library reads:
+ * precise for deadlines and measurements, coarse (a few ms, no syscall cost
+ * worth noting) for checks on hot progress paths. */
+#ifndef HC_CORE_CLOCK_H
+#define HC_CORE_CLOCK_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t hc_clock_ts_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Seconds, precise. */
+static inline double hc_clock_now(void)
+{
+    return (double)hc_clock_ts_ns(CLOCK_MONOTONIC) * 1e-9;
+}
+
+static inline uint64_t hc_clock_now_ns(void)
+{
+    return hc_clock_ts_ns(CLOCK_MONOTONIC);
+}
+
+/* Seconds and milliseconds, coarse: for timeouts and periodic checks. */
+static inline double hc_clock_coarse(void)
+{
+    return (double)hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE) * 1e-9;
+}
+
+static inline uint64_t hc_clock_coarse_ms(void)
+{
+    return hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE) / 1000000u;
+}
+
+/* A poll() timeout: milliseconds to a deadline in ns, rounded up; 0 once passed. */
+static inline int hc_clock_ms_left_ns(uint64_t deadline_ns)
+{
+    uint64_t now = hc_clock_now_ns();
+    if (now >= deadline_ns)
+        return 0;
+    uint64_t ms = (deadline_ns - now + 999999) / 1000000;
+    return ms > (uint64_t)INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* The same for a deadline in seconds, but -1 once passed (0 is a valid wait). */
+static inline int hc_clock_ms_left(double deadline)
+{
+    double left = deadline - hc_clock_now();
+    if (left <= 0)
+        return -1;
+    double ms = left * 1000.0 + 1.0;
+    return ms > (double)INT_MAX ? INT_MAX : (int)ms;
+}
+
+#endif
