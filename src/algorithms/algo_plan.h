@@ -10,9 +10,12 @@
 
 /* Ring allreduce, allgather or reduce_scatter along order[0..nranks-1] (the
  * position of a rank in the ring is where it appears in order). Results are
- * laid out by rank, as the public API defines them, whatever the order. */
-hcomm_status_t hc_algo_ring_ordered(const hc_coll_args_t *args, const int *order, int nranks,
-                                    int rank, size_t chunk_bytes, hc_sched_t **sched_p);
+ * laid out by rank, as the public API defines them, whatever the order.
+ * Allreduce splits the buffer over nrings rings, ring q along
+ * order[q * nranks ...]; the others use the first ring only. */
+hcomm_status_t hc_algo_ring_ordered(const hc_coll_args_t *args, const int *order, int nrings,
+                                    int nranks, int rank, size_t chunk_bytes,
+                                    hc_sched_t **sched_p);
 
 /* Pipelined tree: reduce (to tree->root, which must be args->root), broadcast
  * (from tree->root == args->root) or allreduce (reduce up then broadcast down,

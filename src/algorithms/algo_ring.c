@@ -43,37 +43,58 @@ static ring_span_t ring_chunk(size_t count, int n, int b, size_t nc, size_t k)
     return sp;
 }
 
+/* Several rings share an allreduce: ring q of nr carries part q of the buffer,
+ * and the schedule interleaves the rings' chunks step by step ("lanes": lane
+ * L is chunk L / nr of ring L % nr), so every ring's pipeline runs at once. */
+typedef struct ring_set {
+    const ring_t *g;
+    int           nr;
+    size_t        nc; /* chunks per block of one ring's part */
+} ring_set_t;
+
+/* Lane L's span of block b (ring positions) of its ring's part. */
+static ring_span_t ring_lane(const hc_algo_ctx_t *c, const ring_set_t *rs, size_t L, int b)
+{
+    int         q     = (int)(L % (size_t)rs->nr);
+    size_t      plen  = hc_part_len(c->args->count, rs->nr, q);
+    ring_span_t sp    = ring_chunk(plen, c->nranks, b, rs->nc, L / (size_t)rs->nr);
+    sp.off           += hc_part_off(c->args->count, rs->nr, q);
+    return sp;
+}
+
 /* Reduce-scatter into RECV: at step t position r sends block r-t-1 and reduces
  * the incoming block r-t-2, ending with block r complete (blocks numbered by
- * position: the result is the whole buffer). rs_send[t * nc + k] and last[k]
+ * position: the result is the whole buffer). rs_send[t * lanes + L] and last[L]
  * (the final reduce of block r) are filled for the allgather. */
-static void ring_ar_reduce_scatter(const hc_algo_ctx_t *c, const ring_t *g, hc_sched_t *s,
-                                   size_t nc, int *rs_send, int *last)
+static void ring_ar_reduce_scatter(const hc_algo_ctx_t *c, const ring_set_t *rs, hc_sched_t *s,
+                                   int *rs_send, int *last)
 {
-    const hc_coll_args_t *a = c->args;
-    int                   n = c->nranks, r = g->pos, right = g->right, left = g->left;
+    const hc_coll_args_t *a     = c->args;
+    int                   n     = c->nranks;
+    size_t                lanes = rs->nc * (size_t)rs->nr;
 
-    for (size_t k = 0; k < nc; k++)
-        last[k] = HC_STEP_NODEP;
+    for (size_t L = 0; L < lanes; L++)
+        last[L] = HC_STEP_NODEP;
     for (int t = 0; t < n - 1; t++) {
-        int sb = hc_algo_mod(r - t - 1, n), rb = hc_algo_mod(r - t - 2, n);
-        for (size_t k = 0; k < nc; k++) {
-            ring_span_t ss = ring_chunk(a->count, n, sb, nc, k);
-            ring_span_t rs = ring_chunk(a->count, n, rb, nc, k);
-            int         sd = HC_STEP_NODEP;
+        for (size_t L = 0; L < lanes; L++) {
+            const ring_t *g  = &rs->g[L % (size_t)rs->nr];
+            ring_span_t   ss = ring_lane(c, rs, L, hc_algo_mod(g->pos - t - 1, n));
+            ring_span_t   rv = ring_lane(c, rs, L, hc_algo_mod(g->pos - t - 2, n));
+            int           sd = HC_STEP_NODEP;
 
             /* step 0 sends our own contribution straight from SEND */
             if (ss.len != 0)
-                sd = hc_sched_send(s, right,
+                sd = hc_sched_send(s, g->right,
                                    hc_algo_at(c, t == 0 ? HC_BUF_SEND : HC_BUF_RECV, ss.off),
-                                   ss.len * c->esize, last[k], HC_STEP_NODEP);
-            rs_send[(size_t)t * nc + k] = sd;
-            if (rs.len != 0)
-                last[k] = hc_sched_recv_reduce(
-                    s, left, hc_algo_at(c, HC_BUF_RECV, rs.off), hc_algo_at(c, HC_BUF_SEND, rs.off),
-                    rs.len * c->esize, a->dtype, a->op, HC_STEP_NODEP, HC_STEP_NODEP);
+                                   ss.len * c->esize, last[L], HC_STEP_NODEP);
+            rs_send[(size_t)t * lanes + L] = sd;
+            if (rv.len != 0)
+                last[L] = hc_sched_recv_reduce(
+                    s, g->left, hc_algo_at(c, HC_BUF_RECV, rv.off),
+                    hc_algo_at(c, HC_BUF_SEND, rv.off), rv.len * c->esize, a->dtype, a->op,
+                    HC_STEP_NODEP, HC_STEP_NODEP);
             else
-                last[k] = HC_STEP_NODEP;
+                last[L] = HC_STEP_NODEP;
         }
     }
 }
@@ -81,46 +102,50 @@ static void ring_ar_reduce_scatter(const hc_algo_ctx_t *c, const ring_t *g, hc_s
 /* Allgather of the reduced blocks within RECV: at step t rank r forwards block
  * r-t and receives block r-t-1, which it last sent at reduce-scatter step t (the
  * receive waits for that send, so the block is not overwritten while it goes). */
-static void ring_ar_allgather(const hc_algo_ctx_t *c, const ring_t *g, hc_sched_t *s, size_t nc,
+static void ring_ar_allgather(const hc_algo_ctx_t *c, const ring_set_t *rs, hc_sched_t *s,
                               const int *rs_send, int *last)
 {
-    int n = c->nranks, r = g->pos, right = g->right, left = g->left;
+    int    n     = c->nranks;
+    size_t lanes = rs->nc * (size_t)rs->nr;
 
     for (int t = 0; t < n - 1; t++) {
-        int sb = hc_algo_mod(r - t, n), rb = hc_algo_mod(r - t - 1, n);
-        for (size_t k = 0; k < nc; k++) {
-            ring_span_t ss = ring_chunk(c->args->count, n, sb, nc, k);
-            ring_span_t rs = ring_chunk(c->args->count, n, rb, nc, k);
+        for (size_t L = 0; L < lanes; L++) {
+            const ring_t *g  = &rs->g[L % (size_t)rs->nr];
+            ring_span_t   ss = ring_lane(c, rs, L, hc_algo_mod(g->pos - t, n));
+            ring_span_t   rv = ring_lane(c, rs, L, hc_algo_mod(g->pos - t - 1, n));
 
             if (ss.len != 0)
-                hc_sched_send(s, right, hc_algo_at(c, HC_BUF_RECV, ss.off), ss.len * c->esize,
-                              last[k], HC_STEP_NODEP);
-            last[k] = HC_STEP_NODEP;
-            if (rs.len != 0)
-                last[k] =
-                    hc_sched_recv(s, left, hc_algo_at(c, HC_BUF_RECV, rs.off), rs.len * c->esize,
-                                  rs_send[(size_t)t * nc + k], HC_STEP_NODEP);
+                hc_sched_send(s, g->right, hc_algo_at(c, HC_BUF_RECV, ss.off),
+                              ss.len * c->esize, last[L], HC_STEP_NODEP);
+            last[L] = HC_STEP_NODEP;
+            if (rv.len != 0)
+                last[L] = hc_sched_recv(s, g->left, hc_algo_at(c, HC_BUF_RECV, rv.off),
+                                        rv.len * c->esize, rs_send[(size_t)t * lanes + L],
+                                        HC_STEP_NODEP);
         }
     }
 }
 
-static hcomm_status_t ring_allreduce(const hc_algo_ctx_t *c, const ring_t *g, hc_sched_t *s)
+static hcomm_status_t ring_allreduce(const hc_algo_ctx_t *c, const ring_t *g, int nr,
+                                     hc_sched_t *s)
 {
-    int    n = c->nranks;
-    size_t nc;
-    int   *deps;
+    int        n  = c->nranks;
+    ring_set_t rs = {g, nr, 0};
+    size_t     lanes;
+    int       *deps;
 
     if (n == 1)
         return hc_algo_local_copy(c, s);
-    nc = hc_algo_nchunks(c, hc_part_len(c->args->count, n, 0));
-    if (nc == 0)
+    rs.nc = hc_algo_nchunks(c, hc_part_len(hc_part_len(c->args->count, nr, 0), n, 0));
+    if (rs.nc == 0)
         return HCOMM_SUCCESS;
-    deps = malloc((size_t)n * nc * sizeof(*deps));
+    lanes = rs.nc * (size_t)nr;
+    deps  = malloc((size_t)n * lanes * sizeof(*deps));
     if (deps == NULL)
         return HCOMM_ERR_NO_MEMORY;
-    /* deps: (n-1) * nc reduce-scatter sends, then nc chain heads */
-    ring_ar_reduce_scatter(c, g, s, nc, deps, deps + (size_t)(n - 1) * nc);
-    ring_ar_allgather(c, g, s, nc, deps, deps + (size_t)(n - 1) * nc);
+    /* deps: (n-1) * lanes reduce-scatter sends, then one chain head per lane */
+    ring_ar_reduce_scatter(c, &rs, s, deps, deps + (size_t)(n - 1) * lanes);
+    ring_ar_allgather(c, &rs, s, deps, deps + (size_t)(n - 1) * lanes);
     free(deps);
     hc_algo_avg_div(c, s, c->args->count);
     return HCOMM_SUCCESS;
@@ -204,7 +229,7 @@ static hcomm_status_t ring_reduce_scatter(const hc_algo_ctx_t *c, const ring_t *
 hcomm_status_t hc_algo_ring_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
 {
     ring_t g = ring_identity(c);
-    return ring_allreduce(c, &g, s);
+    return ring_allreduce(c, &g, 1, s);
 }
 
 hcomm_status_t hc_algo_ring_allgather(const hc_algo_ctx_t *c, hc_sched_t *s)
@@ -247,16 +272,16 @@ static hcomm_status_t ring_place(const int *order, int n, int rank, ring_t *g)
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_algo_ring_ordered(const hc_coll_args_t *args, const int *order, int nranks,
-                                    int rank, size_t chunk_bytes, hc_sched_t **sched_p)
+hcomm_status_t hc_algo_ring_ordered(const hc_coll_args_t *args, const int *order, int nrings,
+                                    int nranks, int rank, size_t chunk_bytes, hc_sched_t **sched_p)
 {
     hc_algo_ctx_t  c;
-    ring_t         g;
-    hc_sched_t    *s;
+    ring_t        *g;
+    hc_sched_t    *s = NULL;
     hcomm_status_t st;
 
-    if (args == NULL || order == NULL || sched_p == NULL) {
-        hc_error(ALGO, "ordered ring: NULL argument");
+    if (args == NULL || order == NULL || sched_p == NULL || nrings < 1) {
+        hc_error(ALGO, "ordered ring: NULL argument or %d rings", nrings);
         return HCOMM_ERR_INVALID_ARG;
     }
     st = hc_algo_ctx_init(&c, args, nranks, rank, chunk_bytes);
@@ -267,17 +292,25 @@ hcomm_status_t hc_algo_ring_ordered(const hc_coll_args_t *args, const int *order
         hc_error(ALGO, "ordered ring does not implement %s", hc_coll_name(args->coll));
         return HCOMM_ERR_UNSUPPORTED;
     }
-    st = ring_place(order, nranks, rank, &g);
-    if (st != HCOMM_SUCCESS)
-        return st;
-    s = hc_sched_create(nranks, rank);
-    if (s == NULL)
+    if (args->coll != HC_COLL_ALLREDUCE)
+        nrings = 1; /* their blocks are laid out by rank: one ring carries them */
+    g = malloc((size_t)nrings * sizeof(*g));
+    if (g == NULL)
         return HCOMM_ERR_NO_MEMORY;
+    for (int q = 0; q < nrings && st == HCOMM_SUCCESS; q++)
+        st = ring_place(order + (size_t)q * (size_t)nranks, nranks, rank, &g[q]);
+    if (st == HCOMM_SUCCESS && (s = hc_sched_create(nranks, rank)) == NULL)
+        st = HCOMM_ERR_NO_MEMORY;
+    if (st != HCOMM_SUCCESS) {
+        free(g);
+        return st;
+    }
     if (args->coll == HC_COLL_ALLREDUCE)
-        st = ring_allreduce(&c, &g, s);
+        st = ring_allreduce(&c, g, nrings, s);
     else if (args->coll == HC_COLL_ALLGATHER)
-        st = ring_allgather(&c, &g, s);
+        st = ring_allgather(&c, g, s);
     else
-        st = ring_reduce_scatter(&c, &g, s);
+        st = ring_reduce_scatter(&c, g, s);
+    free(g);
     return hc_algo_finish(&c, "ring", st, s, sched_p);
 }

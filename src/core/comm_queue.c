@@ -86,9 +86,12 @@ static hcomm_status_t comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, 
         }
         return st;
     }
-    if (algo == HC_ALGO_RING && ringy && multi && strcmp(hc_params_get()->ring_order, "rank") != 0)
-        /* node-contiguous: each node boundary crossed once */
-        return hc_algo_ring_ordered(args, comm->rings.order, comm->nranks, comm->rank, chunk, s);
+    /* node-contiguous rings: each node boundary crossed once per ring; on one
+     * node the plan's rings only matter when there are several */
+    if (algo == HC_ALGO_RING && ringy && (multi || comm->rings.nrings > 1) &&
+        comm->rings.order != NULL && strcmp(hc_params_get()->ring_order, "rank") != 0)
+        return hc_algo_ring_ordered(args, comm->rings.order, comm->rings.nrings, comm->nranks,
+                                    comm->rank, chunk, s);
     return hc_algo_build(args, algo, comm->nranks, comm->rank, chunk, s);
 }
 
@@ -135,8 +138,9 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
             hc_sched_destroy(s);
         return st;
     }
-    hc_debug(ALGO, "%s of %zu elements: %s, %u steps", hc_coll_name(args->coll), args->count,
-             hc_algo_name(algo), s->nsteps);
+    hc_debug(ALGO, "%s of %zu elements (%zu bytes): %s, %u steps", hc_coll_name(args->coll),
+             args->count, args->count * hcomm_dtype_size(args->dtype), hc_algo_name(algo),
+             s->nsteps);
     *sched_p = s;
     *owned_p = 0;
     if (comm->ncache < HC_SCHED_CACHE_MAX) {

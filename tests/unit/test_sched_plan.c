@@ -98,7 +98,8 @@ typedef struct tcase {
     size_t           chunk;
     hc_algo_t        algo;
     hc_coll_args_t   a; /* root as for every rank */
-    const int       *order;
+    const int       *order; /* nrings (0: 1) orders of n ranks */
+    int              nrings;
     const hc_tree_t *trees; /* one, or two for a double tree */
 } tcase_t;
 
@@ -149,7 +150,8 @@ static hcomm_status_t case_build(const tcase_t *tc, const hc_coll_args_t *a, int
     case B_ALGO:
         return hc_algo_build(a, tc->algo, tc->n, r, tc->chunk, s);
     case B_RING:
-        return hc_algo_ring_ordered(a, tc->order, tc->n, r, tc->chunk, s);
+        return hc_algo_ring_ordered(a, tc->order, tc->nrings > 0 ? tc->nrings : 1, tc->n, r, tc->chunk,
+                                    s);
     case B_TREE:
         return hc_algo_tree(a, tc->trees, r, tc->chunk, s);
     default:
@@ -368,6 +370,17 @@ static void test_ring_ordered(void **state)
             }
         }
     }
+    /* allreduce split over several rings, each its own random order */
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+        for (int nr = 2; nr <= 3; nr++) {
+            int order[3 * MAXR];
+            for (int q = 0; q < nr; q++)
+                rand_perm(order + q * ns[ni], ns[ni], -1);
+            tcase_t tc = {.n = ns[ni], .kind = B_RING, .order = order, .nrings = nr};
+            tc.a.coll  = HC_COLL_ALLREDUCE;
+            run_variants(&tc);
+        }
+    }
     print_message("ring_ordered: %u runs, %.1f s\n", g_runs - before,
                   (double)(clock() - t0) / CLOCKS_PER_SEC);
 }
@@ -447,11 +460,12 @@ static void test_names_and_errors(void **state)
     assert_int_equal(hc_algo_build(&ag, HC_ALGO_RABENSEIFNER, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
     assert_int_equal(hc_algo_build(&ar, HC_ALGO_BRUCK, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
 
-    assert_int_equal(hc_algo_ring_ordered(&ag, order, 4, 0, 64, &s), HCOMM_ERR_INVALID_ARG);
+    assert_int_equal(hc_algo_ring_ordered(&ag, order, 1, 4, 0, 64, &s), HCOMM_ERR_INVALID_ARG);
+    assert_int_equal(hc_algo_ring_ordered(&ar, order, 0, 4, 0, 64, &s), HCOMM_ERR_INVALID_ARG);
     order[3] = 1;
-    assert_int_equal(hc_algo_ring_ordered(&ag, order, 4, 4, 64, &s), HCOMM_ERR_INVALID_RANK);
+    assert_int_equal(hc_algo_ring_ordered(&ag, order, 1, 4, 4, 64, &s), HCOMM_ERR_INVALID_RANK);
     ag.coll = HC_COLL_BROADCAST;
-    assert_int_equal(hc_algo_ring_ordered(&ag, order, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
+    assert_int_equal(hc_algo_ring_ordered(&ag, order, 1, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
     tree_make(&tb, TREE_BINARY, 4, 1);
     assert_int_equal(hc_algo_tree(&ag, &tb.t, 0, 64, &s), HCOMM_ERR_INVALID_ARG); /* root 0 != 1 */
     ag.coll = HC_COLL_ALLGATHER;

@@ -1,0 +1,81 @@
+#!/bin/sh
+# select_bench.sh - is the algorithm hcomm selects as fast as the best one
+# forced? Runs hcomm-perf all_reduce once per candidate per round, the
+# candidates interleaved so the machine's noise hits all alike, keeps each
+# candidate's fastest out-of-place time per size, and prints per size the
+# automatic choice, its time, the fastest forced candidate and the ratio.
+# From the top of the built tree:
+#   RANKS=4 perf/select_bench.sh [hcomm-perf args]          local ranks (forked)
+#   NODES=4 PPN=2 PLACE=rr RATE=1gbit perf/select_bench.sh   namespaces (root)
+# CANDS (default "ring rd rabenseifner tree hier") names HCOMM_ALGO values; a
+# candidate NAME@VAR=VAL also sets HCOMM_VAR=VAL. ROUNDS defaults to 5.
+top=.
+CANDS=${CANDS:-ring rd rabenseifner tree hier} ROUNDS=${ROUNDS:-5}
+args=${*:--b 8 -e 64M -f 8 -n 20 -w 3}
+perf="$top/perf/.libs/hcomm-perf"
+[ -x "$perf" ] || perf="$top/perf/hcomm-perf"
+export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=300
+if [ -n "$NODES" ]; then
+    . "$top/tests/netns/netns_lib.sh"
+    trap netns_cleanup EXIT INT TERM
+    why=$(netns_setup) || { echo "select_bench: $why" >&2; exit 2; }
+    work=$netns_dir layout="$NODES namespaces x ${PPN} ranks, PLACE=$PLACE, $RATE links"
+else
+    work=$(mktemp -d /tmp/hcomm-select.XXXXXX)
+    trap 'rm -rf "$work"' EXIT INT TERM
+    layout="${RANKS:=2} local ranks"
+fi
+
+# run_one LABEL ENV...: one hcomm-perf run; "LABEL size time" rows into rows.
+run_one() {
+    label=$1; shift
+    if [ -n "$NODES" ]; then
+        # shellcheck disable=SC2086
+        (export "$@"; netns_launch "$perf" all_reduce $args -c 0) > /dev/null 2>&1
+        rc=$?; out="$netns_dir/out.0"; log="$netns_dir/log.0"
+    else
+        # shellcheck disable=SC2086
+        (export "$@" HCOMM_LOG_FILE="$work/log"; "$perf" all_reduce --ranks "$RANKS" $args -c 0) \
+            > "$work/out" 2>&1
+        rc=$?; out="$work/out"; log="$work/log"
+    fi
+    [ $rc -eq 0 ] || { echo "select_bench: $label failed:" >&2; tail -5 "$out" >&2; return 1; }
+    awk -v l="$label" '/^ *[0-9]/ { print l, $1, $6 }' "$out" >> "$work/rows"
+    [ "$label" = auto ] && grep -h 'allreduce of' "$log" >> "$work/chosen"
+    return 0
+}
+
+: > "$work/rows"; : > "$work/chosen"
+for round in $(seq 1 "$ROUNDS"); do
+    run_one auto HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo || exit 1
+    for c in $CANDS; do
+        algo=${c%%@*} extra=
+        [ "$algo" != "$c" ] && extra="HCOMM_${c#*@}"
+        # shellcheck disable=SC2086
+        run_one "$c" HCOMM_ALGO="allreduce:$algo" $extra || exit 1
+    done
+done
+echo "# $layout: hcomm-perf all_reduce $args; fastest of $ROUNDS interleaved rounds"
+echo "# size(B)  auto-choice  auto(us)  best-forced  best(us)  auto/best"
+# "allreduce of N elements (B bytes): ALGO, ..." lines name the choice per size
+sed -n 's/.*allreduce of [0-9]* elements (\([0-9]*\) bytes): \([a-z]*\).*/\1 \2/p' "$work/chosen" | sort -u > "$work/choice"
+awk 'FNR == NR { ch[$1] = $2; next }
+     { k = $1 SUBSEP $2; if (!(k in t) || $3 < t[k]) t[k] = $3; sz[$2] = 1; lab[$1] = 1 }
+     END {
+         n = 0; for (s in sz) list[n++] = s + 0
+         for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (list[j] < list[i]) { x = list[i]; list[i] = list[j]; list[j] = x }
+         worst = 0
+         for (i = 0; i < n; i++) {
+             s = list[i]; bt = -1; bl = "-"
+             for (l in lab) if (l != "auto" && ((l, s) in t) && (bt < 0 || t[l, s] < bt)) { bt = t[l, s]; bl = l }
+             a = t["auto", s]; r = bt > 0 ? a / bt : 0; if (r > worst) worst = r
+             printf "%10d  %-11s %9.2f  %-11s %9.2f  %6.2f\n", s, (s in ch ? ch[s] : "?"), a, bl, bt, r
+         }
+         printf "# worst auto/best: %.2f\n# fastest time (us) of each candidate\n# %8s", worst, "size(B)"
+         m = 0; for (l in lab) labs[m++] = l
+         for (j = 0; j < m; j++) printf " %13s", labs[j]; printf "\n"
+         for (i = 0; i < n; i++) {
+             printf "%10d", list[i]
+             for (j = 0; j < m; j++) printf " %13.2f", t[labs[j], list[i]]; printf "\n"
+         }
+     }' "$work/choice" "$work/rows"
