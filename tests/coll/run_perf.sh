@@ -27,7 +27,7 @@ fi
 printf 'allreduce 2 0 18446744073709551615 rabenseifner 65536\n' > "$tf"
 if HCOMM_TUNING_FILE="$tf" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo "$perf" all_reduce --ranks 2 \
     -b 8 -e 8K -f 32 -n 2 -w 1 > /tmp/hcomm-run-perf.$$ 2>&1 &&
-    grep -q 'allreduce of 2048 elements: rabenseifner' /tmp/hcomm-run-perf.$$; then
+    grep -q 'allreduce of 2048 elements (8192 bytes): rabenseifner' /tmp/hcomm-run-perf.$$; then
     pass=$((pass + 1))
 else
     fail=$((fail + 1)); echo "FAIL: HCOMM_TUNING_FILE not followed"; grep -i 'allreduce of' /tmp/hcomm-run-perf.$$ | head
