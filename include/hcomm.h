@@ -172,6 +172,10 @@ hcomm_status_t hcomm_comm_size(hcomm_comm_t comm, int *nranks);
  */
 hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm);
 
+/** Payload bytes this rank has handed to transports on comm since its
+ * creation (copies to itself excluded): what compression saves shows here. */
+hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes);
+
 /*
  * Splits comm: ranks passing the same color form a new communicator, ordered by
  * key then by rank in comm. color HCOMM_SPLIT_NOCOLOR gives *newcomm = NULL.

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "hcomm.h"
+#include "hcomm_compress.h"
 
 #define PERF_TAG "hcomm-perf"
 #define PERF_ALIGN 64
@@ -48,6 +49,8 @@ typedef struct {
     int           nops;
     int           ops[HCOMM_OP_COUNT]; /* hcomm_op_t, or PERF_OP_NONE */
     const char   *tune_file;  /* --tune[=FILE]: sweep algorithms, write a tuning file */
+    int           compressed; /* -C given: all_reduce through hcomm_allreduce_compressed */
+    hcomm_compress_config_t compress;
 } perf_args_t;
 
 /* One rank's benchmark state. */
@@ -62,6 +65,7 @@ typedef struct {
     hcomm_dtype_t      dtype; /* current */
     int                op;    /* current: hcomm_op_t or PERF_OP_NONE */
     uint64_t           wrong_total;
+    hcomm_compress_t   cstate; /* -C: the state of the current size */
     double             bw_sum;
     int                bw_count;
 } perf_ctx_t;
@@ -100,6 +104,13 @@ hcomm_status_t perf_coll_start(const perf_ctx_t *ctx, size_t param, int inplace,
 void     perf_check_fill(const perf_ctx_t *ctx, size_t param, int inplace);
 uint64_t perf_check_count(const perf_ctx_t *ctx, size_t param, int inplace);
 void     perf_check_fill_zero(const perf_ctx_t *ctx);
+
+/* perf_compress.c (-C): a state per size, one call, the plain allreduce's
+ * bytes for the ratio, and a check against the serial model. */
+hcomm_status_t perf_compress_prepare(perf_ctx_t *ctx, size_t count);
+hcomm_status_t perf_compress_start(const perf_ctx_t *ctx, size_t count, int inplace);
+hcomm_status_t perf_compress_plain_bytes(perf_ctx_t *ctx, size_t count, uint64_t *bytes);
+hcomm_status_t perf_compress_check(perf_ctx_t *ctx, size_t count, int inplace, uint64_t *wrong);
 
 /* perf_bench.c: the whole run on one rank; returns the rank's exit status. */
 int perf_bench_run(perf_ctx_t *ctx);

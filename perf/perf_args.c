@@ -44,6 +44,10 @@ static void usage(FILE *f)
         "Own options:\n"
         "      --ranks N            ranks to fork when started alone (default 2)\n"
         "      --params             list every HCOMM_* variable: value, default, meaning\n"
+        "  -C, --compress SPEC      all_reduce only: hcomm_allreduce_compressed with onebit,\n"
+        "                           topk:RATIO, fp16, bf16 or none (float input, blocking);\n"
+        "                           adds the bytes each rank sent per call and the ratio to\n"
+        "                           a plain float allreduce; checks against a serial model\n"
         "      --tune[=FILE]        run the sweep once per algorithm and chunk size, keep the\n"
         "                           fastest per size and write FILE (default hcomm_tuning.txt);\n"
         "                           use it with HCOMM_TUNING_FILE=FILE (alone mode only)\n"
@@ -223,6 +227,9 @@ static int apply_opt(int c, const char *v, perf_args_t *a, int *factor_given)
         return parse_int(v, 0, 1 << 30, &a->cycles);
     case 'R':
         return parse_int(v, 1, PERF_MAX_FORK_RANKS, &a->fork_ranks);
+    case 'C':
+        a->compressed = 1;
+        return hcomm_compress_parse(v, &a->compress) == HCOMM_SUCCESS ? 0 : -1;
     default:
         return -1;
     }
@@ -249,6 +256,16 @@ static int finish(int argc, char **argv, perf_args_t *a, int step_given, int fac
     if (a->stepfactor == 1 && a->stepbytes == 0) {
         fprintf(stderr, PERF_TAG ": -i must be positive when -f is 1\n");
         return 2;
+    }
+    if (a->compressed && (a->coll != PERF_ALL_REDUCE || a->ndtypes != 1 ||
+                          a->dtypes[0] != HCOMM_FLOAT32 || a->agg != 1)) {
+        fprintf(stderr, PERF_TAG ": -C works on all_reduce of float (-d float), -m 1\n");
+        return 2;
+    }
+    if (a->compressed) { /* the call averages: show it */
+        a->nops   = 1;
+        a->ops[0] = HCOMM_AVG;
+        a->blocking = 1;
     }
     if (!perf_coll_has_op(a->coll)) {
         a->nops   = 1;
@@ -278,13 +295,14 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         {"help", no_argument, NULL, 'h'},
         {"params", no_argument, NULL, 'P'},
         {"tune", optional_argument, NULL, 'T'},
+        {"compress", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     int c, idx, step_given = 0, factor_given = 0;
 
     set_defaults(a);
     *done = 0;
-    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:z:a:m:N:h", longopts, &idx)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:z:a:m:N:C:h", longopts, &idx)) != -1) {
         if (c == 'h' || c == 'P') {
             if (c == 'h')
                 usage(stdout);

@@ -21,6 +21,7 @@
 typedef struct {
     double   time_us;
     uint64_t wrong;
+    uint64_t sent; /* -C: bytes this rank sent per call */
 } perf_result_t;
 
 static const char *const type_names[HCOMM_DTYPE_COUNT] = {
@@ -103,7 +104,7 @@ static hcomm_status_t run_iters(const perf_ctx_t *ctx, size_t param, int inplace
     return st;
 }
 
-static int time_one(perf_ctx_t *ctx, const perf_counts_t *c, int inplace, double *us)
+static int time_one(perf_ctx_t *ctx, const perf_counts_t *c, int inplace, perf_result_t *res)
 {
     const perf_args_t *a    = ctx->args;
     size_t             ws   = hcomm_dtype_size(ctx->dtype);
@@ -111,6 +112,7 @@ static int time_one(perf_ctx_t *ctx, const perf_counts_t *c, int inplace, double
     static const hcomm_op_t combine[] = {HCOMM_SUM, HCOMM_SUM, HCOMM_MIN, HCOMM_MAX};
     hcomm_status_t          st;
     double                  t0, sec;
+    uint64_t                b0 = 0, b1 = 0;
 
     /* Zeros are harmless input for every op (no overflow, no subnormals). */
     memset(ctx->sbuf, 0, used);
@@ -121,11 +123,14 @@ static int time_one(perf_ctx_t *ctx, const perf_counts_t *c, int inplace, double
     st = hcomm_barrier(ctx->comm, NULL);
     if (st != HCOMM_SUCCESS)
         return perf_fail(ctx, "hcomm_barrier", st);
+    hcomm_comm_bytes_sent(ctx->comm, &b0);
     t0  = now_s();
     st  = run_iters(ctx, c->param, inplace, a->iters);
     sec = (now_s() - t0) / ((double)a->iters * (double)a->agg);
     if (st != HCOMM_SUCCESS)
         return perf_fail(ctx, perf_coll_name(a->coll), st);
+    hcomm_comm_bytes_sent(ctx->comm, &b1);
+    res->sent = (b1 - b0) / ((uint64_t)a->iters * (uint64_t)a->agg);
     if (a->average != 0) {
         st = hcomm_allreduce(&sec, &sec, 1, HCOMM_FLOAT64, combine[a->average], ctx->comm, NULL);
         if (st != HCOMM_SUCCESS)
@@ -133,7 +138,7 @@ static int time_one(perf_ctx_t *ctx, const perf_counts_t *c, int inplace, double
         if (a->average == 1)
             sec /= ctx->nranks;
     }
-    *us = sec * 1e6;
+    res->time_us = sec * 1e6;
     return 0;
 }
 
@@ -142,11 +147,17 @@ static int check_one(perf_ctx_t *ctx, const perf_counts_t *c, int inplace, uint6
     hcomm_status_t st;
     uint64_t       w;
 
-    perf_check_fill(ctx, c->param, inplace);
-    st = perf_coll_start(ctx, c->param, inplace, NULL);
-    if (st != HCOMM_SUCCESS)
-        return perf_fail(ctx, perf_coll_name(ctx->args->coll), st);
-    w  = perf_check_count(ctx, c->param, inplace);
+    if (ctx->args->compressed) {
+        st = perf_compress_check(ctx, c->param, inplace, &w);
+        if (st != HCOMM_SUCCESS)
+            return perf_fail(ctx, "the checked compressed allreduce", st);
+    } else {
+        perf_check_fill(ctx, c->param, inplace);
+        st = perf_coll_start(ctx, c->param, inplace, NULL);
+        if (st != HCOMM_SUCCESS)
+            return perf_fail(ctx, perf_coll_name(ctx->args->coll), st);
+        w = perf_check_count(ctx, c->param, inplace);
+    }
     st = hcomm_allreduce(&w, &w, 1, HCOMM_UINT64, HCOMM_SUM, ctx->comm, NULL);
     if (st != HCOMM_SUCCESS)
         return perf_fail(ctx, "hcomm_allreduce of the error counts", st);
@@ -186,11 +197,20 @@ static int bench_size(perf_ctx_t *ctx, const perf_counts_t *c)
     const perf_args_t *a     = ctx->args;
     size_t             ws    = hcomm_dtype_size(ctx->dtype);
     size_t             bytes = (c->send_elems > c->recv_elems ? c->send_elems : c->recv_elems) * ws;
-    perf_result_t      res[2] = {{0, 0}, {0, 0}};
+    perf_result_t      res[2] = {{0, 0, 0}, {0, 0, 0}};
     int                nplace = perf_coll_has_inplace(a->coll) ? 2 : 1;
+    uint64_t           plain  = 0;
+    hcomm_status_t     st;
 
+    if (a->compressed) {
+        st = perf_compress_prepare(ctx, c->param);
+        if (st == HCOMM_SUCCESS)
+            st = perf_compress_plain_bytes(ctx, c->param, &plain);
+        if (st != HCOMM_SUCCESS)
+            return perf_fail(ctx, "preparing the compressed allreduce", st);
+    }
     for (int ip = 0; ip < nplace; ip++) {
-        if (time_one(ctx, c, ip, &res[ip].time_us) != 0)
+        if (time_one(ctx, c, ip, &res[ip]) != 0)
             return 1;
         if (a->check && check_one(ctx, c, ip, &res[ip].wrong) != 0)
             return 1;
@@ -198,10 +218,16 @@ static int bench_size(perf_ctx_t *ctx, const perf_counts_t *c)
     }
     if (ctx->rank != 0)
         return 0;
+    char cname[32];
     printf("%12zu  %12zu  %8s  %6s  %6d", bytes, c->param, type_names[ctx->dtype],
-           op_names[ctx->op], perf_coll_has_root(a->coll) ? a->root : -1);
+           a->compressed ? hcomm_compress_name(&a->compress, cname, sizeof(cname))
+                         : op_names[ctx->op],
+           perf_coll_has_root(a->coll) ? a->root : -1);
     print_result(ctx, bytes, &res[0]);
     print_result(ctx, bytes, nplace == 2 ? &res[1] : NULL);
+    if (a->compressed) /* rank 0's bytes: every rank sends alike */
+        printf("  %10llu  %7.2f", (unsigned long long)res[0].sent,
+               res[0].sent ? (double)plain / (double)res[0].sent : 0.0);
     printf("\n");
     fflush(stdout);
     return 0;
@@ -256,12 +282,16 @@ static void print_header(const perf_ctx_t *ctx, const perf_rank_info_t *info)
     printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",
            "", "", "", "", "");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s %6s  %7s  %7s  %7s %6s\n", "size", "count",
-           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-           "#wrong");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s %6s  %7s  %7s  %7s %6s%s\n", "size",
+           "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+           "busbw", "#wrong", a->compressed ? "        sent    ratio" : "");
     printf("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s  %5s  %7s  %7s  %7s  %5s\n", "(B)",
            "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-           "");
+           a->compressed ? "         (B)" : "");
+    if (a->compressed)
+        printf("# -C %s: redop shows the codec (the call averages); sent: bytes rank 0 sent "
+               "per call; ratio: a plain float allreduce's bytes / sent\n",
+               hcomm_compress_name(&a->compress, (char[32]){0}, 32));
     fflush(stdout);
 }
 
@@ -350,6 +380,8 @@ int perf_bench_run(perf_ctx_t *ctx)
                ctx->bw_count ? ctx->bw_sum / ctx->bw_count : 0.0);
         fflush(stdout);
     }
+    hcomm_compress_destroy(ctx->cstate);
+    ctx->cstate = NULL;
     free(ctx->sbuf);
     free(ctx->rbuf);
     ctx->sbuf = ctx->rbuf = NULL;

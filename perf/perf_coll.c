@@ -169,6 +169,8 @@ hcomm_status_t perf_coll_start(const perf_ctx_t *ctx, size_t param, int inplace,
 {
     void *sb, *rb;
 
+    if (ctx->args->compressed)
+        return perf_compress_start(ctx, param, inplace);
     perf_coll_buffers(ctx, param, inplace, &sb, &rb);
     if (req == NULL || ctx->args->coll == PERF_SENDRECV)
         return start_blocking(ctx, sb, rb, param);

@@ -487,3 +487,17 @@ hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm)
     }
     return comm->error;
 }
+
+hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_bytes_sent: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    if (bytes == NULL) {
+        hc_error(INIT, "hcomm_comm_bytes_sent: NULL output");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    *bytes = comm->bytes_sent;
+    return HCOMM_SUCCESS;
+}

@@ -58,6 +58,7 @@ struct hcomm_comm {
     hc_hier_t           hier;
     const uint64_t     *host_ids;    /* during init only: identities inherited from a parent */
     unsigned long       moved;       /* bumped whenever an op posts or finishes a step */
+    uint64_t            bytes_sent;  /* payload handed to transports (hcomm_comm_bytes_sent) */
 };
 
 /* A wait loop's back-off: spin while anything moves, yield the CPU after

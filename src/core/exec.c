@@ -167,6 +167,7 @@ static hcomm_status_t exec_post(hc_op_t *op, uint32_t i)
             return HCOMM_IN_PROGRESS;
         status = tl->isend(ep, exec_ptr(op, st->src), st->len, req);
         op->next_send[st->peer]++;
+        comm->bytes_sent += st->len;
     } else {
         if (st->pseq != op->next_recv[st->peer])
             return HCOMM_IN_PROGRESS;

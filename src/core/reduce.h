@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hcomm.h"
 
@@ -25,5 +26,20 @@ uint16_t hc_float_to_half(float f);
 /* bfloat16 <-> float32, round to nearest even; NaN stays (quiet) NaN. */
 float    hc_bf16_to_float(uint16_t b);
 uint16_t hc_float_to_bf16(float f);
+
+/* A float's bits and back, without aliasing rules broken. */
+static inline uint32_t hc_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static inline float hc_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
 
 #endif

@@ -24,22 +24,6 @@
 
 #define HC_CLONES __attribute__((target_clones("avx2", "default")))
 
-static inline uint32_t f32_bits(float f)
-{
-    uint32_t u;
-
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
-
-static inline float bits_f32(uint32_t u)
-{
-    float f;
-
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
 /* Selects as masks: a ternary lets gcc sink the float op of one arm into a
  * branch, which then blocks vectorisation. */
 static inline uint32_t sel(uint32_t cond, uint32_t x, uint32_t y)
@@ -56,18 +40,18 @@ static inline float half_to_float(uint16_t h)
     uint32_t norm = em + ((uint32_t)(127 - 15) << 23);
     /* Subnormal: make it 2^-14 * (1 + m) and subtract 2^-14; exact, and no
      * float subnormal is involved, so DAZ/FTZ modes cannot flush it. */
-    uint32_t sub = f32_bits(bits_f32(em + (113u << 23)) - bits_f32(113u << 23));
+    uint32_t sub = hc_f32_bits(hc_bits_f32(em + (113u << 23)) - hc_bits_f32(113u << 23));
     /* inf, or NaN keeping its payload with the quiet bit set */
     uint32_t special = em | 0x7f800000u | ((uint32_t)(em > 0x0f800000u) << 22);
     uint32_t u       = sel(exp == 0, sub, norm);
 
     u = sel(exp == 0x0f800000u, special, u);
-    return bits_f32(u | (uint32_t)(h & 0x8000) << 16);
+    return hc_bits_f32(u | (uint32_t)(h & 0x8000) << 16);
 }
 
 static inline uint16_t float_to_half(float f)
 {
-    uint32_t x    = f32_bits(f);
+    uint32_t x    = hc_f32_bits(f);
     uint32_t ax   = x & 0x7fffffffu;
     uint32_t sign = (x >> 16) & 0x8000;
     /* Normal: rebias, add 0x0fff plus the lowest kept bit (ties to even), and a
@@ -75,7 +59,7 @@ static inline uint16_t float_to_half(float f)
     uint32_t norm = (ax + ((uint32_t)(15 - 127) << 23) + 0x0fff + ((ax >> 13) & 1)) >> 13;
     /* Below 2^-14: adding 0.5f, whose ulp is 2^-24 (the half subnormal step),
      * lets the FPU round to nearest even; the low bits are the result. */
-    uint32_t sub = f32_bits(bits_f32(ax) + 0.5f) - f32_bits(0.5f);
+    uint32_t sub = hc_f32_bits(hc_bits_f32(ax) + 0.5f) - hc_f32_bits(0.5f);
     uint32_t r   = sel(ax < (113u << 23), sub, norm);
 
     r = sel(ax >= (143u << 23), 0x7c00u, r);           /* >= 2^16: inf */
@@ -85,12 +69,12 @@ static inline uint16_t float_to_half(float f)
 
 static inline float bf16_to_float(uint16_t b)
 {
-    return bits_f32((uint32_t)b << 16);
+    return hc_bits_f32((uint32_t)b << 16);
 }
 
 static inline uint16_t float_to_bf16(float f)
 {
-    uint32_t x = f32_bits(f);
+    uint32_t x = hc_f32_bits(f);
     uint32_t r = (x + 0x7fff + ((x >> 16) & 1)) >> 16;
 
     /* A NaN must not round into inf: truncate it and set the quiet bit. The

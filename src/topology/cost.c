@@ -24,9 +24,8 @@ static double reduce_us(const hc_cluster_t *c, double bytes)
     return bytes / (c->reduce_gbps * 1e3);
 }
 
-/* Ranks of one node whose cross-node traffic shares the node's link at once:
- * in recursive doubling and halving every rank of a node talks across nodes in
- * the same step, so the link is shared by all of them. */
+/* Ranks of one node whose cross-node traffic shares the node's link at once,
+ * when every rank of a node talks across nodes in the same step. */
 static double link_share(const hc_cluster_t *c)
 {
     return c->nnodes > 1 ? (double)c->nranks / c->nnodes : 1.0;
@@ -57,15 +56,58 @@ static double ring_us(const hc_cluster_t *c, double S, double chunk)
            (n - 1) * reduce_us(c, b);
 }
 
-static double rd_us(const hc_cluster_t *c, double S)
+/* A recursive round at distance d with n a power of two (partner r ^ d): the
+ * slowest link any pair uses, and in *share the most ranks of one node whose
+ * partners are on other nodes (they share the node's network link). */
+static const hc_link_cost_t *round_link(const hc_cluster_t *c, int d, double *share)
 {
-    double steps = ceil(log2((double)c->nranks));
-    if (c->nranks & (c->nranks - 1))
-        steps += 2; /* fold in and out for non-powers of two */
-    const hc_link_cost_t *l = worst_link(c);
-    return steps * (l->alpha_us + link_share(c) * S / (l->bw_gbps * 1e3) + reduce_us(c, S));
+    int cls = HC_LINK_SELF, most = 0;
+
+    for (int nd = 0; nd < c->nnodes; nd++) {
+        int off = 0;
+        for (int i = c->node_first[nd]; i < c->node_first[nd + 1]; i++) {
+            int r = c->node_ranks[i], q = r ^ d;
+            if (q >= c->nranks)
+                continue;
+            if (c->node_of[q] != nd)
+                off++;
+            else if (c->numa_of[q] != c->numa_of[r] && cls < HC_LINK_CROSS_NUMA)
+                cls = HC_LINK_CROSS_NUMA;
+            else if (cls < HC_LINK_SAME_NUMA)
+                cls = HC_LINK_SAME_NUMA;
+        }
+        most = off > most ? off : most;
+    }
+    *share = most > 0 ? most : 1;
+    return &c->link[most > 0 ? HC_LINK_CROSS_NODE : cls];
 }
 
+static int pow2(int n)
+{
+    return (n & (n - 1)) == 0;
+}
+
+/* Rounds at distances 1, 2, 4, ...: each exchanges and reduces S. Only some
+ * rounds cross nodes (partners of one node are often local), so each is priced
+ * by its own link; with folding (n not a power of two) all by the worst. */
+static double rd_us(const hc_cluster_t *c, double S)
+{
+    double t = 0, share;
+    if (!pow2(c->nranks)) {
+        double steps = ceil(log2((double)c->nranks)) + 2; /* fold in and out */
+        const hc_link_cost_t *l = worst_link(c);
+        return steps * (l->alpha_us + link_share(c) * S / (l->bw_gbps * 1e3) + reduce_us(c, S));
+    }
+    for (int d = 1; d < c->nranks; d *= 2) {
+        const hc_link_cost_t *l = round_link(c, d, &share);
+        t += l->alpha_us + share * S / (l->bw_gbps * 1e3) + reduce_us(c, S);
+    }
+    return t;
+}
+
+/* Priced with the worst link in every round: measured across namespaces, its
+ * rounds cost more than their bytes say, so the per-round pricing of rd_us
+ * would favour it where it loses. */
 static double rabenseifner_us(const hc_cluster_t *c, double S)
 {
     int    n     = c->nranks;

@@ -1,0 +1,66 @@
+/* codec.h - gradient codecs with error feedback (src/compress/). Every
+ * encoder works on float32 values v = in + residual and leaves in residual
+ * what the decoded message misses (v - decode(message)), so nothing a step
+ * drops is lost: it is sent again, added to a later step's input. Where that
+ * difference is not finite (v or a onebit scale was inf or NaN, or a cast
+ * overflowed), onebit and the casts store 0 instead: one overflowing step,
+ * which loss scaling skips, must not poison the residual for good.
+ *
+ * Wire formats (little-endian, as the host):
+ *   onebit: per block of HC_ONEBIT_BLOCK values, one float32 scale (the mean
+ *           absolute value of the block's v) followed by the block's sign bits,
+ *           8 per byte, bit j of byte i = value 8i+j, 1 = negative; zero encodes
+ *           as +1 (bit 0), and so does NaN (v < 0 is false). A value decodes
+ *           as +scale or -scale. The last block may be short (its bit bytes
+ *           are ceil(len/8)).
+ *   topk:   k pairs {uint32 index, float32 value}, indexes ascending.
+ *   fp16 / bf16: one uint16 per value, rounded to nearest even. */
+#ifndef HC_COMPRESS_CODEC_H
+#define HC_COMPRESS_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Values per onebit scale: 8 KiB of float32 input, so one scale adds 4 bytes
+ * to 256 bytes of signs (31.5x smaller than float32) and a block stays in L1. */
+#define HC_ONEBIT_BLOCK 2048
+
+typedef struct hc_topk_pair {
+    uint32_t index;
+    float    value;
+} hc_topk_pair_t;
+
+/* Bytes of a onebit message of n values. */
+size_t hc_onebit_bytes(size_t n);
+
+/* Encodes v = in[i] + residual[i] (residual NULL: zero, and not updated) into
+ * out (hc_onebit_bytes(n) bytes); residual becomes v - decoded. in and
+ * residual must not overlap. */
+void hc_onebit_encode(const float *in, float *residual, size_t n, uint8_t *out);
+
+/* out[i] = decoded value i (add = 0) or out[i] += decoded value i (add = 1). */
+void hc_onebit_decode(const uint8_t *msg, size_t n, float *out, int add);
+
+/* Selects the k entries of v = in + residual with the largest magnitude
+ * (exactly k, 0 <= k <= n; ties broken by lower index; NaN counts as larger
+ * than inf), writes them to out with indexes ascending, and sets residual to v
+ * with those k entries zeroed. scratch: at least n floats and n uint32 of work
+ * space (hc_topk_scratch_bytes), 8-byte aligned (malloc's is). Expected O(n);
+ * deterministic. Returns 0, or -1 (nothing written) when k > n or
+ * n > UINT32_MAX. */
+size_t hc_topk_scratch_bytes(size_t n);
+int    hc_topk_encode(const float *in, float *residual, size_t n, size_t k, void *scratch,
+                      hc_topk_pair_t *out);
+
+/* out[index] += value for each pair (out zeroed by the caller first where a
+ * plain decode is wanted). Pairs with index >= n are ignored and counted in
+ * the return value (a corrupt message), 0 otherwise. */
+size_t hc_topk_decode_add(const hc_topk_pair_t *pairs, size_t k, float *out, size_t n);
+
+/* Casts with error feedback: out[i] = round(v) as float16 (half = 1) or
+ * bfloat16 (half = 0); residual becomes v - (float)out[i]. Decode converts back;
+ * add = 1 accumulates into out. */
+void hc_cast_encode(const float *in, float *residual, size_t n, int half, uint16_t *out);
+void hc_cast_decode(const uint16_t *msg, size_t n, int half, float *out, int add);
+
+#endif

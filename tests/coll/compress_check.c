@@ -1,0 +1,213 @@
+/*
+ * compress_check - one rank of the compressed-allreduce test, under hcomm-run
+ * (or alone: one rank). For every codec, several counts, in place and out of
+ * place, it runs STEPS steps with new inputs each step and compares every
+ * step's result with the serial model (src/compress/compress_model.h) that
+ * every rank computes from all ranks' inputs, residuals included: onebit and
+ * topk must agree bit for bit, the casts (summed in half precision on the
+ * wire) within a bound printed at the start. Then the bad configurations.
+ * Exit: 0 all passed, 1 a case failed, 2 init failure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/compress_model.h"
+#include "hcomm_compress.h"
+
+#define STEPS 4
+
+static const char *const specs[] = {"onebit", "topk:0.01", "topk:0.3", "topk:1",
+                                    "fp16",   "bf16",      "none"};
+static const size_t counts[] = {1, 7, 2048, 2049, 100003};
+
+static int g_rank, g_nranks, g_failed, g_cases;
+
+/* Rank r's input at element i of step t: varied signs and sizes, below 16. */
+static float input_value(int r, int t, size_t i)
+{
+    uint64_t h = ((uint64_t)(r + 1) * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(t + 1) << 40) ^ i;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    return (float)((double)(h % 4001) / 256.0 - 7.8125);
+}
+
+static int is_exact(hcomm_compress_kind_t k)
+{
+    return k == HCOMM_COMPRESS_ONEBIT || k == HCOMM_COMPRESS_TOPK;
+}
+
+/* Largest error a cast may show: n additions in half precision, each off by
+ * half a step of a partial sum below n x 8, averaged over n. */
+static double cast_bound(hcomm_compress_kind_t k, int n)
+{
+    double eps = k == HCOMM_COMPRESS_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    return k == HCOMM_COMPRESS_NONE ? 1e-4 : eps * 8.0 * n;
+}
+
+static size_t compare(hcomm_compress_kind_t k, const float *got, const float *want, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += is_exact(k) ? memcmp(&got[i], &want[i], sizeof(float)) != 0
+                           : !(fabs((double)got[i] - want[i]) <= cast_bound(k, g_nranks));
+    return bad;
+}
+
+/* STEPS steps of one codec and count against the model. */
+static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inplace)
+{
+    hcomm_compress_config_t cfg;
+    hcomm_compress_t        st = NULL;
+    hc_compress_model_t     m;
+    float **in = calloc((size_t)g_nranks, sizeof(float *)), *buf = malloc(count * 4);
+    float  *out = malloc(count * 4), *want = malloc(count * 4);
+    int     fail = 0;
+
+    g_cases++;
+    if (!in || !buf || !out || !want || hcomm_compress_parse(spec, &cfg) != HCOMM_SUCCESS ||
+        hcomm_compress_create(comm, &cfg, count, HCOMM_FLOAT32, &st) != HCOMM_SUCCESS ||
+        hc_compress_model_init(&m, &cfg, g_nranks, count) != HCOMM_SUCCESS) {
+        printf("FAIL rank %d: %s count %zu: set-up failed\n", g_rank, spec, count);
+        return 1;
+    }
+    for (int r = 0; r < g_nranks; r++)
+        in[r] = malloc(count * 4);
+    for (int t = 0; t < STEPS && !fail; t++) {
+        for (int r = 0; r < g_nranks; r++)
+            for (size_t i = 0; i < count; i++)
+                in[r][i] = input_value(r, t, i);
+        memcpy(buf, in[g_rank], count * 4);
+        hcomm_status_t s = hcomm_allreduce_compressed(buf, inplace ? buf : out, count,
+                                                      HCOMM_FLOAT32, st, comm, NULL);
+        if (s != HCOMM_SUCCESS) {
+            printf("FAIL rank %d: %s count %zu step %d: %s\n", g_rank, spec, count, t,
+                   hcomm_status_name(s));
+            fail = 1;
+            break;
+        }
+        hc_compress_model_step(&m, (const float *const *)in, want);
+        size_t bad = compare(cfg.kind, inplace ? buf : out, want, count);
+        if (bad != 0 || (!inplace && memcmp(buf, in[g_rank], count * 4) != 0)) {
+            printf("FAIL rank %d: %s count %zu %s step %d: %zu of %zu elements differ from "
+                   "the model%s\n", g_rank, spec, count, inplace ? "in place" : "out of place", t,
+                   bad, count, bad ? "" : " (the send buffer changed)");
+            fail = 1;
+        }
+    }
+    for (int r = 0; r < g_nranks; r++)
+        free(in[r]);
+    free(in);
+    free(buf);
+    free(out);
+    free(want);
+    hc_compress_model_free(&m);
+    hcomm_compress_destroy(st);
+    return fail;
+}
+
+static void expect(const char *what, hcomm_status_t got, hcomm_status_t want)
+{
+    g_cases++;
+    if (got != want) {
+        printf("FAIL rank %d: %s returned %s, expected %s\n", g_rank, what, hcomm_status_name(got),
+               hcomm_status_name(want));
+        g_failed++;
+    }
+}
+
+/* Bad configurations: each a clear status (and one log line). */
+static void bad_configs(hcomm_comm_t comm)
+{
+    hcomm_compress_config_t cfg = {HCOMM_COMPRESS_TOPK, 0};
+    hcomm_compress_t        st  = NULL;
+    float                   x[16] = {0};
+
+    expect("topk ratio 0", hcomm_compress_create(comm, &cfg, 16, HCOMM_FLOAT32, &st),
+           HCOMM_ERR_INVALID_ARG);
+    cfg.ratio = 1.5;
+    expect("topk ratio 1.5", hcomm_compress_create(comm, &cfg, 16, HCOMM_FLOAT32, &st),
+           HCOMM_ERR_INVALID_ARG);
+    expect("parse topk:0", hcomm_compress_parse("topk:0", &cfg), HCOMM_ERR_INVALID_ARG);
+    expect("parse topk", hcomm_compress_parse("topk", &cfg), HCOMM_ERR_INVALID_ARG);
+    expect("parse twobit", hcomm_compress_parse("twobit", &cfg), HCOMM_ERR_INVALID_ARG);
+    expect("parse onebit", hcomm_compress_parse("onebit", &cfg), HCOMM_SUCCESS);
+    expect("int32 tensor", hcomm_compress_create(comm, &cfg, 16, HCOMM_INT32, &st),
+           HCOMM_ERR_INVALID_DTYPE);
+    expect("create 16", hcomm_compress_create(comm, &cfg, 16, HCOMM_FLOAT32, &st), HCOMM_SUCCESS);
+    expect("state for another size",
+           hcomm_allreduce_compressed(x, x, 8, HCOMM_FLOAT32, st, comm, NULL),
+           HCOMM_ERR_INVALID_ARG);
+    expect("state for another dtype",
+           hcomm_allreduce_compressed(x, x, 16, HCOMM_FLOAT16, st, comm, NULL),
+           HCOMM_ERR_INVALID_ARG);
+    expect("NULL state", hcomm_allreduce_compressed(x, x, 16, HCOMM_FLOAT32, NULL, comm, NULL),
+           HCOMM_ERR_INVALID_ARG);
+    expect("NULL buffer", hcomm_allreduce_compressed(NULL, x, 16, HCOMM_FLOAT32, st, comm, NULL),
+           HCOMM_ERR_NULL_BUFFER);
+    expect("inside a group", hcomm_group_start(), HCOMM_SUCCESS);
+    expect("inside a group", hcomm_allreduce_compressed(x, x, 16, HCOMM_FLOAT32, st, comm, NULL),
+           HCOMM_ERR_INVALID_USAGE);
+    expect("group end", hcomm_group_end(), HCOMM_SUCCESS);
+    expect("still usable", hcomm_allreduce_compressed(x, x, 16, HCOMM_FLOAT32, st, comm, NULL),
+           HCOMM_SUCCESS);
+    expect("reset", hcomm_compress_reset(st), HCOMM_SUCCESS);
+    hcomm_compress_destroy(st);
+    hcomm_compress_destroy(NULL);
+}
+
+/* A float16 tensor: compressed through float32, the result converted back. */
+static void half_tensor(hcomm_comm_t comm)
+{
+    hcomm_compress_config_t cfg = {HCOMM_COMPRESS_ONEBIT, 0};
+    hcomm_compress_t        st  = NULL;
+    uint16_t                h[64];
+    for (int i = 0; i < 64; i++)
+        h[i] = 0x3c00; /* 1.0: every rank the same, so the average is 1.0 exactly */
+    expect("float16 create", hcomm_compress_create(comm, &cfg, 64, HCOMM_FLOAT16, &st),
+           HCOMM_SUCCESS);
+    expect("float16 onebit", hcomm_allreduce_compressed(h, h, 64, HCOMM_FLOAT16, st, comm, NULL),
+           HCOMM_SUCCESS);
+    for (int i = 0; i < 64; i++)
+        if (h[i] != 0x3c00) {
+            printf("FAIL rank %d: float16 onebit of all-ones gave 0x%04x at %d\n", g_rank, h[i],
+                   i);
+            g_failed++;
+            break;
+        }
+    hcomm_compress_destroy(st);
+}
+
+int main(void)
+{
+    hcomm_comm_t   comm = NULL;
+    hcomm_status_t st;
+
+    if (getenv("HCOMM_NRANKS") != NULL) {
+        st = hcomm_comm_init_env(&comm);
+    } else {
+        hcomm_unique_id_t id;
+        st = hcomm_get_unique_id(&id);
+        if (st == HCOMM_SUCCESS)
+            st = hcomm_comm_init(&comm, 1, &id, 0);
+    }
+    if (st != HCOMM_SUCCESS || hcomm_comm_rank(comm, &g_rank) != HCOMM_SUCCESS ||
+        hcomm_comm_size(comm, &g_nranks) != HCOMM_SUCCESS) {
+        fprintf(stderr, "compress_check: init failed: %s\n", hcomm_status_str(st));
+        return 2;
+    }
+    if (g_rank == 0)
+        printf("compress_check: %d ranks, %d steps per case; onebit/topk exact, fp16 within "
+               "%g, bf16 within %g\n", g_nranks, STEPS, cast_bound(HCOMM_COMPRESS_FP16, g_nranks),
+               cast_bound(HCOMM_COMPRESS_BF16, g_nranks));
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+            for (int ip = 0; ip < 2; ip++)
+                g_failed += run_case(comm, specs[s], counts[c], ip);
+    bad_configs(comm);
+    half_tensor(comm);
+    printf("compress_check rank %d: %d cases, %d failed\n", g_rank, g_cases, g_failed);
+    hcomm_comm_destroy(comm);
+    return g_failed != 0;
+}

@@ -1,0 +1,34 @@
+#!/bin/sh
+# run_compress.sh - the compressed allreduce against its serial model on 1 to 8
+# ranks (compress_check: every codec, counts 1 to 100003, in and out of place,
+# several steps so the residuals count), over the default transports and tcp,
+# then hcomm-perf -C's own checks.
+top=${top_builddir:-.}
+run="$top/tools/hcomm-run" check="$top/tests/coll/compress_check" perf="$top/perf/hcomm-perf"
+for b in "$run" "$check" "$perf"; do
+    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
+done
+export HCOMM_TIMEOUT=60
+out=$(mktemp /tmp/hcomm-compress.XXXXXX)
+trap 'rm -f "$out"' EXIT INT TERM
+pass=0 fail=0
+result() { # LABEL STATUS
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
+    else fail=$((fail + 1)); echo "FAIL $1"; grep -v '^PASS' "$out" | tail -15; fi
+}
+for n in 1 2 3 4 5 6 7 8; do
+    timeout 300 "$run" -n "$n" "$check" > "$out" 2>&1
+    result "compress_check on $n ranks" $?
+done
+HCOMM_TRANSPORT=tcp timeout 300 "$run" -n 3 "$check" > "$out" 2>&1
+result "compress_check on 3 ranks over tcp" $?
+for c in onebit topk:0.01 fp16 bf16; do
+    timeout 120 "$perf" all_reduce --ranks 3 -C "$c" -b 8 -e 4M -f 16 -n 2 -w 1 > "$out" 2>&1 &&
+        grep -q 'Out of bounds values : 0 OK' "$out"
+    result "hcomm-perf all_reduce -C $c on 3 ranks" $?
+done
+timeout 60 "$perf" all_reduce --ranks 2 -C topk:2 > "$out" 2>&1
+[ $? -eq 2 ]
+result "hcomm-perf -C topk:2 is refused" $?
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
