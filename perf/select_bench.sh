@@ -56,7 +56,9 @@ for round in $(seq 1 "$ROUNDS"); do
     done
 done
 echo "# $layout: hcomm-perf all_reduce $args; fastest of $ROUNDS interleaved rounds"
-echo "# size(B)  auto-choice  auto(us)  best-forced  best(us)  auto/best"
+echo "# chosen/best: the chosen algorithm's own forced runs against the best (the"
+echo "# selection's quality); auto/best also holds the noise between two runs of one algorithm"
+echo "# size(B)  auto-choice  auto(us)  best-forced  best(us)  auto/best  chosen/best"
 # "allreduce of N elements (B bytes): ALGO, ..." lines name the choice per size
 sed -n 's/.*allreduce of [0-9]* elements (\([0-9]*\) bytes): \([a-z]*\).*/\1 \2/p' "$work/chosen" | sort -u > "$work/choice"
 awk 'FNR == NR { ch[$1] = $2; next }
@@ -69,9 +71,11 @@ awk 'FNR == NR { ch[$1] = $2; next }
              s = list[i]; bt = -1; bl = "-"
              for (l in lab) if (l != "auto" && ((l, s) in t) && (bt < 0 || t[l, s] < bt)) { bt = t[l, s]; bl = l }
              a = t["auto", s]; r = bt > 0 ? a / bt : 0; if (r > worst) worst = r
-             printf "%10d  %-11s %9.2f  %-11s %9.2f  %6.2f\n", s, (s in ch ? ch[s] : "?"), a, bl, bt, r
+             c = (s in ch) ? ch[s] : "?"; cr = ((c, s) in t && bt > 0) ? t[c, s] / bt : 0
+             if (cr > cworst) cworst = cr
+             printf "%10d  %-11s %9.2f  %-11s %9.2f  %6.2f  %6.2f\n", s, c, a, bl, bt, r, cr
          }
-         printf "# worst auto/best: %.2f\n# fastest time (us) of each candidate\n# %8s", worst, "size(B)"
+         printf "# worst auto/best: %.2f, worst chosen/best: %.2f\n# fastest time (us) of each candidate\n# %8s", worst, cworst, "size(B)"
          m = 0; for (l in lab) labs[m++] = l
          for (j = 0; j < m; j++) printf " %13s", labs[j]; printf "\n"
          for (i = 0; i < n; i++) {
