@@ -1,7 +1,7 @@
 /* bench_codec.c - single-thread throughput of the gradient codecs, in GB/s of
  * float32 input (1 GB = 1e9 bytes), best of several repetitions.
  *
- * Usage:
+ * Usage: make perf/bench_codec && perf/bench_codec [MAX_MIB]; by hand:
  *   gcc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -O2 -Iinclude -Isrc perf/bench_codec.c \
  *       src/compress/codec_onebit.c src/compress/codec_topk.c src/compress/codec_cast.c \
  *       src/core/reduce.c src/core/reduce_half.c -lm -o perf/bench_codec
