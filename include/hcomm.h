@@ -112,7 +112,8 @@ const char *hcomm_op_name(hcomm_op_t op);
 
 typedef struct hcomm_comm *hcomm_comm_t;
 typedef struct hcomm_request *hcomm_request_t;
-/** Streams arrive with the overlap work; today only NULL (blocking) is accepted. */
+/** An ordered queue of work run by its own thread (hcomm_stream.h); NULL = the
+ * caller's thread, blocking. */
 typedef struct hcomm_stream *hcomm_stream_t;
 
 #define HCOMM_UNIQUE_ID_BYTES 128
@@ -186,8 +187,11 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
 /*
  * Collectives. count is in elements of dtype. Every call with stream == NULL
  * blocks until the operation completed on the caller's side (the caller's
- * buffers may be reused); non-NULL streams return HCOMM_ERR_UNSUPPORTED until
- * streams land. Inside hcomm_group_start/end a call only queues the operation.
+ * buffers may be reused). With a stream (hcomm_stream.h) the call returns once
+ * the operation is queued: it runs when the stream's earlier work is done, and
+ * the buffers belong to it until then. Operations on one communicator start in
+ * the order they were issued, whatever their streams. Inside
+ * hcomm_group_start/end a call only queues the operation.
  *
  * In place: recvbuf == sendbuf for allreduce, broadcast, reduce and alltoall;
  * sendbuf == recvbuf + rank * count * size for allgather;

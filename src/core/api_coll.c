@@ -4,6 +4,7 @@
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "overlap/overlap.h"
 
 /* What a call needs checked. */
 typedef struct coll_call {
@@ -57,10 +58,8 @@ static hcomm_status_t coll_run(hcomm_comm_t comm, coll_call_t *c, hcomm_stream_t
     hcomm_status_t st = coll_validate(comm, c);
     if (st != HCOMM_SUCCESS)
         return st;
-    if (stream != NULL) {
-        hc_error(COLL, "%s: streams are not supported yet; pass NULL", c->name);
-        return HCOMM_ERR_UNSUPPORTED;
-    }
+    if (stream != NULL && (st = hc_stream_check(stream, c->name)) != HCOMM_SUCCESS)
+        return st;
     if (nonblocking && req == NULL) {
         hc_error(COLL, "%s: NULL request pointer", c->name);
         return HCOMM_ERR_INVALID_ARG;
@@ -70,8 +69,9 @@ static hcomm_status_t coll_run(hcomm_comm_t comm, coll_call_t *c, hcomm_stream_t
         return HCOMM_ERR_INVALID_USAGE;
     }
     if (!nonblocking && hc_group_active())
-        return hc_group_add(comm, &c->args, c->sendbuf, c->recvbuf);
-    return hc_coll_issue(comm, &c->args, c->sendbuf, c->recvbuf, nonblocking ? req : NULL);
+        return hc_group_add(comm, &c->args, c->sendbuf, c->recvbuf, stream);
+    return hc_coll_issue(comm, &c->args, c->sendbuf, c->recvbuf, nonblocking ? req : NULL,
+                         stream);
 }
 
 /* Byte offset of block i of count elements, for in-place detection. */

@@ -57,4 +57,13 @@ static inline int hc_clock_ms_left(double deadline)
     return ms > (double)INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* An absolute CLOCK_MONOTONIC time seconds from now, for pthread_cond_timedwait
+ * on a condition variable set to that clock (hc_clock_cond_init). */
+static inline struct timespec hc_clock_abs_in(double seconds)
+{
+    uint64_t        t = hc_clock_now_ns() + (uint64_t)(seconds * 1e9);
+    struct timespec ts = {(time_t)(t / 1000000000u), (long)(t % 1000000000u)};
+    return ts;
+}
+
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/params.h"
 
@@ -293,6 +294,26 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     return st;
 }
 
+/* Waits (at most HCOMM_TIMEOUT) until streams let go of the comm's ops: their
+ * threads touch the ops, and the comm, until then. 0, or -1 if they did not. */
+static int comm_wait_streams(hcomm_comm_t c)
+{
+    double deadline = hc_clock_now() + c->timeout;
+    for (;;) {
+        hc_comm_lock(c);
+        int held = c->held;
+        hc_comm_unlock(c);
+        if (held == 0)
+            return 0;
+        if (hc_clock_now() > deadline) {
+            hc_error(INIT, "communicator destroyed while streams still hold %d of its "
+                           "operations; not freed", held);
+            return -1;
+        }
+        sched_yield();
+    }
+}
+
 static void comm_free(hcomm_comm_t c)
 {
     comm_close_transports(c);
@@ -309,6 +330,7 @@ static void comm_free(hcomm_comm_t c)
     }
     free(c->scratch);
     free(c->peers);
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
@@ -333,6 +355,11 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
     hcomm_comm_t c = calloc(1, sizeof(*c));
     if (c == NULL)
         return HCOMM_ERR_NO_MEMORY;
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&c->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     c->rank    = rank;
     c->nranks  = nranks;
     c->host_ids = host_ids;
@@ -441,6 +468,8 @@ hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm)
     }
     hc_comm_drain(comm);
     registry_remove(comm);
+    if (comm_wait_streams(comm) != 0)
+        return HCOMM_ERR_TIMEOUT;
     comm_free(comm);
     return HCOMM_SUCCESS;
 }
@@ -455,6 +484,8 @@ hcomm_status_t hcomm_comm_abort(hcomm_comm_t comm)
     hc_comm_fail(comm, HCOMM_ERR_ABORTED);
     hc_comm_drain(comm); /* every queued op now finishes as aborted */
     registry_remove(comm);
+    if (comm_wait_streams(comm) != 0)
+        return HCOMM_ERR_TIMEOUT;
     comm_free(comm);
     return HCOMM_SUCCESS;
 }

@@ -3,6 +3,7 @@
 #ifndef HC_CORE_COMM_H
 #define HC_CORE_COMM_H
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 
@@ -59,6 +60,12 @@ struct hcomm_comm {
     const uint64_t     *host_ids;    /* during init only: identities inherited from a parent */
     unsigned long       moved;       /* bumped whenever an op posts or finishes a step */
     uint64_t            bytes_sent;  /* payload handed to transports (hcomm_comm_bytes_sent) */
+    /* streams: once an op has gone to a stream (threaded = 1, set by the issuing
+     * thread before any stream thread sees the comm), every access to the queue
+     * and the executor holds lock; until then the comm stays lock-free */
+    pthread_mutex_t     lock;        /* recursive */
+    int                 threaded;
+    int                 held;        /* ops a stream still holds (destroy waits) */
 };
 
 /* A wait loop's back-off: spin while anything moves, yield the CPU after
@@ -76,6 +83,18 @@ static inline void hc_backoff(hcomm_comm_t comm, hc_backoff_t *b)
     } else if (++b->idle > comm->spin) {
         sched_yield();
     }
+}
+
+static inline void hc_comm_lock(hcomm_comm_t c)
+{
+    if (c->threaded)
+        pthread_mutex_lock(&c->lock);
+}
+
+static inline void hc_comm_unlock(hcomm_comm_t c)
+{
+    if (c->threaded)
+        pthread_mutex_unlock(&c->lock);
 }
 
 /* Live-communicator registry: lets every API call tell a destroyed or foreign
@@ -103,10 +122,17 @@ void           hc_comm_drain(hcomm_comm_t comm);
 hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_unique_id_t *id,
                               int rank, const uint64_t *host_ids);
 
-/* Issues one collective described by args (validated) on comm: queued in a group,
- * nonblocking when req is non-NULL, else blocking. */
+/* Issues one collective described by args (validated) on comm: on stream when
+ * it is non-NULL, else nonblocking when req is non-NULL, else blocking. */
 hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
-                             void *recvbuf, hcomm_request_t *req);
+                             void *recvbuf, hcomm_request_t *req, hcomm_stream_t stream);
+
+/* An op handed to a stream: queued on its comm behind a closed gate, which the
+ * stream opens when its earlier work is done; hc_op_drop releases one holder
+ * (the stream, or a user request) and recycles the op after the last. */
+void hc_comm_make_threaded(hcomm_comm_t comm);
+void hc_op_open_gate(hc_op_t *op);
+void hc_op_drop(hc_op_t *op);
 
 /* Topology (comm_topo.c): builds comm->cluster from every rank's discovery, or
  * loads HCOMM_TOPO_FILE, then the plans; when the model's nodes split a host
@@ -121,7 +147,7 @@ hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm);
 /* Groups (group.c). */
 int            hc_group_active(void);
 hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
-                            void *recvbuf);
+                            void *recvbuf, hcomm_stream_t stream);
 
 /* Makes sure comm->scratch holds at least size bytes. */
 hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size);

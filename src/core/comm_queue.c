@@ -6,6 +6,7 @@
 
 #include "core/comm.h"
 #include "algorithms/algo_plan.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/tuning.h"
 #include "topology/cost.h"
@@ -165,13 +166,39 @@ hc_op_t *hc_comm_op_alloc(hcomm_comm_t comm)
     if (op != NULL) {
         comm->op_free = op->next;
         comm->nfree--;
-        op->next = NULL;
+        op->next       = NULL;
+        op->gated      = 0;
+        op->holders    = 0;
+        op->gate_since = 0;
         return op;
     }
     op = calloc(1, sizeof(*op));
     if (op == NULL)
         hc_error(EXEC, "out of memory for an operation");
     return op;
+}
+
+void hc_comm_make_threaded(hcomm_comm_t comm)
+{
+    comm->threaded = 1; /* by the issuing thread, before any stream sees the comm */
+}
+
+void hc_op_open_gate(hc_op_t *op)
+{
+    hc_comm_lock(op->comm);
+    op->gated = 0;
+    hc_comm_unlock(op->comm);
+}
+
+void hc_op_drop(hc_op_t *op)
+{
+    hcomm_comm_t comm = op->comm;
+    hc_comm_lock(comm);
+    if (--op->holders == 0) {
+        comm->held--;
+        hc_comm_op_recycle(comm, op);
+    }
+    hc_comm_unlock(comm);
 }
 
 /* Keeps a few finished ops (and their arrays) for the next calls. */
@@ -202,30 +229,60 @@ void hc_comm_enqueue(hcomm_comm_t comm, hc_op_t *op)
 }
 
 /* Progresses the head op, and the next ones as the head finishes. */
+/* A head op whose stream has not reached it yet: waits, but not for longer than
+ * HCOMM_TIMEOUT (the ops behind it, on every rank, wait for it too). */
+static int comm_gate_closed(hcomm_comm_t comm, hc_op_t *op)
+{
+    if (!op->gated || comm->error != HCOMM_SUCCESS)
+        return 0;
+    double now = hc_clock_coarse();
+    if (op->gate_since == 0)
+        op->gate_since = now;
+    if (now - op->gate_since <= comm->timeout)
+        return 1;
+    hc_error(EXEC, "an operation queued on a stream waited %.0f s for the stream to reach it",
+             now - op->gate_since);
+    hc_comm_fail(comm, HCOMM_ERR_TIMEOUT);
+    return 0;
+}
+
 hcomm_status_t hc_comm_progress(hcomm_comm_t comm)
 {
+    hcomm_status_t st = HCOMM_SUCCESS;
+
+    hc_comm_lock(comm);
     while (comm->op_head != NULL) {
         hc_op_t *op = comm->op_head;
-        if (hc_exec_progress(op) == HCOMM_IN_PROGRESS)
-            return HCOMM_IN_PROGRESS;
+        if (comm_gate_closed(comm, op) || hc_exec_progress(op) == HCOMM_IN_PROGRESS) {
+            st = HCOMM_IN_PROGRESS;
+            break;
+        }
         comm->op_head = op->next;
         if (comm->op_head == NULL)
             comm->op_tail = NULL;
         op->next = NULL;
     }
-    return HCOMM_SUCCESS;
+    hc_comm_unlock(comm);
+    return st;
 }
 
 /* Spins on progress, yielding the CPU after spin_count idle rounds. The executor
  * fails the head op after HCOMM_TIMEOUT without progress, so this ends. */
 hcomm_status_t hc_comm_wait_op(hc_op_t *op)
 {
-    hc_backoff_t b = {0, 0};
-    while (op->status == HCOMM_IN_PROGRESS) {
-        hc_comm_progress(op->comm);
-        hc_backoff(op->comm, &b);
+    hcomm_comm_t   comm = op->comm;
+    hc_backoff_t   b    = {0, 0};
+    hcomm_status_t st;
+
+    for (;;) {
+        hc_comm_lock(comm);
+        hc_comm_progress(comm);
+        st = op->status;
+        hc_comm_unlock(comm);
+        if (st != HCOMM_IN_PROGRESS)
+            return st;
+        hc_backoff(comm, &b);
     }
-    return op->status;
 }
 
 void hc_comm_drain(hcomm_comm_t comm)

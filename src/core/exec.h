@@ -22,6 +22,9 @@ struct hcomm_request {
     hc_sched_t       *sched;
     int               own_sched; /* merged group schedule, freed with the op */
     int               user_req;  /* handed out as an hcomm_request_t */
+    int               gated;     /* on a stream that has not reached it yet */
+    int               holders;   /* stream ops: stream + user request still holding it */
+    double            gate_since; /* when the closed gate was first found at the head */
     hcomm_status_t    status;    /* HCOMM_IN_PROGRESS until finished */
     int               started;
     void            **bufs;      /* sched->nbufs base pointers; TMP ones hold offsets

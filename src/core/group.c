@@ -1,18 +1,21 @@
 /* group.c - hcomm_group_start/end: the calls in between are fused into one
  * operation per communicator (one schedule, so the executor orders every peer's
- * messages consistently) and issued together by the outermost end. */
+ * messages consistently) and issued together by the outermost end: waited for
+ * there, or handed to the stream the calls named (all the same one). */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "overlap/overlap.h"
 
 typedef struct group_call {
     hcomm_comm_t   comm;
     hc_coll_args_t args;
     const void    *sendbuf;
     void          *recvbuf;
+    hcomm_stream_t stream;
 } group_call_t;
 
 static __thread int            group_depth HC_TLS_FAST;
@@ -31,7 +34,7 @@ hcomm_status_t hcomm_group_start(void)
 }
 
 hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
-                            void *recvbuf)
+                            void *recvbuf, hcomm_stream_t stream)
 {
     if (group_len == group_cap) {
         size_t cap = group_cap ? 2 * group_cap : 16;
@@ -43,7 +46,7 @@ hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const
         group_calls = p;
         group_cap   = cap;
     }
-    group_calls[group_len++] = (group_call_t){comm, *args, sendbuf, recvbuf};
+    group_calls[group_len++] = (group_call_t){comm, *args, sendbuf, recvbuf, stream};
     return HCOMM_SUCCESS;
 }
 
@@ -77,7 +80,7 @@ static hcomm_status_t group_pair_self(hc_sched_t *s)
 }
 
 /* Builds and queues one fused op for every call of comm in the group. */
-static hcomm_status_t group_issue_comm(hcomm_comm_t comm, hc_op_t **op_p)
+static hcomm_status_t group_issue_comm(hcomm_comm_t comm, int gated, hc_op_t **op_p)
 {
     /* the merged schedule starts as one empty op (buffers 0-2); hc_sched_append
      * renumbers each call's buffers after it and shifts its TMP offsets into one
@@ -129,9 +132,51 @@ static hcomm_status_t group_issue_comm(hcomm_comm_t comm, hc_op_t **op_p)
     }
     op->own_sched = 1;
     op->user_req  = 0;
+    if (gated) {
+        op->gated   = 1;
+        op->holders = 1;
+        comm->held++;
+    }
     hc_comm_enqueue(comm, op);
     *op_p = op;
     return HCOMM_SUCCESS;
+}
+
+/* The stream every call of the group named (NULL: none), or -1 via *mixed. */
+static hcomm_stream_t group_stream(int *mixed)
+{
+    *mixed = 0;
+    for (size_t i = 1; i < group_len; i++)
+        *mixed |= group_calls[i].stream != group_calls[0].stream;
+    return group_len > 0 ? group_calls[0].stream : NULL;
+}
+
+/* Progresses the group's ops (of several communicators, which may depend on
+ * each other) together until all finished; recycles them; the first error. */
+static hcomm_status_t group_wait(hc_op_t **ops, size_t nops, hcomm_status_t first)
+{
+    hc_backoff_t b = {0, 0};
+    for (int pending = 1; pending;) {
+        pending = 0;
+        if (nops > 0)
+            hc_backoff(ops[0]->comm, &b);
+        for (size_t i = 0; i < nops; i++) {
+            hc_comm_lock(ops[i]->comm);
+            if (ops[i]->status == HCOMM_IN_PROGRESS)
+                hc_comm_progress(ops[i]->comm);
+            pending |= (ops[i]->status == HCOMM_IN_PROGRESS);
+            hc_comm_unlock(ops[i]->comm);
+        }
+    }
+    for (size_t i = 0; i < nops; i++) {
+        hcomm_comm_t c = ops[i]->comm;
+        hc_comm_lock(c);
+        if (ops[i]->status != HCOMM_SUCCESS && first == HCOMM_SUCCESS)
+            first = ops[i]->status;
+        hc_comm_op_recycle(c, ops[i]);
+        hc_comm_unlock(c);
+    }
+    return first;
 }
 
 hcomm_status_t hcomm_group_end(void)
@@ -143,11 +188,21 @@ hcomm_status_t hcomm_group_end(void)
     if (--group_depth > 0)
         return HCOMM_SUCCESS;
 
-    hcomm_status_t first = HCOMM_SUCCESS;
-    size_t         nops  = 0;
-    hc_op_t      **ops   = calloc(group_len ? group_len : 1, sizeof(*ops));
-    if (ops == NULL) {
+    int               mixed;
+    hcomm_stream_t    stream = group_stream(&mixed);
+    hcomm_status_t    first  = HCOMM_SUCCESS;
+    size_t            nops   = 0;
+    hc_op_t         **ops    = calloc(group_len ? group_len : 1, sizeof(*ops));
+    hc_stream_task_t *task   = NULL;
+    if (mixed) {
+        hc_error(COLL, "hcomm_group_end: the calls of one group must name the same stream");
         group_len = 0;
+        free(ops);
+        return HCOMM_ERR_INVALID_USAGE;
+    }
+    if (ops == NULL || (stream != NULL && (task = hc_stream_task_ops(group_len)) == NULL)) {
+        group_len = 0;
+        free(ops);
         return HCOMM_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < group_len; i++) {
@@ -158,31 +213,30 @@ hcomm_status_t hcomm_group_end(void)
         if (seen)
             continue;
         hcomm_status_t st = hc_comm_check(comm, "hcomm_group_end");
+        if (st == HCOMM_SUCCESS && stream != NULL)
+            hc_comm_make_threaded(comm);
+        hc_comm_lock(comm);
         if (st == HCOMM_SUCCESS)
-            st = group_issue_comm(comm, &ops[nops]);
+            st = group_issue_comm(comm, stream != NULL, &ops[nops]);
+        hc_comm_unlock(comm);
         if (st == HCOMM_SUCCESS)
             nops++;
         else if (first == HCOMM_SUCCESS)
             first = st;
     }
     group_len = 0;
-    /* progress all communicators together: ops of one group may depend on each other */
-    hc_backoff_t b = {0, 0};
-    for (int pending = 1; pending;) {
-        pending = 0;
-        if (nops > 0)
-            hc_backoff(ops[0]->comm, &b);
+    if (stream == NULL) {
+        first = group_wait(ops, nops, first);
+    } else if (nops > 0) {
+        /* what was queued goes to the stream even after an error, which its
+         * communicators' peers would otherwise wait for */
         for (size_t i = 0; i < nops; i++)
-            if (ops[i]->status == HCOMM_IN_PROGRESS) {
-                hc_comm_progress(ops[i]->comm);
-                pending |= (ops[i]->status == HCOMM_IN_PROGRESS);
-            }
+            hc_stream_task_set_op(task, i, ops[i]);
+        hc_stream_task_shrink(task, nops);
+        hc_stream_push(stream, task);
+        task = NULL;
     }
-    for (size_t i = 0; i < nops; i++) {
-        if (ops[i]->status != HCOMM_SUCCESS && first == HCOMM_SUCCESS)
-            first = ops[i]->status;
-        hc_comm_op_recycle(ops[i]->comm, ops[i]);
-    }
+    hc_stream_task_free(task);
     free(ops);
     return first;
 }

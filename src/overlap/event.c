@@ -1,0 +1,147 @@
+/* event.c - events: a record numbers the stream's work queued so far; the
+ * event completes a record when the recording stream reaches it. Waiters
+ * (stream threads, hcomm_event_synchronize) wait on a condition variable.
+ * Events are reference-counted so that one destroyed while streams still
+ * hold tasks on it lives until those tasks are done. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "overlap/overlap.h"
+
+#define EVENT_MAGIC 0x4556544eu
+
+struct hcomm_event {
+    uint32_t        magic;
+    atomic_int      refs;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    uint64_t        recorded;  /* records issued */
+    uint64_t        completed; /* highest record that has run */
+};
+
+static hcomm_status_t event_check(hcomm_event_t ev, const char *what)
+{
+    if (ev == NULL || ev->magic != EVENT_MAGIC) {
+        hc_error(COLL, "%s: invalid event %p", what, (void *)ev);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_event_create(hcomm_event_t *out)
+{
+    pthread_condattr_t a;
+    hcomm_event_t      ev;
+
+    if (out == NULL) {
+        hc_error(COLL, "hcomm_event_create: NULL output");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    ev = calloc(1, sizeof(*ev));
+    if (ev == NULL) {
+        hc_error(COLL, "hcomm_event_create: out of memory");
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    pthread_mutex_init(&ev->mu, NULL);
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&ev->cv, &a);
+    pthread_condattr_destroy(&a);
+    atomic_init(&ev->refs, 1);
+    ev->magic = EVENT_MAGIC;
+    *out      = ev;
+    return HCOMM_SUCCESS;
+}
+
+void hc_event_ref(hc_event_t *ev)
+{
+    atomic_fetch_add(&ev->refs, 1);
+}
+
+void hc_event_unref(hc_event_t *ev)
+{
+    if (atomic_fetch_sub(&ev->refs, 1) != 1)
+        return;
+    ev->magic = 0;
+    pthread_mutex_destroy(&ev->mu);
+    pthread_cond_destroy(&ev->cv);
+    free(ev);
+}
+
+hcomm_status_t hcomm_event_destroy(hcomm_event_t ev)
+{
+    hcomm_status_t st = event_check(ev, "hcomm_event_destroy");
+    if (st == HCOMM_SUCCESS) {
+        ev->magic = 0; /* the user's handle is gone; tasks keep their references */
+        hc_event_unref(ev);
+    }
+    return st;
+}
+
+uint64_t hc_event_new_record(hc_event_t *ev)
+{
+    pthread_mutex_lock(&ev->mu);
+    uint64_t seq = ++ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    return seq;
+}
+
+uint64_t hc_event_capture(hc_event_t *ev)
+{
+    pthread_mutex_lock(&ev->mu);
+    uint64_t seq = ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    return seq;
+}
+
+void hc_event_complete(hc_event_t *ev, uint64_t seq)
+{
+    pthread_mutex_lock(&ev->mu);
+    if (seq > ev->completed)
+        ev->completed = seq;
+    pthread_cond_broadcast(&ev->cv);
+    pthread_mutex_unlock(&ev->mu);
+}
+
+int hc_event_wait(hc_event_t *ev, uint64_t seq, double timeout)
+{
+    struct timespec until = hc_clock_abs_in(timeout);
+    int             rc    = 0;
+
+    pthread_mutex_lock(&ev->mu);
+    while (ev->completed < seq && rc == 0)
+        rc = pthread_cond_timedwait(&ev->cv, &ev->mu, &until);
+    rc = ev->completed >= seq ? 0 : -1;
+    pthread_mutex_unlock(&ev->mu);
+    return rc;
+}
+
+hcomm_status_t hcomm_event_query(hcomm_event_t ev)
+{
+    hcomm_status_t st = event_check(ev, "hcomm_event_query");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    pthread_mutex_lock(&ev->mu);
+    st = ev->completed >= ev->recorded ? HCOMM_SUCCESS : HCOMM_IN_PROGRESS;
+    pthread_mutex_unlock(&ev->mu);
+    return st;
+}
+
+hcomm_status_t hcomm_event_synchronize(hcomm_event_t ev)
+{
+    hcomm_status_t st = event_check(ev, "hcomm_event_synchronize");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    double timeout = hc_params_get()->timeout;
+    if (hc_event_wait(ev, hc_event_capture(ev), timeout) != 0) {
+        hc_error(COLL, "hcomm_event_synchronize: not complete within HCOMM_TIMEOUT (%g s)",
+                 timeout);
+        return HCOMM_ERR_TIMEOUT;
+    }
+    return HCOMM_SUCCESS;
+}

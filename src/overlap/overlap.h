@@ -1,0 +1,38 @@
+/* overlap.h - streams (stream.c) and events (event.c) as the core sees them:
+ * a collective issued on a stream is queued on its communicator behind a
+ * closed gate (core/comm.h) and handed to the stream as a task, which opens the
+ * gate when the stream reaches it and waits for the op on the stream's thread. */
+#ifndef HC_OVERLAP_H
+#define HC_OVERLAP_H
+
+#include <stddef.h>
+
+#include "core/exec.h"
+#include "hcomm_stream.h"
+
+typedef struct hc_stream_task hc_stream_task_t;
+
+/* Logs and returns why stream cannot take work, or HCOMM_SUCCESS. */
+hcomm_status_t hc_stream_check(hcomm_stream_t stream, const char *what);
+
+/* A task for nops ops (a group's ops run together), allocated before the ops
+ * are queued so that queuing them cannot fail half-way; NULL when out of memory. */
+hc_stream_task_t *hc_stream_task_ops(size_t nops);
+void              hc_stream_task_set_op(hc_stream_task_t *t, size_t i, hc_op_t *op);
+void              hc_stream_task_shrink(hc_stream_task_t *t, size_t nops); /* fewer filled */
+void              hc_stream_task_free(hc_stream_task_t *t);              /* NULL allowed */
+
+/* Queues a filled task; the stream owns it from here. */
+void hc_stream_push(hcomm_stream_t stream, hc_stream_task_t *t);
+
+/* Events, for the stream's thread (event.c). */
+typedef struct hcomm_event hc_event_t;
+void     hc_event_ref(hc_event_t *ev);
+void     hc_event_unref(hc_event_t *ev);
+uint64_t hc_event_capture(hc_event_t *ev);                   /* the last record's number */
+uint64_t hc_event_new_record(hc_event_t *ev);                /* numbers the next record */
+void     hc_event_complete(hc_event_t *ev, uint64_t seq);    /* record seq has run */
+/* Waits until record seq has run, at most timeout seconds: 0, or -1 on timeout. */
+int      hc_event_wait(hc_event_t *ev, uint64_t seq, double timeout);
+
+#endif

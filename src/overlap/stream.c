@@ -1,0 +1,390 @@
+/* stream.c - streams: a FIFO of tasks run in order by a thread of the stream's
+ * own. An ops task opens its ops' gates and progresses them until they finish;
+ * host functions run in place; event records and waits order streams against
+ * each other. Every wait is bounded by HCOMM_TIMEOUT without progress. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "overlap/overlap.h"
+
+#define STREAM_MAGIC 0x5354524du
+
+typedef enum { TASK_OPS, TASK_HOST, TASK_RECORD, TASK_WAIT } task_kind_t;
+
+struct hc_stream_task {
+    hc_stream_task_t *next;
+    task_kind_t       kind;
+    hcomm_host_fn_t   fn;
+    void             *arg;
+    hc_event_t       *ev;
+    uint64_t          seq; /* record: its number; wait: the record waited for */
+    size_t            nops;
+    hc_op_t          *ops[];
+};
+
+struct hcomm_stream {
+    uint32_t          magic;
+    pthread_mutex_t   mu;
+    pthread_cond_t    work;  /* the thread: a task arrived, or stop */
+    pthread_cond_t    done;  /* synchronize: a task finished */
+    hc_stream_task_t *head, *tail;
+    uint64_t          queued, finished;
+    hcomm_status_t    error; /* first failure; sticky */
+    hc_op_t          *last_op; /* held for hcomm_stream_last_request */
+    int               stop;
+    pthread_t         thread;
+};
+
+static void cond_init(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+
+hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
+{
+    if (s == NULL || s->magic != STREAM_MAGIC) {
+        hc_error(COLL, "%s: invalid stream %p", what, (void *)s);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    return HCOMM_SUCCESS;
+}
+
+static hc_stream_task_t *task_new(task_kind_t kind, size_t nops)
+{
+    hc_stream_task_t *t = calloc(1, sizeof(*t) + nops * sizeof(hc_op_t *));
+    if (t == NULL)
+        hc_error(COLL, "stream: out of memory for a task");
+    else
+        t->kind = kind, t->nops = nops;
+    return t;
+}
+
+hc_stream_task_t *hc_stream_task_ops(size_t nops)
+{
+    return task_new(TASK_OPS, nops);
+}
+
+void hc_stream_task_set_op(hc_stream_task_t *t, size_t i, hc_op_t *op)
+{
+    t->ops[i] = op;
+}
+
+void hc_stream_task_shrink(hc_stream_task_t *t, size_t nops)
+{
+    t->nops = nops;
+}
+
+void hc_stream_task_free(hc_stream_task_t *t)
+{
+    free(t);
+}
+
+void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
+{
+    hc_op_t *dropped = NULL;
+
+    pthread_mutex_lock(&s->mu);
+    if (t->kind == TASK_OPS) {
+        /* the stream keeps a hold on its last op for hcomm_stream_last_request
+         * (a group's several ops have no one request) */
+        dropped    = s->last_op;
+        s->last_op = t->nops == 1 ? t->ops[0] : NULL;
+        if (t->nops == 1) {
+            hc_comm_lock(t->ops[0]->comm);
+            t->ops[0]->holders++;
+            hc_comm_unlock(t->ops[0]->comm);
+        }
+    }
+    t->next = NULL;
+    if (s->tail != NULL)
+        s->tail->next = t;
+    else
+        s->head = t;
+    s->tail = t;
+    s->queued++;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    if (dropped != NULL)
+        hc_op_drop(dropped);
+}
+
+static void stream_fail(hcomm_stream_t s, hcomm_status_t st)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->error == HCOMM_SUCCESS)
+        s->error = st;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Opens the gates, then progresses every op until all finished; their
+ * communicators fail them after HCOMM_TIMEOUT without progress. */
+static hcomm_status_t run_ops(hc_stream_task_t *t)
+{
+    hcomm_status_t first = HCOMM_SUCCESS;
+    hc_backoff_t   b     = {0, 0};
+
+    for (size_t i = 0; i < t->nops; i++)
+        hc_op_open_gate(t->ops[i]);
+    for (int pending = 1; pending;) {
+        pending = 0;
+        for (size_t i = 0; i < t->nops; i++) {
+            hcomm_comm_t c = t->ops[i]->comm;
+            hc_comm_lock(c);
+            if (t->ops[i]->status == HCOMM_IN_PROGRESS)
+                hc_comm_progress(c);
+            pending |= t->ops[i]->status == HCOMM_IN_PROGRESS;
+            hc_comm_unlock(c);
+        }
+        if (pending)
+            hc_backoff(t->ops[0]->comm, &b);
+    }
+    for (size_t i = 0; i < t->nops; i++) {
+        hcomm_comm_t c = t->ops[i]->comm;
+        hc_comm_lock(c);
+        hcomm_status_t st = t->ops[i]->status;
+        hc_comm_unlock(c);
+        if (st != HCOMM_SUCCESS && first == HCOMM_SUCCESS)
+            first = st;
+        hc_op_drop(t->ops[i]);
+    }
+    return first;
+}
+
+static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
+{
+    hcomm_status_t st = HCOMM_SUCCESS;
+
+    switch (t->kind) {
+    case TASK_OPS: st = run_ops(t); break;
+    case TASK_HOST: t->fn(t->arg); break;
+    case TASK_RECORD:
+        hc_event_complete(t->ev, t->seq);
+        hc_event_unref(t->ev);
+        break;
+    case TASK_WAIT:
+        if (hc_event_wait(t->ev, t->seq, hc_params_get()->timeout) != 0) {
+            hc_error(COLL, "stream %p: the event it waits for did not complete within "
+                           "HCOMM_TIMEOUT (%g s)", (void *)s, hc_params_get()->timeout);
+            st = HCOMM_ERR_TIMEOUT;
+        }
+        hc_event_unref(t->ev);
+        break;
+    }
+    if (st != HCOMM_SUCCESS)
+        stream_fail(s, st);
+}
+
+static void *stream_main(void *arg)
+{
+    hcomm_stream_t s = arg;
+
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->head == NULL && !s->stop)
+            pthread_cond_wait(&s->work, &s->mu);
+        if (s->head == NULL)
+            break;
+        hc_stream_task_t *t = s->head;
+        pthread_mutex_unlock(&s->mu);
+        run_task(s, t);
+        pthread_mutex_lock(&s->mu);
+        s->head = t->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        s->finished++;
+        pthread_cond_broadcast(&s->done);
+        free(t);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+hcomm_status_t hcomm_stream_create(hcomm_stream_t *out)
+{
+    hcomm_stream_t s;
+
+    if (out == NULL) {
+        hc_error(COLL, "hcomm_stream_create: NULL output");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        hc_error(COLL, "hcomm_stream_create: out of memory");
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    cond_init(&s->work);
+    cond_init(&s->done);
+    s->magic = STREAM_MAGIC;
+    int rc   = pthread_create(&s->thread, NULL, stream_main, s);
+    if (rc != 0) {
+        hc_error(COLL, "hcomm_stream_create: pthread_create: %s", strerror(rc));
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->work);
+        pthread_cond_destroy(&s->done);
+        free(s);
+        return HCOMM_ERR_SYSTEM;
+    }
+    *out = s;
+    return HCOMM_SUCCESS;
+}
+
+/* Waits until the tasks queued before the call have finished; the timeout
+ * restarts whenever one finishes. */
+static hcomm_status_t stream_sync(hcomm_stream_t s)
+{
+    double         timeout = hc_params_get()->timeout;
+    hcomm_status_t st;
+
+    pthread_mutex_lock(&s->mu);
+    uint64_t target = s->queued, seen = s->finished;
+    while (s->finished < target) {
+        struct timespec until = hc_clock_abs_in(timeout);
+        if (pthread_cond_timedwait(&s->done, &s->mu, &until) != 0 && s->finished == seen) {
+            pthread_mutex_unlock(&s->mu);
+            hc_error(COLL, "stream %p: no queued work finished within HCOMM_TIMEOUT (%g s)",
+                     (void *)s, timeout);
+            return HCOMM_ERR_TIMEOUT;
+        }
+        seen = s->finished;
+    }
+    st = s->error;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+hcomm_status_t hcomm_stream_synchronize(hcomm_stream_t s)
+{
+    hcomm_status_t st = hc_stream_check(s, "hcomm_stream_synchronize");
+    return st != HCOMM_SUCCESS ? st : stream_sync(s);
+}
+
+hcomm_status_t hcomm_stream_query(hcomm_stream_t s)
+{
+    hcomm_status_t st = hc_stream_check(s, "hcomm_stream_query");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    pthread_mutex_lock(&s->mu);
+    st = s->error != HCOMM_SUCCESS ? s->error
+         : s->finished < s->queued ? HCOMM_IN_PROGRESS
+                                   : HCOMM_SUCCESS;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
+{
+    hcomm_status_t st = hc_stream_check(s, "hcomm_stream_destroy");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    st = stream_sync(s);
+    if (st == HCOMM_ERR_TIMEOUT) {
+        /* its thread may still be inside a task: leave it running, leak it */
+        hc_error(COLL, "hcomm_stream_destroy: stream %p is stuck; not freed", (void *)s);
+        return st;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->work);
+    hc_op_t *last = s->last_op;
+    s->last_op    = NULL;
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    if (last != NULL)
+        hc_op_drop(last);
+    s->magic = 0;
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->done);
+    free(s);
+    return st;
+}
+
+hcomm_status_t hcomm_stream_last_request(hcomm_stream_t s, hcomm_request_t *req)
+{
+    hcomm_status_t st = hc_stream_check(s, "hcomm_stream_last_request");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (req == NULL) {
+        hc_error(COLL, "hcomm_stream_last_request: NULL request pointer");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&s->mu);
+    hc_op_t *op = s->last_op;
+    s->last_op  = NULL; /* the stream's hold becomes the request's */
+    pthread_mutex_unlock(&s->mu);
+    if (op == NULL) {
+        hc_error(COLL, "hcomm_stream_last_request: no operation queued since the last request");
+        return HCOMM_ERR_INVALID_USAGE;
+    }
+    hc_comm_lock(op->comm);
+    op->user_req = 1;
+    hc_comm_unlock(op->comm);
+    *req = op;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void *arg)
+{
+    hcomm_status_t st = hc_stream_check(s, "hcomm_launch_host_func");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (fn == NULL) {
+        hc_error(COLL, "hcomm_launch_host_func: NULL function");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    hc_stream_task_t *t = task_new(TASK_HOST, 0);
+    if (t == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    t->fn  = fn;
+    t->arg = arg;
+    hc_stream_push(s, t);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_event_record(hcomm_event_t ev, hcomm_stream_t s)
+{
+    hcomm_status_t st = hc_stream_check(s, "hcomm_event_record");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (ev == NULL) {
+        hc_error(COLL, "hcomm_event_record: NULL event");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    hc_stream_task_t *t = task_new(TASK_RECORD, 0);
+    if (t == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    hc_event_ref(ev);
+    t->ev  = ev;
+    t->seq = hc_event_new_record(ev);
+    hc_stream_push(s, t);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_stream_wait_event(hcomm_stream_t s, hcomm_event_t ev)
+{
+    hcomm_status_t st = hc_stream_check(s, "hcomm_stream_wait_event");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (ev == NULL) {
+        hc_error(COLL, "hcomm_stream_wait_event: NULL event");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    hc_stream_task_t *t = task_new(TASK_WAIT, 0);
+    if (t == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    hc_event_ref(ev);
+    t->ev  = ev;
+    t->seq = hc_event_capture(ev);
+    hc_stream_push(s, t);
+    return HCOMM_SUCCESS;
+}

@@ -1,0 +1,30 @@
+#!/bin/sh
+# run_streams.sh - streams, events and host functions (stream_check) on 1 to 8
+# ranks over the default transports and tcp, then a peer killed under a stream
+# operation: its error must reach the stream and the operation's request.
+top=${top_builddir:-.}
+run="$top/tools/hcomm-run" check="$top/tests/coll/stream_check"
+for b in "$run" "$check"; do
+    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
+done
+export HCOMM_TIMEOUT=60
+out=$(mktemp /tmp/hcomm-streams.XXXXXX)
+trap 'rm -f "$out"' EXIT INT TERM
+pass=0 fail=0
+result() { # LABEL STATUS
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
+    else fail=$((fail + 1)); echo "FAIL $1"; grep -v 'hcomm ERROR' "$out" | tail -15; fi
+}
+for n in 1 2 3 4 8; do
+    timeout 300 "$run" -n "$n" "$check" > "$out" 2>&1
+    result "stream_check on $n ranks" $?
+done
+HCOMM_TRANSPORT=tcp timeout 300 "$run" -n 3 "$check" > "$out" 2>&1
+result "stream_check on 3 ranks over tcp" $?
+for t in auto tcp; do
+    HCOMM_TRANSPORT=$t HCOMM_TIMEOUT=10 timeout 120 "$run" -n 3 "$check" --kill-peer > "$out" 2>&1 &&
+        [ "$(grep -c 'dead peer failed with' "$out")" -eq 2 ]
+    result "a peer killed under a stream allreduce ($t): error on stream and request" $?
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,263 @@
+/*
+ * stream_check - one rank of the stream test, under hcomm-run (or alone: one
+ * rank). Checks: work on one stream runs in issue order (host functions and
+ * collectives interleaved); an event orders two streams (a slow host function
+ * on one, the collective that needs its output on the other); many streams
+ * and several communicators at once; the request of a stream's last
+ * operation; destroying a stream waits for its work; bad arguments.
+ * With --kill-peer: the last rank exits without a word after a barrier, and
+ * the others' stream operation must fail, on its stream and on its request.
+ * Exit: 0 all passed, 1 a check failed, 2 init failure.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hcomm.h"
+#include "hcomm_stream.h"
+
+#define NSTREAMS 6
+#define NCOMMS 3
+#define ROUNDS 20
+#define COUNT 4099
+
+static int g_rank, g_nranks, g_failed, g_checks;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        g_checks++;                                                           \
+        if (!(cond)) {                                                        \
+            g_failed++;                                                       \
+            printf("FAIL rank %d line %d: ", g_rank, __LINE__);              \
+            printf(__VA_ARGS__);                                              \
+            printf("\n");                                                     \
+        }                                                                     \
+    } while (0)
+
+/* An append-only log of what ran, in order. */
+static atomic_int g_log[64], g_nlog;
+
+static void log_mark(void *arg)
+{
+    int i = atomic_fetch_add(&g_nlog, 1);
+    if (i < 64)
+        atomic_store(&g_log[i], (int)(long)arg);
+}
+
+typedef struct {
+    float *buf;
+    size_t n;
+    float  value;
+    int    delay_ms;
+} fill_t;
+
+static void fill(void *arg)
+{
+    fill_t *f = arg;
+    if (f->delay_ms > 0) {
+        struct timespec ts = {0, (long)f->delay_ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    for (size_t i = 0; i < f->n; i++)
+        f->buf[i] = f->value + (float)(i % 7);
+}
+
+/* Sum over ranks of (r + 1 + i % 7): what every allreduce below must give. */
+static float expect_sum(size_t i, float scale)
+{
+    return scale * ((float)g_nranks * (g_nranks + 1) / 2 + (float)g_nranks * (float)(i % 7));
+}
+
+static int buf_ok(const float *b, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != expect_sum(i, scale))
+            return 0;
+    return 1;
+}
+
+/* Host function, allreduce, host function, allreduce: in that order. */
+static void check_order(hcomm_comm_t comm)
+{
+    hcomm_stream_t s;
+    float         *b = malloc(COUNT * sizeof(float));
+    fill_t         f = {b, COUNT, (float)(g_rank + 1), 20};
+
+    CHECK(hcomm_stream_create(&s) == HCOMM_SUCCESS, "stream create");
+    atomic_store(&g_nlog, 0);
+    hcomm_launch_host_func(s, log_mark, (void *)1L);
+    hcomm_launch_host_func(s, fill, &f); /* slow: the allreduce must wait for it */
+    hcomm_allreduce(b, b, COUNT, HCOMM_FLOAT32, HCOMM_SUM, comm, s);
+    hcomm_launch_host_func(s, log_mark, (void *)2L);
+    CHECK(hcomm_stream_synchronize(s) == HCOMM_SUCCESS, "synchronize");
+    CHECK(atomic_load(&g_nlog) == 2 && g_log[0] == 1 && g_log[1] == 2, "host functions out of order");
+    CHECK(buf_ok(b, COUNT, 1), "allreduce after a host function: wrong result");
+    CHECK(hcomm_stream_query(s) == HCOMM_SUCCESS, "query after synchronize");
+    CHECK(hcomm_stream_destroy(s) == HCOMM_SUCCESS, "destroy");
+    free(b);
+}
+
+/* Stream B's allreduce needs stream A's slow host function: an event orders them. */
+static void check_event(hcomm_comm_t comm)
+{
+    hcomm_stream_t a, b;
+    hcomm_event_t  ev, never;
+    float         *x = calloc(COUNT, sizeof(float));
+    fill_t         f = {x, COUNT, (float)(g_rank + 1), 30};
+    hcomm_request_t req;
+
+    hcomm_stream_create(&a);
+    hcomm_stream_create(&b);
+    hcomm_event_create(&ev);
+    hcomm_event_create(&never);
+    CHECK(hcomm_event_query(never) == HCOMM_SUCCESS, "an event never recorded is complete");
+    hcomm_launch_host_func(a, fill, &f);
+    hcomm_event_record(ev, a);
+    hcomm_stream_wait_event(b, ev);
+    hcomm_stream_wait_event(b, never);
+    hcomm_allreduce(x, x, COUNT, HCOMM_FLOAT32, HCOMM_SUM, comm, b);
+    CHECK(hcomm_stream_last_request(b, &req) == HCOMM_SUCCESS, "last request");
+    CHECK(hcomm_wait(&req) == HCOMM_SUCCESS && req == NULL, "wait on the stream's request");
+    CHECK(buf_ok(x, COUNT, 1), "allreduce ran before the event it waited for");
+    CHECK(hcomm_event_synchronize(ev) == HCOMM_SUCCESS, "event synchronize");
+    CHECK(hcomm_stream_last_request(b, &req) == HCOMM_ERR_INVALID_USAGE, "second last request");
+    CHECK(hcomm_event_destroy(ev) == HCOMM_SUCCESS, "event destroy");
+    hcomm_event_destroy(never);
+    CHECK(hcomm_stream_destroy(a) == HCOMM_SUCCESS && hcomm_stream_destroy(b) == HCOMM_SUCCESS,
+          "destroy");
+    free(x);
+}
+
+/* NSTREAMS streams x NCOMMS communicators, ROUNDS allreduces each, issued in
+ * the same order on every rank; then a blocking call on each comm. Stream
+ * destroy (no synchronize) must wait for the work. */
+static void check_many(hcomm_comm_t comm)
+{
+    hcomm_comm_t   comms[NCOMMS];
+    hcomm_stream_t s[NSTREAMS];
+    float         *bufs = malloc((size_t)NSTREAMS * ROUNDS * 257 * sizeof(float));
+
+    for (int c = 0; c < NCOMMS; c++)
+        CHECK(hcomm_comm_split(comm, 0, g_rank, &comms[c]) == HCOMM_SUCCESS, "split");
+    for (int k = 0; k < NSTREAMS; k++)
+        hcomm_stream_create(&s[k]);
+    for (int r = 0; r < ROUNDS; r++)
+        for (int k = 0; k < NSTREAMS; k++) {
+            float *b = bufs + ((size_t)k * ROUNDS + (size_t)r) * 257;
+            for (int i = 0; i < 257; i++)
+                b[i] = (float)(g_rank + 1) + (float)(i % 7);
+            hcomm_allreduce(b, b, 257, HCOMM_FLOAT32, HCOMM_SUM, comms[(k + r) % NCOMMS], s[k]);
+        }
+    for (int c = 0; c < NCOMMS; c++) {
+        float y = 1;
+        CHECK(hcomm_allreduce(&y, &y, 1, HCOMM_FLOAT32, HCOMM_SUM, comms[c], NULL) ==
+                      HCOMM_SUCCESS && y == (float)g_nranks,
+              "blocking allreduce behind stream work");
+    }
+    for (int k = 0; k < NSTREAMS; k++)
+        CHECK(hcomm_stream_destroy(s[k]) == HCOMM_SUCCESS, "destroy stream %d", k);
+    int bad = 0;
+    for (int k = 0; k < NSTREAMS * ROUNDS; k++)
+        bad += !buf_ok(bufs + (size_t)k * 257, 257, 1);
+    CHECK(bad == 0, "%d of %d stream allreduces wrong", bad, NSTREAMS * ROUNDS);
+    for (int c = 0; c < NCOMMS; c++)
+        hcomm_comm_destroy(comms[c]);
+    free(bufs);
+}
+
+/* A group on a stream: a ring of send/recv pairs runs as one operation. */
+static void check_group(hcomm_comm_t comm)
+{
+    hcomm_stream_t s;
+    int            to = (g_rank + 1) % g_nranks, from = (g_rank + g_nranks - 1) % g_nranks;
+    int            out = g_rank, in = -1;
+
+    hcomm_stream_create(&s);
+    hcomm_group_start();
+    hcomm_send(&out, 1, HCOMM_INT32, to, comm, s);
+    hcomm_recv(&in, 1, HCOMM_INT32, from, comm, s);
+    CHECK(hcomm_group_end() == HCOMM_SUCCESS, "group end on a stream");
+    CHECK(hcomm_stream_synchronize(s) == HCOMM_SUCCESS && in == from, "ring on a stream: got %d",
+          in);
+    hcomm_group_start();
+    hcomm_send(&out, 1, HCOMM_INT32, to, comm, s);
+    hcomm_recv(&in, 1, HCOMM_INT32, from, comm, NULL);
+    CHECK(hcomm_group_end() == HCOMM_ERR_INVALID_USAGE, "a group mixing streams is refused");
+    hcomm_stream_destroy(s);
+}
+
+static void check_bad(hcomm_comm_t comm)
+{
+    hcomm_stream_t s, bogus = (hcomm_stream_t)&g_checks;
+    hcomm_request_t req;
+    float           x = 0;
+
+    hcomm_stream_create(&s);
+    CHECK(hcomm_launch_host_func(s, NULL, NULL) == HCOMM_ERR_INVALID_ARG, "NULL host function");
+    CHECK(hcomm_stream_last_request(s, &req) == HCOMM_ERR_INVALID_USAGE, "request of nothing");
+    CHECK(hcomm_allreduce(&x, &x, 1, HCOMM_FLOAT32, HCOMM_SUM, comm, bogus) ==
+              HCOMM_ERR_INVALID_ARG, "a stream that is none");
+    CHECK(hcomm_stream_query(bogus) == HCOMM_ERR_INVALID_ARG, "query of a stream that is none");
+    CHECK(hcomm_stream_create(NULL) == HCOMM_ERR_INVALID_ARG, "create into NULL");
+    CHECK(hcomm_event_record(NULL, s) == HCOMM_ERR_INVALID_ARG, "record of NULL");
+    CHECK(hcomm_stream_destroy(s) == HCOMM_SUCCESS, "destroy");
+}
+
+/* The last rank leaves; the others' stream allreduce must fail everywhere it shows. */
+static int check_kill(hcomm_comm_t comm)
+{
+    hcomm_stream_t  s;
+    hcomm_request_t req;
+    float           x = 1;
+
+    hcomm_barrier(comm, NULL);
+    if (g_rank == g_nranks - 1)
+        _exit(0);
+    hcomm_stream_create(&s);
+    hcomm_allreduce(&x, &x, 1, HCOMM_FLOAT32, HCOMM_SUM, comm, s);
+    hcomm_stream_last_request(s, &req);
+    hcomm_status_t ws = hcomm_wait(&req), ss = hcomm_stream_synchronize(s);
+    hcomm_status_t qs = hcomm_stream_query(s);
+    CHECK(ws != HCOMM_SUCCESS, "request of the failed op: %s", hcomm_status_name(ws));
+    CHECK(ss == ws && qs == ws, "stream reports %s / %s, the op %s", hcomm_status_name(ss),
+          hcomm_status_name(qs), hcomm_status_name(ws));
+    printf("stream_check rank %d: the allreduce with a dead peer failed with %s\n", g_rank,
+           hcomm_status_name(ws));
+    hcomm_stream_destroy(s);
+    hcomm_comm_abort(comm);
+    return g_failed != 0;
+}
+
+int main(int argc, char **argv)
+{
+    hcomm_comm_t   comm = NULL;
+    hcomm_status_t st;
+    int            kill = argc > 1 && strcmp(argv[1], "--kill-peer") == 0;
+
+    if (getenv("HCOMM_NRANKS") != NULL) {
+        st = hcomm_comm_init_env(&comm);
+    } else {
+        hcomm_unique_id_t id;
+        st = hcomm_get_unique_id(&id);
+        if (st == HCOMM_SUCCESS)
+            st = hcomm_comm_init(&comm, 1, &id, 0);
+    }
+    if (st != HCOMM_SUCCESS || hcomm_comm_rank(comm, &g_rank) != HCOMM_SUCCESS ||
+        hcomm_comm_size(comm, &g_nranks) != HCOMM_SUCCESS) {
+        fprintf(stderr, "stream_check: init failed: %s\n", hcomm_status_str(st));
+        return 2;
+    }
+    if (kill)
+        return check_kill(comm);
+    check_order(comm);
+    check_event(comm);
+    check_many(comm);
+    check_group(comm);
+    check_bad(comm);
+    printf("stream_check rank %d: %d checks, %d failed\n", g_rank, g_checks, g_failed);
+    hcomm_comm_destroy(comm);
+    return g_failed != 0;
+}
