@@ -26,6 +26,16 @@ typedef void (*hcomm_host_fn_t)(void *arg);
 hcomm_status_t hcomm_stream_create(hcomm_stream_t *stream);
 
 /*
+ * A stream whose work is also ordered with a CUDA stream (a cudaStream_t,
+ * passed as void *): each operation, host function or event on it starts after
+ * the work queued on the CUDA stream before it, and the CUDA stream's later
+ * work waits until it has finished (a host function on the CUDA stream
+ * brackets it). Buffers are host memory (pinned for speed). Only in builds
+ * where configure found CUDA; elsewhere HCOMM_ERR_UNSUPPORTED.
+ */
+hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *stream);
+
+/*
  * Waits for the work queued on the stream (at most HCOMM_TIMEOUT without any
  * of it finishing), then stops its thread and frees it. Returns the stream's
  * error, as hcomm_stream_synchronize would.

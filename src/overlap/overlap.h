@@ -25,6 +25,11 @@ void              hc_stream_task_free(hc_stream_task_t *t);              /* NULL
 /* Queues a filled task; the stream owns it from here. */
 void hc_stream_push(hcomm_stream_t stream, hc_stream_task_t *t);
 
+/* CUDA (stream_cuda.c, or stubs without CUDA): whether this build has it, and
+ * queuing fn(arg) as a host function on a cudaStream_t: 0, or -1 (logged). */
+int hc_stream_cuda_available(void);
+int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg);
+
 /* Events, for the stream's thread (event.c). */
 typedef struct hcomm_event hc_event_t;
 void     hc_event_ref(hc_event_t *ev);

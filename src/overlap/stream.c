@@ -23,6 +23,9 @@ struct hc_stream_task {
     void             *arg;
     hc_event_t       *ev;
     uint64_t          seq; /* record: its number; wait: the record waited for */
+    int               refs;         /* the thread, and a CUDA callback on CUDA streams */
+    int               go, finished; /* CUDA streams: the CUDA stream reached it; it ran */
+    struct hcomm_stream *owner;
     size_t            nops;
     hc_op_t          *ops[];
 };
@@ -38,6 +41,8 @@ struct hcomm_stream {
     hc_op_t          *last_op; /* held for hcomm_stream_last_request */
     int               stop;
     pthread_t         thread;
+    void             *cuda;    /* the cudaStream_t work is ordered with, or NULL */
+    pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
 };
 
 static void cond_init(pthread_cond_t *c)
@@ -64,7 +69,7 @@ static hc_stream_task_t *task_new(task_kind_t kind, size_t nops)
     if (t == NULL)
         hc_error(COLL, "stream: out of memory for a task");
     else
-        t->kind = kind, t->nops = nops;
+        t->kind = kind, t->nops = nops, t->refs = 1;
     return t;
 }
 
@@ -88,6 +93,35 @@ void hc_stream_task_free(hc_stream_task_t *t)
     free(t);
 }
 
+/* Drops one reference; the caller holds s->mu. */
+static void task_unref(hc_stream_task_t *t)
+{
+    if (--t->refs == 0)
+        free(t);
+}
+
+/* The CUDA stream's callback: the work before the task on the CUDA stream is
+ * done, so the task may run; the CUDA stream's later work waits until it has
+ * (the callback returns then), at most HCOMM_TIMEOUT. */
+static void stream_cuda_enter(void *arg)
+{
+    hc_stream_task_t *t       = arg;
+    hcomm_stream_t    s       = t->owner;
+    struct timespec   until   = hc_clock_abs_in(hc_params_get()->timeout);
+    int               expired = 0;
+
+    pthread_mutex_lock(&s->mu);
+    t->go = 1;
+    pthread_cond_broadcast(&s->cuda_cv);
+    while (!t->finished && !expired)
+        expired = pthread_cond_timedwait(&s->cuda_cv, &s->mu, &until) != 0;
+    if (!t->finished)
+        hc_error(COLL, "CUDA stream %p: an hcomm task did not finish within HCOMM_TIMEOUT; "
+                       "the CUDA stream goes on", s->cuda);
+    task_unref(t);
+    pthread_mutex_unlock(&s->mu);
+}
+
 void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
 {
     hc_op_t *dropped = NULL;
@@ -105,6 +139,15 @@ void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
         }
     }
     t->next = NULL;
+    if (s->cuda != NULL) { /* the CUDA stream gets a callback that brackets the task */
+        t->refs  = 2;
+        t->owner = s;
+        if (hc_stream_cuda_bracket(s->cuda, stream_cuda_enter, t) != 0) {
+            t->refs = 1, t->go = 1;
+            if (s->error == HCOMM_SUCCESS)
+                s->error = HCOMM_ERR_SYSTEM;
+        }
+    }
     if (s->tail != NULL)
         s->tail->next = t;
     else
@@ -183,6 +226,34 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
         stream_fail(s, st);
 }
 
+/* CUDA streams: waits (s->mu held) until the CUDA stream reached the task, at
+ * most HCOMM_TIMEOUT; 1 to run it, 0 when it never came. */
+static int stream_wait_go(hcomm_stream_t s, hc_stream_task_t *t)
+{
+    struct timespec until   = hc_clock_abs_in(hc_params_get()->timeout);
+    int             expired = 0;
+
+    while (!t->go && s->cuda != NULL && !expired)
+        expired = pthread_cond_timedwait(&s->cuda_cv, &s->mu, &until) != 0;
+    return t->go || s->cuda == NULL;
+}
+
+/* A task the CUDA stream never reached: fails instead of running out of order
+ * (an op's communicator fails, so its peers do not wait forever). */
+static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
+{
+    hc_error(COLL, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT", s->cuda);
+    stream_fail(s, HCOMM_ERR_TIMEOUT);
+    for (size_t i = 0; i < t->nops; i++) {
+        hc_comm_fail(t->ops[i]->comm, HCOMM_ERR_TIMEOUT);
+        hc_op_open_gate(t->ops[i]);
+        hc_comm_wait_op(t->ops[i]);
+        hc_op_drop(t->ops[i]);
+    }
+    if (t->ev != NULL)
+        hc_event_unref(t->ev);
+}
+
 static void *stream_main(void *arg)
 {
     hcomm_stream_t s = arg;
@@ -194,21 +265,27 @@ static void *stream_main(void *arg)
         if (s->head == NULL)
             break;
         hc_stream_task_t *t = s->head;
+        int               go = stream_wait_go(s, t);
         pthread_mutex_unlock(&s->mu);
-        run_task(s, t);
+        if (go)
+            run_task(s, t);
+        else
+            stream_skip(s, t);
         pthread_mutex_lock(&s->mu);
         s->head = t->next;
         if (s->head == NULL)
             s->tail = NULL;
         s->finished++;
+        t->finished = 1;
         pthread_cond_broadcast(&s->done);
-        free(t);
+        pthread_cond_broadcast(&s->cuda_cv);
+        task_unref(t);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
-hcomm_status_t hcomm_stream_create(hcomm_stream_t *out)
+static hcomm_status_t stream_create(void *cuda, hcomm_stream_t *out)
 {
     hcomm_stream_t s;
 
@@ -224,6 +301,8 @@ hcomm_status_t hcomm_stream_create(hcomm_stream_t *out)
     pthread_mutex_init(&s->mu, NULL);
     cond_init(&s->work);
     cond_init(&s->done);
+    cond_init(&s->cuda_cv);
+    s->cuda  = cuda;
     s->magic = STREAM_MAGIC;
     int rc   = pthread_create(&s->thread, NULL, stream_main, s);
     if (rc != 0) {
@@ -231,11 +310,31 @@ hcomm_status_t hcomm_stream_create(hcomm_stream_t *out)
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->work);
         pthread_cond_destroy(&s->done);
+        pthread_cond_destroy(&s->cuda_cv);
         free(s);
         return HCOMM_ERR_SYSTEM;
     }
     *out = s;
     return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_stream_create(hcomm_stream_t *out)
+{
+    return stream_create(NULL, out);
+}
+
+hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *out)
+{
+    if (!hc_stream_cuda_available()) {
+        hc_error(COLL, "hcomm_stream_create_cuda: this hcomm was built without CUDA");
+        return HCOMM_ERR_UNSUPPORTED;
+    }
+    if (cuda_stream == NULL) {
+        hc_error(COLL, "hcomm_stream_create_cuda: NULL CUDA stream (the legacy default stream "
+                       "cannot be bracketed; create one)");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    return stream_create(cuda_stream, out);
 }
 
 /* Waits until the tasks queued before the call have finished; the timeout
@@ -305,6 +404,7 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->done);
+    pthread_cond_destroy(&s->cuda_cv);
     free(s);
     return st;
 }

@@ -26,5 +26,15 @@ for t in auto tcp; do
         [ "$(grep -c 'dead peer failed with' "$out")" -eq 2 ]
     result "a peer killed under a stream allreduce ($t): error on stream and request" $?
 done
+# CUDA streams: built when configure found CUDA, run where a GPU is
+cuda="$top/tests/coll/cuda_stream_check"
+if [ -x "$cuda" ]; then
+    timeout 120 "$run" -n 2 "$cuda" > "$out" 2>&1
+    rc=$?
+    if grep -q '^SKIP' "$out"; then echo "SKIP CUDA streams: $(grep -m1 '^SKIP' "$out")"
+    else result "CUDA stream ordering on 2 ranks" $rc; fi
+else
+    echo "SKIP CUDA streams: this build has no CUDA (configure did not find it)"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

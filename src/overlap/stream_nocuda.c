@@ -1,0 +1,13 @@
+/* stream_nocuda.c - a build without CUDA: hcomm_stream_create_cuda says so. */
+#include "overlap/overlap.h"
+
+int hc_stream_cuda_available(void)
+{
+    return 0;
+}
+
+int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg)
+{
+    (void)cuda_stream, (void)fn, (void)arg;
+    return -1;
+}
