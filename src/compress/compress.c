@@ -10,7 +10,7 @@
 #include "compress/compress_model.h"
 #include "core/comm.h"
 #include "core/log.h"
-#include "core/reduce.h"
+#include "overlap/overlap.h"
 
 static const char *const kind_names[HCOMM_COMPRESS_COUNT] = {"none", "onebit", "topk", "fp16",
                                                              "bf16"};
@@ -192,29 +192,13 @@ static hcomm_status_t compress_check(const void *sendbuf, void *recvbuf, size_t 
         hc_error(COLL, "hcomm_allreduce_compressed: NULL buffer with %zu elements", count);
         return HCOMM_ERR_NULL_BUFFER;
     }
-    if (stream != NULL) {
-        hc_error(COLL, "hcomm_allreduce_compressed: streams are not supported yet (pass NULL)");
-        return HCOMM_ERR_UNSUPPORTED;
-    }
+    if (stream != NULL && hc_stream_check(stream, "hcomm_allreduce_compressed") != 0)
+        return HCOMM_ERR_INVALID_ARG;
     if (hc_group_active()) {
         hc_error(COLL, "hcomm_allreduce_compressed: not allowed inside a group");
         return HCOMM_ERR_INVALID_USAGE;
     }
     return comm->error != HCOMM_SUCCESS ? comm->error : HCOMM_SUCCESS;
-}
-
-static void to_f32(const void *in, hcomm_dtype_t dt, size_t n, float *out)
-{
-    const uint16_t *h = in;
-    for (size_t i = 0; i < n; i++)
-        out[i] = dt == HCOMM_FLOAT16 ? hc_half_to_float(h[i]) : hc_bf16_to_float(h[i]);
-}
-
-static void from_f32(const float *in, hcomm_dtype_t dt, size_t n, void *out)
-{
-    uint16_t *h = out;
-    for (size_t i = 0; i < n; i++)
-        h[i] = dt == HCOMM_FLOAT16 ? hc_float_to_half(in[i]) : hc_float_to_bf16(in[i]);
 }
 
 hcomm_status_t hcomm_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count,
@@ -225,12 +209,5 @@ hcomm_status_t hcomm_allreduce_compressed(const void *sendbuf, void *recvbuf, si
 
     if (st != HCOMM_SUCCESS || count == 0)
         return st;
-    if (dtype == HCOMM_FLOAT32)
-        return hc_compress_allreduce_f32(s, sendbuf, recvbuf);
-    /* half inputs: compress in float32 (the residuals are float32 anyway) */
-    to_f32(sendbuf, dtype, count, s->work);
-    st = hc_compress_allreduce_f32(s, s->work, s->work);
-    if (st == HCOMM_SUCCESS)
-        from_f32(s->work, dtype, count, recvbuf);
-    return st;
+    return hc_compress_run(s, sendbuf, recvbuf, stream);
 }

@@ -21,13 +21,19 @@ struct hcomm_compress {
     void                   *sendbuf;    /* messages out: n slots / k pairs / count halves */
     void                   *recvbuf;    /* messages in: n slots / n x k pairs */
     void                   *scratch;    /* topk selection work space */
+    /* the call in flight (one per state; a stream runs its steps later) */
+    const void             *in;
+    void                   *out;
 };
 
 /* Rank j's chunk of the onebit tensor: hc_part_off/len over nranks. */
 size_t hc_compress_chunk_off(const struct hcomm_compress *s, int j);
 size_t hc_compress_chunk_len(const struct hcomm_compress *s, int j);
 
-/* Runs the compressed allreduce of a checked call (float32 in and out). */
-hcomm_status_t hc_compress_allreduce_f32(struct hcomm_compress *s, const float *in, float *out);
+/* Runs the compressed allreduce of a checked call: blocking (stream NULL), or
+ * queued on stream, its local steps as host functions between the
+ * collectives, which take their places in the communicator's order now. */
+hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *out,
+                               hcomm_stream_t stream);
 
 #endif

@@ -25,6 +25,11 @@ void              hc_stream_task_free(hc_stream_task_t *t);              /* NULL
 /* Queues a filled task; the stream owns it from here. */
 void hc_stream_push(hcomm_stream_t stream, hc_stream_task_t *t);
 
+/* A host function whose failure (a status other than success) becomes the
+ * stream's error: the library's own steps between collectives. */
+hcomm_status_t hc_stream_launch_step(hcomm_stream_t stream, hcomm_status_t (*fn)(void *),
+                                     void *arg);
+
 /* CUDA (stream_cuda.c, or stubs without CUDA): whether this build has it, and
  * queuing fn(arg) as a host function on a cudaStream_t: 0, or -1 (logged). */
 int hc_stream_cuda_available(void);

@@ -14,12 +14,13 @@
 
 #define STREAM_MAGIC 0x5354524du
 
-typedef enum { TASK_OPS, TASK_HOST, TASK_RECORD, TASK_WAIT } task_kind_t;
+typedef enum { TASK_OPS, TASK_HOST, TASK_STEP, TASK_RECORD, TASK_WAIT } task_kind_t;
 
 struct hc_stream_task {
     hc_stream_task_t *next;
     task_kind_t       kind;
     hcomm_host_fn_t   fn;
+    hcomm_status_t  (*step)(void *);
     void             *arg;
     hc_event_t       *ev;
     uint64_t          seq; /* record: its number; wait: the record waited for */
@@ -209,6 +210,7 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
     switch (t->kind) {
     case TASK_OPS: st = run_ops(t); break;
     case TASK_HOST: t->fn(t->arg); break;
+    case TASK_STEP: st = t->step(t->arg); break;
     case TASK_RECORD:
         hc_event_complete(t->ev, t->seq);
         hc_event_unref(t->ev);
@@ -447,6 +449,17 @@ hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void
         return HCOMM_ERR_NO_MEMORY;
     t->fn  = fn;
     t->arg = arg;
+    hc_stream_push(s, t);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_stream_launch_step(hcomm_stream_t s, hcomm_status_t (*fn)(void *), void *arg)
+{
+    hc_stream_task_t *t = task_new(TASK_STEP, 0);
+    if (t == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    t->step = fn;
+    t->arg  = arg;
     hc_stream_push(s, t);
     return HCOMM_SUCCESS;
 }

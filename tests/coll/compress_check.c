@@ -5,7 +5,8 @@
  * step's result with the serial model (src/compress/compress_model.h) that
  * every rank computes from all ranks' inputs, residuals included: onebit and
  * topk must agree bit for bit, the casts (summed in half precision on the
- * wire) within a bound printed at the start. Then the bad configurations.
+ * wire) within a bound printed at the start; some again on a stream. Then
+ * the bad configurations.
  * Exit: 0 all passed, 1 a case failed, 2 init failure.
  */
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include "compress/compress_model.h"
 #include "hcomm_compress.h"
+#include "hcomm_stream.h"
 
 #define STEPS 4
 
@@ -56,7 +58,8 @@ static size_t compare(hcomm_compress_kind_t k, const float *got, const float *wa
 }
 
 /* STEPS steps of one codec and count against the model. */
-static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inplace)
+static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inplace,
+                    hcomm_stream_t stream)
 {
     hcomm_compress_config_t cfg;
     hcomm_compress_t        st = NULL;
@@ -80,7 +83,9 @@ static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inpla
                 in[r][i] = input_value(r, t, i);
         memcpy(buf, in[g_rank], count * 4);
         hcomm_status_t s = hcomm_allreduce_compressed(buf, inplace ? buf : out, count,
-                                                      HCOMM_FLOAT32, st, comm, NULL);
+                                                      HCOMM_FLOAT32, st, comm, stream);
+        if (s == HCOMM_SUCCESS && stream != NULL)
+            s = hcomm_stream_synchronize(stream);
         if (s != HCOMM_SUCCESS) {
             printf("FAIL rank %d: %s count %zu step %d: %s\n", g_rank, spec, count, t,
                    hcomm_status_name(s));
@@ -204,7 +209,14 @@ int main(void)
     for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
             for (int ip = 0; ip < 2; ip++)
-                g_failed += run_case(comm, specs[s], counts[c], ip);
+                g_failed += run_case(comm, specs[s], counts[c], ip, NULL);
+    /* on a stream: the local steps become host functions between the collectives */
+    hcomm_stream_t stream;
+    if (hcomm_stream_create(&stream) != HCOMM_SUCCESS)
+        g_failed++;
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)
+        g_failed += run_case(comm, specs[s], 2049, (int)(s % 2), stream);
+    hcomm_stream_destroy(stream);
     bad_configs(comm);
     half_tensor(comm);
     printf("compress_check rank %d: %d cases, %d failed\n", g_rank, g_cases, g_failed);

@@ -1,0 +1,46 @@
+#!/bin/sh
+# run_dp_train.sh - examples/dp_train (1,000,010-parameter logistic regression,
+# data parallel on 2 ranks) with the plain, onebit and topk:0.01 gradient
+# all-reduce: each compressed run must end within 2% (relative) of the plain
+# run's training loss and within 1 point of its test accuracy. The runs train
+# to convergence (the loss curve is flat over the last epochs); without error
+# feedback (dp_train --no-error-feedback) the same runs miss by far more.
+top=${top_builddir:-.}
+run="$top/tools/hcomm-run" train="$top/examples/dp_train"
+for b in "$run" "$train"; do
+    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
+done
+export HCOMM_TIMEOUT=60
+out=$(mktemp /tmp/hcomm-dp-train.XXXXXX)
+trap 'rm -f "$out" "$out".*' EXIT INT TERM
+pass=0 fail=0
+result() { # LABEL STATUS [FILE]
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
+    else fail=$((fail + 1)); echo "FAIL $1"; [ -n "$3" ] && tail -15 "$3"; fi
+}
+for c in none onebit topk:0.01; do
+    timeout 120 "$run" -n 2 "$train" --compress "$c" > "$out.$c" 2>&1
+    st=$?
+    grep '^final ' "$out.$c"
+    [ "$st" -eq 0 ] && grep -q '^final loss ' "$out.$c"
+    result "dp_train --compress $c on 2 ranks (exit $st)" $? "$out.$c"
+done
+# final loss L accuracy A compress SPEC bytes_sent B: fields 3, 5 and 9
+base=$(grep '^final ' "$out.none" 2>/dev/null)
+for c in onebit topk:0.01; do
+    this=$(grep '^final ' "$out.$c" 2>/dev/null)
+    if [ -z "$base" ] || [ -z "$this" ]; then
+        result "$c against none: no final line to compare" 1
+        continue
+    fi
+    echo "$base" "$this" | awk -v c="$c" '{
+        l0 = $3; a0 = $5; b0 = $9; l = $12; a = $14; b = $18
+        dl = (l - l0) / l0 * 100; da = a - a0
+        printf "%s: loss %.5f vs %.5f (%+.2f%%), accuracy %.2f vs %.2f (%+.2f points), bytes %.1fx fewer\n",
+               c, l, l0, dl, a, a0, da, b0 / b
+        exit !(dl <= 2 && dl >= -2 && da <= 1 && da >= -1 && b < b0)
+    }'
+    result "$c within 2% of the plain loss and 1 point of its accuracy, fewer bytes" $?
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
