@@ -17,6 +17,7 @@
 #include "compress/compress_model.h"
 #include "hcomm_compress.h"
 #include "hcomm_stream.h"
+#include "test_comm.h"
 
 #define STEPS 4
 
@@ -189,16 +190,8 @@ int main(void)
     hcomm_comm_t   comm = NULL;
     hcomm_status_t st;
 
-    if (getenv("HCOMM_NRANKS") != NULL) {
-        st = hcomm_comm_init_env(&comm);
-    } else {
-        hcomm_unique_id_t id;
-        st = hcomm_get_unique_id(&id);
-        if (st == HCOMM_SUCCESS)
-            st = hcomm_comm_init(&comm, 1, &id, 0);
-    }
-    if (st != HCOMM_SUCCESS || hcomm_comm_rank(comm, &g_rank) != HCOMM_SUCCESS ||
-        hcomm_comm_size(comm, &g_nranks) != HCOMM_SUCCESS) {
+    st = test_comm_init(&comm, &g_rank, &g_nranks);
+    if (st != HCOMM_SUCCESS) {
         fprintf(stderr, "compress_check: init failed: %s\n", hcomm_status_str(st));
         return 2;
     }

@@ -18,6 +18,7 @@
 
 #include "hcomm.h"
 #include "hcomm_stream.h"
+#include "test_comm.h"
 
 #define NSTREAMS 6
 #define NCOMMS 3
@@ -237,16 +238,8 @@ int main(int argc, char **argv)
     hcomm_status_t st;
     int            kill = argc > 1 && strcmp(argv[1], "--kill-peer") == 0;
 
-    if (getenv("HCOMM_NRANKS") != NULL) {
-        st = hcomm_comm_init_env(&comm);
-    } else {
-        hcomm_unique_id_t id;
-        st = hcomm_get_unique_id(&id);
-        if (st == HCOMM_SUCCESS)
-            st = hcomm_comm_init(&comm, 1, &id, 0);
-    }
-    if (st != HCOMM_SUCCESS || hcomm_comm_rank(comm, &g_rank) != HCOMM_SUCCESS ||
-        hcomm_comm_size(comm, &g_nranks) != HCOMM_SUCCESS) {
+    st = test_comm_init(&comm, &g_rank, &g_nranks);
+    if (st != HCOMM_SUCCESS) {
         fprintf(stderr, "stream_check: init failed: %s\n", hcomm_status_str(st));
         return 2;
     }
