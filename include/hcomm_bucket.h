@@ -5,11 +5,12 @@
  *
  * Register the gradient tensors once, in the order the backward pass usually
  * produces them (last layer first). They are cut, in that order, into buckets:
- * the first of at most 1 MiB (so communication starts early), the others of
- * at most HCOMM_BUCKET_BYTES (default 25 MiB); a tensor larger than a bucket
- * gets one of its own. Each step, mark every tensor ready as soon as its
- * gradient is final; a bucket whose tensors are all ready is packed into its
- * fusion buffer and all-reduced (average over ranks) on the stream given at
+ * the first of at most 1 MiB (so communication starts early; HCOMM_BUCKET_BYTES
+ * when smaller), the others of at most HCOMM_BUCKET_BYTES (default 25 MiB); a
+ * tensor larger than a bucket gets one of its own (empty tensors may join it).
+ * Each step, mark every tensor ready as soon as its gradient is final: it is
+ * packed into its bucket's fusion buffer at once, and a bucket whose tensors
+ * are all ready is all-reduced (average over ranks) on the stream given at
  * creation, buckets always in bucket order, so every rank issues the same
  * operations in the same order whatever order its tensors became ready in.
  * hcomm_buckets_wait returns when every result is unpacked into its tensor.
@@ -32,8 +33,9 @@ typedef struct hcomm_buckets *hcomm_buckets_t;
  * comm. The buckets' allreduces run on stream (required; the caller's thread
  * only packs). compress: NULL or kind NONE for the plain average, else each
  * bucket is all-reduced with hcomm_allreduce_compressed through a compression
- * state of its own (float32, float16 or bfloat16 tensors). Local: no
- * communication.
+ * state of its own (float32, float16 or bfloat16 tensors). A tensor belongs
+ * to the buckets from its hcomm_buckets_ready to hcomm_buckets_wait (its
+ * result is written into it in between). Local: no communication.
  */
 hcomm_status_t hcomm_buckets_create(hcomm_comm_t comm, int ntensors, void *const *tensors,
                                     const size_t *counts, hcomm_dtype_t dtype,

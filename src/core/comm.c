@@ -220,7 +220,10 @@ static void comm_set_spin(hcomm_comm_t c)
      * virtual nodes of this host still share its CPUs */
     for (int r = 0; r < c->nranks && c->peers != NULL; r++)
         local += strcmp(c->peers[r].hostname, c->peers[c->rank].hostname) == 0;
-    c->spin = hc_params_get()->spin_count;
+    int pollable = c->nactive > 0;
+    for (int i = 0; i < c->nactive; i++)
+        pollable &= c->tl_ops[c->tl_active[i]]->wait_fds != NULL;
+    c->spin = pollable ? hc_params_get()->spin_count_net : hc_params_get()->spin_count;
     if (ncpu > 0 && local > ncpu) {
         c->spin = 0;
         hc_info(INIT, "%d local ranks on %d CPUs: waits yield the CPU", local, ncpu);

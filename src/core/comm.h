@@ -68,7 +68,12 @@ struct hcomm_comm {
     int                 held;        /* ops a stream still holds (destroy waits) */
 };
 
-/* A wait loop's back-off: spin while anything moves, yield the CPU after
+/* Gives the CPU away for a moment: sleeps in poll() on what the transports
+ * wait for (at most 1 ms: a shared-memory peer cannot wake it), or yields
+ * when a transport can only be polled. */
+void hc_comm_idle(hcomm_comm_t comm);
+
+/* A wait loop's back-off: spin while anything moves, give the CPU away after
  * comm->spin idle polls (at once when ranks outnumber CPUs). */
 typedef struct hc_backoff {
     unsigned long seen;
@@ -81,7 +86,7 @@ static inline void hc_backoff(hcomm_comm_t comm, hc_backoff_t *b)
         b->seen = comm->moved;
         b->idle = 0;
     } else if (++b->idle > comm->spin) {
-        sched_yield();
+        hc_comm_idle(comm);
     }
 }
 

@@ -1,5 +1,6 @@
 /* comm_queue.c - a communicator's operations: issue in order, progress the head,
  * wait with a bounded spin; the schedule cache and the shared scratch buffer. */
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,7 +181,9 @@ hc_op_t *hc_comm_op_alloc(hcomm_comm_t comm)
 
 void hc_comm_make_threaded(hcomm_comm_t comm)
 {
-    comm->threaded = 1; /* by the issuing thread, before any stream sees the comm */
+    /* by the issuing thread, before any stream sees the comm; written once */
+    if (!comm->threaded)
+        comm->threaded = 1;
 }
 
 void hc_op_open_gate(hc_op_t *op)
@@ -283,6 +286,29 @@ hcomm_status_t hc_comm_wait_op(hc_op_t *op)
             return st;
         hc_backoff(comm, &b);
     }
+}
+
+#define HC_IDLE_FDS 128
+
+void hc_comm_idle(hcomm_comm_t comm)
+{
+    struct pollfd pfds[HC_IDLE_FDS];
+    int           n = 0, pollable = 1;
+
+    hc_comm_lock(comm);
+    for (int i = 0; i < comm->nactive && pollable; i++) {
+        const hc_tl_ops_t *tl = comm->tl_ops[comm->tl_active[i]];
+        int k = tl->wait_fds != NULL ? tl->wait_fds(comm->tl_ctx[comm->tl_active[i]], pfds + n,
+                                                    HC_IDLE_FDS - n)
+                                     : -1;
+        pollable = k >= 0;
+        n += pollable ? k : 0;
+    }
+    hc_comm_unlock(comm);
+    if (pollable && n > 0)
+        poll(pfds, (nfds_t)n, 1); /* woken by data; the caller progresses either way */
+    else
+        sched_yield();
 }
 
 void hc_comm_drain(hcomm_comm_t comm)

@@ -4,11 +4,10 @@
  * moment it is marked ready, so the tensor's memory is read once and the
  * caller goes on producing gradients. A complete bucket whose predecessors are
  * all launched is queued on the stream: an in-place allreduce (AVG) of the
- * fusion buffer, then a host function that unpacks it into the tensors. With
- * compression one host function does both, because hcomm_allreduce_compressed
- * runs only blocking (stream NULL): on the stream's thread it keeps stream
- * order. Since every rank launches buckets strictly in bucket order, every
- * rank issues the same collectives in the same order. */
+ * fusion buffer (or the compressed one, through the bucket's own compression
+ * state), then a host function that unpacks it into the tensors. Since every
+ * rank launches buckets strictly in bucket order, every rank issues the same
+ * collectives in the same order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +26,7 @@ typedef struct bucket {
     size_t                count;       /* elements */
     void                 *fusion;
     hcomm_compress_t      cstate;      /* NULL: plain average */
-    /* written by the host function on the stream's thread, read after
+    /* written by unpack on the stream's thread, read after
      * hcomm_stream_synchronize, which orders the two */
     hcomm_status_t        error;
 } bucket_t;
@@ -92,7 +91,8 @@ static void cut(hcomm_buckets_t bk, bucket_t *b)
 
 static hcomm_status_t check_args(hcomm_comm_t comm, int ntensors, void *const *tensors,
                                  const size_t *counts, hcomm_dtype_t dtype,
-                                 hcomm_stream_t stream, hcomm_buckets_t *out)
+                                 const hcomm_compress_config_t *cfg, hcomm_stream_t stream,
+                                 hcomm_buckets_t *out)
 {
     int nranks;
     hcomm_status_t st = hcomm_comm_size(comm, &nranks);
@@ -102,6 +102,10 @@ static hcomm_status_t check_args(hcomm_comm_t comm, int ntensors, void *const *t
         hc_error(COLL, "hcomm_buckets_create: %s", out == NULL ? "NULL output"
                  : stream == NULL ? "a stream is required" : ntensors < 1 ? "no tensors"
                  : "NULL tensor or count list");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if (cfg != NULL && (cfg->kind < HCOMM_COMPRESS_NONE || cfg->kind >= HCOMM_COMPRESS_COUNT)) {
+        hc_error(COLL, "hcomm_buckets_create: invalid compression kind %d", (int)cfg->kind);
         return HCOMM_ERR_INVALID_ARG;
     }
     size_t es = hcomm_dtype_size(dtype);
@@ -171,7 +175,7 @@ hcomm_status_t hcomm_buckets_create(hcomm_comm_t comm, int ntensors, void *const
                                     const hcomm_compress_config_t *compress,
                                     hcomm_stream_t stream, hcomm_buckets_t *out)
 {
-    hcomm_status_t  st = check_args(comm, ntensors, tensors, counts, dtype, stream, out);
+    hcomm_status_t  st = check_args(comm, ntensors, tensors, counts, dtype, compress, stream, out);
     hcomm_buckets_t bk;
     size_t          n = (size_t)ntensors;
 
@@ -233,19 +237,6 @@ static void unpack(void *arg)
                    bk->counts[i] * bk->esize);
 }
 
-/* On the stream: the compressed allreduce, blocking on this thread, then unpack. */
-static void reduce_compressed(void *arg)
-{
-    bucket_t       *b  = arg;
-    hcomm_buckets_t bk = b->owner;
-    hcomm_status_t  st = hcomm_allreduce_compressed(b->fusion, b->fusion, b->count, bk->dtype,
-                                                    b->cstate, bk->comm, NULL);
-    if (st != HCOMM_SUCCESS)
-        b->error = st;
-    else
-        unpack(b);
-}
-
 static hcomm_status_t launch(hcomm_buckets_t bk, bucket_t *b)
 {
     hcomm_status_t st;
@@ -253,9 +244,11 @@ static hcomm_status_t launch(hcomm_buckets_t bk, bucket_t *b)
     if (b->count == 0)
         return HCOMM_SUCCESS;
     if (b->cstate != NULL)
-        return hcomm_launch_host_func(bk->stream, reduce_compressed, b);
-    st = hcomm_allreduce(b->fusion, b->fusion, b->count, bk->dtype, HCOMM_AVG, bk->comm,
-                         bk->stream);
+        st = hcomm_allreduce_compressed(b->fusion, b->fusion, b->count, bk->dtype, b->cstate,
+                                        bk->comm, bk->stream);
+    else
+        st = hcomm_allreduce(b->fusion, b->fusion, b->count, bk->dtype, HCOMM_AVG, bk->comm,
+                             bk->stream);
     if (st == HCOMM_SUCCESS)
         st = hcomm_launch_host_func(bk->stream, unpack, b);
     return st;

@@ -14,6 +14,7 @@
 #ifndef HC_TRANSPORT_H
 #define HC_TRANSPORT_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -114,6 +115,11 @@ typedef struct hc_tl_ops {
     int (*progress)(hc_tl_ctx_t *ctx);
     /* HCOMM_SUCCESS, or why the endpoint failed. */
     hcomm_status_t (*ep_status)(hc_tl_ep_t *ep);
+    /* Optional (NULL: the transport can only be polled): fills at most max
+     * pollfds with what progress() waits for (POLLIN on sockets with receives
+     * pending, POLLOUT with sends pending) so an idle rank can sleep in poll()
+     * instead of spinning; returns how many, or -1 when more than max. */
+    int (*wait_fds)(hc_tl_ctx_t *ctx, struct pollfd *pfds, int max);
 } hc_tl_ops_t;
 
 extern const hc_tl_ops_t hc_tl_shm_ops;

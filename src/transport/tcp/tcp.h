@@ -89,6 +89,7 @@ hcomm_status_t hc_tcp_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_r
 hcomm_status_t hc_tcp_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
                             void *sink_arg, hc_tl_req_t *req);
 int            hc_tcp_progress(hc_tl_ctx_t *ctx);
+int            hc_tcp_wait_fds(hc_tl_ctx_t *ctx, struct pollfd *pfds, int max);
 hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep);
 
 /* tcp_sock.c: socket helpers */

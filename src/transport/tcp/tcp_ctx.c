@@ -222,4 +222,5 @@ const hc_tl_ops_t hc_tl_tcp_ops = {
     .irecv     = hc_tcp_irecv,
     .progress  = hc_tcp_progress,
     .ep_status = hc_tcp_ep_status,
+    .wait_fds  = hc_tcp_wait_fds,
 };

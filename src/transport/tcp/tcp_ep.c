@@ -223,3 +223,21 @@ int hc_tcp_progress(hc_tl_ctx_t *ctx)
     }
     return n;
 }
+
+int hc_tcp_wait_fds(hc_tl_ctx_t *ctx, struct pollfd *pfds, int max)
+{
+    int n = 0;
+    for (int e = 0; ctx != NULL && e < ctx->neps; e++) {
+        hc_tl_ep_t *ep = ctx->eps[e];
+        short       ev = (short)((ep->tx_head != NULL ? POLLOUT : 0) |
+                                 (ep->rx_head != NULL ? POLLIN : 0));
+        if (ep->status != HCOMM_SUCCESS || ev == 0)
+            continue;
+        for (int k = 0; k < ep->nsocks; k++) {
+            if (n == max)
+                return -1;
+            pfds[n++] = (struct pollfd){.fd = ep->sock[k].fd, .events = ev};
+        }
+    }
+    return n;
+}
