@@ -227,6 +227,29 @@ hcomm_status_t hcomm_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                               hcomm_dtype_t dtype, hcomm_comm_t comm, hcomm_stream_t stream);
 
 /*
+ * sendcounts[p] elements at element sdispls[p] of sendbuf go to rank p, which
+ * receives them at element rdispls[r] of its recvbuf; recvcounts[p] must be
+ * what p sends this rank (as in MPI). Arrays of nranks entries, read before
+ * the call returns; no in-place; not inside a group.
+ */
+hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                               void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                               hcomm_dtype_t dtype, hcomm_comm_t comm, hcomm_stream_t stream);
+
+/*
+ * alltoallv where only the senders know the counts: they are exchanged first,
+ * then rank p's block lands in recvbuf packed in rank order, and recvcounts[p]
+ * (filled) says how many elements came from p. recv_capacity: elements recvbuf
+ * holds; if more would arrive on any rank, no data moves and every rank
+ * returns an error (HCOMM_ERR_OVERFLOW where it lacked room, HCOMM_ERR_REMOTE
+ * elsewhere). Blocking only (stream NULL).
+ */
+hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendcounts,
+                                       const size_t *sdispls, void *recvbuf, size_t recv_capacity,
+                                       size_t *recvcounts, hcomm_dtype_t dtype, hcomm_comm_t comm,
+                                       hcomm_stream_t stream);
+
+/*
  * Point to point. The n-th send from a to b matches the n-th recv at b from a;
  * counts must agree. A send and a recv that depend on each other (exchanges,
  * rings) go inside one group.

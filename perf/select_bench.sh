@@ -1,17 +1,20 @@
 #!/bin/sh
 # select_bench.sh - is the algorithm hcomm selects as fast as the best one
-# forced? Runs hcomm-perf all_reduce once per candidate per round, the
-# candidates interleaved so the machine's noise hits all alike, keeps each
-# candidate's fastest out-of-place time per size, and prints per size the
-# automatic choice, its time, the fastest forced candidate and the ratio.
-# From the top of the built tree:
-#   RANKS=4 perf/select_bench.sh [hcomm-perf args]          local ranks (forked)
+# forced? For each size, ROUNDS rounds of one hcomm-perf all_reduce run per
+# candidate (the automatic choice first), interleaved size by size so that the
+# machine's swings hit all candidates alike; keeps each candidate's fastest
+# out-of-place time per size and prints per size the automatic choice, its
+# time, the fastest forced candidate and the ratios. From the top of the built
+# tree:
+#   RANKS=4 perf/select_bench.sh [-n 20 -w 3]               local ranks (forked)
 #   NODES=4 PPN=2 PLACE=rr RATE=1gbit perf/select_bench.sh   namespaces (root)
-# CANDS (default "ring rd rabenseifner tree hier") names HCOMM_ALGO values; a
-# candidate NAME@VAR=VAL also sets HCOMM_VAR=VAL. ROUNDS defaults to 5.
+# SIZES (bytes; default 8 to 64M by 8x) lists the sizes; CANDS (default "ring
+# rd rabenseifner tree hier") names HCOMM_ALGO values, a candidate
+# NAME@VAR=VAL also sets HCOMM_VAR=VAL; ROUNDS defaults to 5.
 top=.
 CANDS=${CANDS:-ring rd rabenseifner tree hier} ROUNDS=${ROUNDS:-5}
-args=${*:--b 8 -e 64M -f 8 -n 20 -w 3}
+SIZES=${SIZES:-8 64 512 4096 32768 262144 2097152 16777216 67108864}
+iters=${*:--n 20 -w 3}
 perf="$top/perf/.libs/hcomm-perf"
 [ -x "$perf" ] || perf="$top/perf/hcomm-perf"
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=300
@@ -46,16 +49,19 @@ run_one() {
 }
 
 : > "$work/rows"; : > "$work/chosen"
-for round in $(seq 1 "$ROUNDS"); do
-    run_one auto HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo || exit 1
-    for c in $CANDS; do
-        algo=${c%%@*} extra=
-        [ "$algo" != "$c" ] && extra="HCOMM_${c#*@}"
-        # shellcheck disable=SC2086
-        run_one "$c" HCOMM_ALGO="allreduce:$algo" $extra || exit 1
+for size in $SIZES; do
+    args="-b $size -e $size $iters"
+    for round in $(seq 1 "$ROUNDS"); do
+        run_one auto HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo || exit 1
+        for c in $CANDS; do
+            algo=${c%%@*} extra=
+            [ "$algo" != "$c" ] && extra="HCOMM_${c#*@}"
+            # shellcheck disable=SC2086
+            run_one "$c" HCOMM_ALGO="allreduce:$algo" $extra || exit 1
+        done
     done
 done
-echo "# $layout: hcomm-perf all_reduce $args; fastest of $ROUNDS interleaved rounds"
+echo "# $layout: hcomm-perf all_reduce -b S -e S $iters for S in $SIZES; fastest of $ROUNDS rounds, candidates interleaved per size"
 echo "# chosen/best: the chosen algorithm's own forced runs against the best (the"
 echo "# selection's quality); auto/best also holds the noise between two runs of one algorithm"
 echo "# size(B)  auto-choice  auto(us)  best-forced  best(us)  auto/best  chosen/best"

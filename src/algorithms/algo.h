@@ -16,6 +16,7 @@ typedef enum {
     HC_COLL_SEND,
     HC_COLL_RECV,
     HC_COLL_BARRIER,
+    HC_COLL_ALLTOALLV,
     HC_COLL_COUNT
 } hc_coll_t;
 
@@ -42,6 +43,9 @@ typedef struct hc_coll_args {
     hcomm_op_t    op;       /* reductions only */
     int           root;     /* broadcast/reduce root; send/recv peer */
     int           in_place; /* nonzero when the caller passed in-place buffers */
+    /* alltoallv: sendcounts, sdispls, recvcounts, rdispls, nranks elements each
+     * (elements of dtype); read while building, never cached */
+    const size_t *v;
 } hc_coll_args_t;
 
 /*

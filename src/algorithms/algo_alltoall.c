@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "algorithms/algo_builders.h"
+#include "core/log.h"
 
 hcomm_status_t hc_algo_pairwise_alltoall(const hc_algo_ctx_t *c, hc_sched_t *s)
 {
@@ -55,5 +56,43 @@ hcomm_status_t hc_algo_pairwise_alltoall(const hc_algo_ctx_t *c, hc_sched_t *s)
         j++;
     }
     free(dep);
+    return HCOMM_SUCCESS;
+}
+
+/* alltoallv, pairwise as above: at step j rank r exchanges with q = (j - r)
+ * mod n, sending sendcounts[q] elements from sdispls[q] and receiving
+ * recvcounts[q] into rdispls[q], cut in chunks. A step's sends wait for the
+ * previous exchange's last receive (receives from one peer complete in order),
+ * keeping about two exchanges in flight. Not in place. */
+hcomm_status_t hc_algo_pairwise_alltoallv(const hc_algo_ctx_t *c, hc_sched_t *s)
+{
+    int           n = c->nranks, r = c->rank;
+    const size_t *sc = c->args->v, *sd = sc + n, *rc = sd + n, *rd = rc + n;
+    int           prev = HC_STEP_NODEP;
+
+    if (sc[r] != rc[r]) {
+        hc_error(ALGO, "alltoallv: rank %d sends itself %zu elements but expects %zu", r, sc[r],
+                 rc[r]);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if (sc[r] != 0)
+        hc_sched_copy(s, hc_algo_at(c, HC_BUF_RECV, rd[r]), hc_algo_at(c, HC_BUF_SEND, sd[r]),
+                      sc[r] * c->esize, HC_STEP_NODEP, HC_STEP_NODEP);
+    for (int step = 0; step < n; step++) {
+        int q = hc_algo_mod(step - r, n), last = HC_STEP_NODEP;
+        if (q == r)
+            continue;
+        size_t ns = hc_algo_nchunks(c, sc[q]), nr = hc_algo_nchunks(c, rc[q]);
+        for (size_t k = 0; k < ns; k++)
+            hc_sched_send(s, q, hc_algo_at(c, HC_BUF_SEND, sd[q] + hc_algo_chunk_off(sc[q], ns, k)),
+                          hc_algo_chunk_len(sc[q], ns, k) * c->esize, prev, HC_STEP_NODEP);
+        for (size_t k = 0; k < nr; k++)
+            last = hc_sched_recv(s, q,
+                                 hc_algo_at(c, HC_BUF_RECV, rd[q] + hc_algo_chunk_off(rc[q], nr, k)),
+                                 hc_algo_chunk_len(rc[q], nr, k) * c->esize, HC_STEP_NODEP,
+                                 HC_STEP_NODEP);
+        if (last != HC_STEP_NODEP)
+            prev = last;
+    }
     return HCOMM_SUCCESS;
 }

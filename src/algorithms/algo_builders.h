@@ -68,6 +68,7 @@ hcomm_status_t hc_algo_bruck_allgather(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_chain_broadcast(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_chain_reduce(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_pairwise_alltoall(const hc_algo_ctx_t *c, hc_sched_t *s);
+hcomm_status_t hc_algo_pairwise_alltoallv(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_direct_send(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_direct_recv(const hc_algo_ctx_t *c, hc_sched_t *s);
 hcomm_status_t hc_algo_dissem_barrier(const hc_algo_ctx_t *c, hc_sched_t *s);

@@ -23,6 +23,7 @@ static const algo_builder_t algo_builders[HC_COLL_COUNT][HC_ALGO_COUNT] = {
     [HC_COLL_SEND]           = {[HC_ALGO_DIRECT] = hc_algo_direct_send},
     [HC_COLL_RECV]           = {[HC_ALGO_DIRECT] = hc_algo_direct_recv},
     [HC_COLL_BARRIER]        = {[HC_ALGO_DISSEM] = hc_algo_dissem_barrier},
+    [HC_COLL_ALLTOALLV]      = {[HC_ALGO_PAIRWISE] = hc_algo_pairwise_alltoallv},
 };
 
 /* The algorithm of a collective that has only one (allreduce chooses by size). */
@@ -31,16 +32,16 @@ static const hc_algo_t algo_default[HC_COLL_COUNT] = {
     [HC_COLL_REDUCE] = HC_ALGO_CHAIN,        [HC_COLL_ALLGATHER] = HC_ALGO_RING,
     [HC_COLL_REDUCE_SCATTER] = HC_ALGO_RING, [HC_COLL_ALLTOALL] = HC_ALGO_PAIRWISE,
     [HC_COLL_SEND] = HC_ALGO_DIRECT,         [HC_COLL_RECV] = HC_ALGO_DIRECT,
-    [HC_COLL_BARRIER] = HC_ALGO_DISSEM,
+    [HC_COLL_BARRIER] = HC_ALGO_DISSEM,      [HC_COLL_ALLTOALLV] = HC_ALGO_PAIRWISE,
 };
 
 static const char *const algo_names[HC_ALGO_COUNT] = {
     "auto", "ring", "rd", "chain", "pairwise", "direct", "dissem", "rabenseifner", "bruck",
     "tree", "hier"};
 
-static const char *const coll_names[HC_COLL_COUNT] = {"allreduce", "broadcast",      "reduce",
-                                                      "allgather", "reduce_scatter", "alltoall",
-                                                      "send",      "recv",           "barrier"};
+static const char *const coll_names[HC_COLL_COUNT] = {
+    "allreduce", "broadcast", "reduce",  "allgather", "reduce_scatter",
+    "alltoall",  "send",      "recv",    "barrier",   "alltoallv"};
 
 const char *hc_algo_name(hc_algo_t algo)
 {

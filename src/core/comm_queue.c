@@ -104,9 +104,12 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
     size_t             chunk;
     int                victim = 0;
 
+    /* alltoallv's schedule follows its counts: built for each call, not cached */
+    int cacheable = args->coll != HC_COLL_ALLTOALLV;
+
     /* the algorithm follows from args and the parameters, so a repeat of the
      * last call needs no selection */
-    if (comm->cache_mru < comm->ncache) {
+    if (cacheable && comm->cache_mru < comm->ncache) {
         hc_sched_cache_entry_t *e = &comm->cache[comm->cache_mru];
         if (cache_match(e, args, e->algo, e->chunk_bytes) && e->algo_setting == p->algo) {
             e->last_use = ++comm->cache_clock;
@@ -116,7 +119,7 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
         }
     }
     hc_algo_t algo = comm_select(comm, args, p, &chunk);
-    for (int i = 0; i < comm->ncache; i++) {
+    for (int i = 0; i < comm->ncache && cacheable; i++) {
         hc_sched_cache_entry_t *e = &comm->cache[i];
         if (cache_match(e, args, algo, chunk)) {
             e->last_use     = ++comm->cache_clock;
@@ -144,7 +147,9 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
              args->count, args->count * hcomm_dtype_size(args->dtype), hc_algo_name(algo),
              s->nsteps);
     *sched_p = s;
-    *owned_p = 0;
+    *owned_p = !cacheable;
+    if (!cacheable)
+        return HCOMM_SUCCESS;
     if (comm->ncache < HC_SCHED_CACHE_MAX) {
         victim = comm->ncache++;
     } else if (comm->op_head == NULL) {

@@ -1,0 +1,140 @@
+/* api_alltoallv.c - hcomm_alltoallv (per-peer counts and displacements) and
+ * hcomm_alltoallv_dynamic (only the senders know the counts: they are
+ * exchanged first, as MoE token dispatch needs). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "overlap/overlap.h"
+
+/* Counts and displacements of one side: in range, and a buffer where data is. */
+static hcomm_status_t side_check(const char *name, const char *what, const void *buf,
+                                 const size_t *counts, const size_t *displs, int n, size_t es,
+                                 size_t *total)
+{
+    *total = 0;
+    if (counts == NULL || displs == NULL) {
+        hc_error(COLL, "%s: NULL %s counts or displacements", name, what);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    for (int p = 0; p < n; p++) {
+        if (counts[p] > PTRDIFF_MAX / es || displs[p] > PTRDIFF_MAX / es - counts[p]) {
+            hc_error(COLL, "%s: %s block of rank %d (%zu at %zu) overflows", name, what, p,
+                     counts[p], displs[p]);
+            return HCOMM_ERR_OVERFLOW;
+        }
+        *total += counts[p];
+    }
+    if (*total != 0 && buf == NULL) {
+        hc_error(COLL, "%s: NULL %sbuf with %zu elements", name, what, *total);
+        return HCOMM_ERR_NULL_BUFFER;
+    }
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                               void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                               hcomm_dtype_t dtype, hcomm_comm_t comm, hcomm_stream_t stream)
+{
+    const char    *name = "hcomm_alltoallv";
+    hcomm_status_t st   = hc_comm_check(comm, name);
+    size_t         es = hcomm_dtype_size(dtype), ns, nr;
+
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (es == 0) {
+        hc_error(COLL, "%s: invalid datatype %d", name, (int)dtype);
+        return HCOMM_ERR_INVALID_DTYPE;
+    }
+    st = side_check(name, "send", sendbuf, sendcounts, sdispls, comm->nranks, es, &ns);
+    if (st == HCOMM_SUCCESS)
+        st = side_check(name, "recv", recvbuf, recvcounts, rdispls, comm->nranks, es, &nr);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (sendbuf == recvbuf && ns + nr != 0) {
+        hc_error(COLL, "%s: sendbuf and recvbuf are the same buffer (no in-place alltoallv)",
+                 name);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if (stream != NULL && (st = hc_stream_check(stream, name)) != HCOMM_SUCCESS)
+        return st;
+    /* the schedule is built from the arrays before this call returns */
+    size_t *v = malloc(4 * (size_t)comm->nranks * sizeof(*v));
+    if (v == NULL) {
+        hc_error(COLL, "%s: out of memory", name);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    size_t n = (size_t)comm->nranks * sizeof(*v);
+    memcpy(v, sendcounts, n);
+    memcpy(v + comm->nranks, sdispls, n);
+    memcpy(v + 2 * comm->nranks, recvcounts, n);
+    memcpy(v + 3 * comm->nranks, rdispls, n);
+    hc_coll_args_t a = {.coll = HC_COLL_ALLTOALLV, .count = nr, .dtype = dtype, .v = v};
+    if (hc_group_active()) {
+        hc_error(COLL, "%s: not allowed inside a group", name);
+        st = HCOMM_ERR_INVALID_USAGE;
+    } else {
+        st = hc_coll_issue(comm, &a, sendbuf, recvbuf, NULL, stream);
+    }
+    free(v);
+    return st;
+}
+
+hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendcounts,
+                                       const size_t *sdispls, void *recvbuf, size_t recv_capacity,
+                                       size_t *recvcounts, hcomm_dtype_t dtype, hcomm_comm_t comm,
+                                       hcomm_stream_t stream)
+{
+    const char    *name = "hcomm_alltoallv_dynamic";
+    hcomm_status_t st   = hc_comm_check(comm, name);
+
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (stream != NULL) {
+        hc_error(COLL, "%s: streams are not supported (the data's layout is known only after "
+                       "the counts arrive); pass NULL", name);
+        return HCOMM_ERR_UNSUPPORTED;
+    }
+    if (sendcounts == NULL || recvcounts == NULL) {
+        hc_error(COLL, "%s: NULL counts", name);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    int       n   = comm->nranks;
+    uint64_t *out = malloc(2 * (size_t)n * sizeof(*out));
+    size_t   *rd  = malloc((size_t)n * sizeof(*rd));
+    if (out == NULL || rd == NULL) {
+        free(out);
+        free(rd);
+        hc_error(COLL, "%s: out of memory", name);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    uint64_t *in = out + n, total = 0;
+    for (int p = 0; p < n; p++)
+        out[p] = sendcounts[p];
+    st = hcomm_alltoall(out, in, 1, HCOMM_UINT64, comm, NULL);
+    for (int p = 0; p < n && st == HCOMM_SUCCESS; p++) {
+        rd[p] = (size_t)total;
+        total += in[p];
+    }
+    /* every rank learns whether all can take what comes, so all stop together */
+    int32_t fits = total <= recv_capacity;
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_allreduce(&fits, &fits, 1, HCOMM_INT32, HCOMM_MIN, comm, NULL);
+    if (st == HCOMM_SUCCESS && !fits) {
+        if (total > recv_capacity)
+            hc_error(COLL, "%s: %llu elements arrive, recvbuf holds %zu", name,
+                     (unsigned long long)total, recv_capacity);
+        st = total > recv_capacity ? HCOMM_ERR_OVERFLOW : HCOMM_ERR_REMOTE;
+    }
+    if (st == HCOMM_SUCCESS) {
+        for (int p = 0; p < n; p++)
+            recvcounts[p] = (size_t)in[p];
+        st = hcomm_alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rd, dtype, comm,
+                             NULL);
+    }
+    free(out);
+    free(rd);
+    return st;
+}
