@@ -62,8 +62,8 @@ for size in $SIZES; do
     done
 done
 echo "# $layout: hcomm-perf all_reduce -b S -e S $iters for S in $SIZES; fastest of $ROUNDS rounds, candidates interleaved per size"
-echo "# chosen/best: the chosen algorithm's own forced runs against the best (the"
-echo "# selection's quality); auto/best also holds the noise between two runs of one algorithm"
+echo "# chosen/best: the algorithm selection chose, timed by its automatic and its forced"
+echo "# runs (both run it: the fastest of the two), against the fastest forced candidate"
 echo "# size(B)  auto-choice  auto(us)  best-forced  best(us)  auto/best  chosen/best"
 # "allreduce of N elements (B bytes): ALGO, ..." lines name the choice per size
 sed -n 's/.*allreduce of [0-9]* elements (\([0-9]*\) bytes): \([a-z]*\).*/\1 \2/p' "$work/chosen" | sort -u > "$work/choice"
@@ -77,7 +77,8 @@ awk 'FNR == NR { ch[$1] = $2; next }
              s = list[i]; bt = -1; bl = "-"
              for (l in lab) if (l != "auto" && ((l, s) in t) && (bt < 0 || t[l, s] < bt)) { bt = t[l, s]; bl = l }
              a = t["auto", s]; r = bt > 0 ? a / bt : 0; if (r > worst) worst = r
-             c = (s in ch) ? ch[s] : "?"; cr = ((c, s) in t && bt > 0) ? t[c, s] / bt : 0
+             c = (s in ch) ? ch[s] : "?"; ct = ((c, s) in t && t[c, s] < a) ? t[c, s] : a
+             cr = bt > 0 ? ct / bt : 0
              if (cr > cworst) cworst = cr
              printf "%10d  %-11s %9.2f  %-11s %9.2f  %6.2f  %6.2f\n", s, c, a, bl, bt, r, cr
          }
