@@ -68,7 +68,7 @@ typedef struct tcase {
 static hc_coll_args_t case_args(const tcase_t *tc, int g, int r)
 {
     const top_t   *o = &tc->op[g];
-    hc_coll_args_t a = {o->coll, o->count, o->dt, o->op, o->root, tc->inplace};
+    hc_coll_args_t a = {o->coll, o->count, o->dt, o->op, o->root, tc->inplace, NULL};
     if (a.coll == HC_COLL_SEND)
         a.root = (r + 1) % tc->n;
     if (a.coll == HC_COLL_RECV)
@@ -596,8 +596,8 @@ static void test_sched_api(void **state)
 static void test_select_and_names(void **state)
 {
     hc_params_t    p = *hc_params_get();
-    hc_coll_args_t a = {HC_COLL_ALLREDUCE, 16384, HCOMM_FLOAT32, HCOMM_SUM, 0, 0};
-    hc_coll_args_t g = {HC_COLL_BROADCAST, 16384, HCOMM_FLOAT32, HCOMM_SUM, 0, 0};
+    hc_coll_args_t a = {HC_COLL_ALLREDUCE, 16384, HCOMM_FLOAT32, HCOMM_SUM, 0, 0, NULL};
+    hc_coll_args_t g = {HC_COLL_BROADCAST, 16384, HCOMM_FLOAT32, HCOMM_SUM, 0, 0, NULL};
     (void)state;
 
     p.algo = "", p.allreduce_rd_max = 65536;
@@ -636,7 +636,7 @@ static void test_select_and_names(void **state)
 
 static void test_build_errors(void **state)
 {
-    hc_coll_args_t a = {HC_COLL_ALLGATHER, 10, HCOMM_INT32, HCOMM_SUM, 0, 0};
+    hc_coll_args_t a = {HC_COLL_ALLGATHER, 10, HCOMM_INT32, HCOMM_SUM, 0, 0, NULL};
     hc_sched_t    *s = NULL;
     (void)state;
 

@@ -272,7 +272,7 @@ static void run_matrix(hc_coll_t coll)
                         reduces ? red_types[ti].dt : move_types[ti],
                         reduces ? red_types[ti].op : HCOMM_SUM,
                               (int)((ci * 5 + (size_t)ti * 2 + (size_t)v) % (size_t)hs.nranks),
-                              v & 1};
+                              v & 1, NULL};
                     tc.eager = (int)((ci + (size_t)ti + (size_t)v) % 2);
                     run_case(&tc);
                 }
@@ -323,7 +323,8 @@ static void test_all_roots(void **state)
                                     HCOMM_INT32,
                                     (v & 1) ? HCOMM_AVG : HCOMM_SUM,
                                     root,
-                                    root % 2};
+                                    root % 2,
+                                    NULL};
             run_case(&tc);
         }
 }
@@ -333,7 +334,7 @@ static void test_refused(void **state)
 {
     hier_store_t   hs;
     hc_sched_t    *s = NULL;
-    hc_coll_args_t a = {HC_COLL_ALLREDUCE, 8, HCOMM_INT32, HCOMM_SUM, 0, 0};
+    hc_coll_args_t a = {HC_COLL_ALLREDUCE, 8, HCOMM_INT32, HCOMM_SUM, 0, 0, NULL};
     (void)state;
     make_hier(&layouts[1], &hs);
     assert_int_equal(hc_algo_hier(&a, &hs.h, 6, 64, &s), HCOMM_ERR_INVALID_ARG);

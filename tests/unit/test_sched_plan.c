@@ -441,8 +441,8 @@ static void test_double_tree(void **state)
 static void test_names_and_errors(void **state)
 {
     hc_params_t    p  = *hc_params_get();
-    hc_coll_args_t ar = {HC_COLL_ALLREDUCE, 1 << 20, HCOMM_FLOAT32, HCOMM_SUM, 0, 0};
-    hc_coll_args_t ag = {HC_COLL_ALLGATHER, 16, HCOMM_FLOAT32, HCOMM_SUM, 0, 0};
+    hc_coll_args_t ar = {HC_COLL_ALLREDUCE, 1 << 20, HCOMM_FLOAT32, HCOMM_SUM, 0, 0, NULL};
+    hc_coll_args_t ag = {HC_COLL_ALLGATHER, 16, HCOMM_FLOAT32, HCOMM_SUM, 0, 0, NULL};
     hc_sched_t    *s  = NULL;
     tree_buf_t     tb;
     int            order[4] = {2, 0, 3, 0};
