@@ -1,5 +1,5 @@
 /* compress.h - the compression state behind hcomm_compress_t (compress.c) and
- * the compressed allreduce that uses it (compress_allreduce.c). */
+ * the compressed allreduce that uses it (algorithms/algo_compress.c). */
 #ifndef HC_COMPRESS_H
 #define HC_COMPRESS_H
 

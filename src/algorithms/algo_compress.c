@@ -1,5 +1,6 @@
-/* compress_allreduce.c - the compressed allreduces: codecs (codec.h) around
- * the ordinary collectives, so they ride every transport and plan unchanged.
+/* algo_compress.c - the compressed allreduces: codecs (src/compress/codec.h)
+ * around the ordinary collectives, so they ride every transport and plan
+ * unchanged (the codecs themselves never communicate).
  * Each returns the average of the ranks' compensated inputs; every rank
  * decodes the same messages in the same order, so all get the same bits.
  *
