@@ -61,7 +61,8 @@ void hcomm_compress_destroy(hcomm_compress_t state);
  * sendbuf, on every rank (all ranks get the same values). count and dtype must
  * be those the state was created with and comm its communicator (otherwise
  * HCOMM_ERR_INVALID_ARG). In place (recvbuf == sendbuf) is allowed. Collective;
- * stream as for hcomm_allreduce.
+ * stream as for hcomm_allreduce. A state serves one call at a time: calls
+ * queued on one stream run in turn; do not share a state between streams.
  */
 hcomm_status_t hcomm_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count,
                                           hcomm_dtype_t dtype, hcomm_compress_t state,

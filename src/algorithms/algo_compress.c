@@ -11,6 +11,7 @@
  * their places in the communicator's issue order at the call, as any other
  * stream operation does. The input is read in full by the first step and the
  * output written by the last one, so in place works. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compress/compress.h"
@@ -22,35 +23,49 @@ typedef enum { STEP_LOCAL, STEP_ALLTOALL, STEP_ALLGATHER, STEP_ALLREDUCE, STEP_E
 
 typedef struct compress_step {
     step_kind_t kind;
-    hcomm_status_t (*fn)(void *state); /* STEP_LOCAL */
+    hcomm_status_t (*fn)(void *call); /* STEP_LOCAL */
 } compress_step_t;
+
+/* One call's buffers: the steps of a call queued on a stream run later, maybe
+ * after the next call on the same state was issued. On a stream the context is
+ * allocated and freed by the call's last step. */
+typedef struct compress_call {
+    struct hcomm_compress *s;
+    const void            *in;
+    void                  *out;
+    int                    owned;
+} compress_call_t;
 
 /* The float32 input: the caller's buffer, or float16/bfloat16 converted into
  * s->work (residuals are float32 anyway). */
-static const float *input_f32(struct hcomm_compress *s)
+static const float *input_f32(const compress_call_t *c)
 {
+    struct hcomm_compress *s = c->s;
     if (s->dtype == HCOMM_FLOAT32)
-        return s->in;
-    const uint16_t *h = s->in;
+        return c->in;
+    const uint16_t *h = c->in;
     for (size_t i = 0; i < s->count; i++)
         s->work[i] = s->dtype == HCOMM_FLOAT16 ? hc_half_to_float(h[i]) : hc_bf16_to_float(h[i]);
     return s->work;
 }
 
 /* Where the float32 result goes; output_done converts it for half tensors. */
-static float *output_f32(struct hcomm_compress *s)
+static float *output_f32(const compress_call_t *c)
 {
-    return s->dtype == HCOMM_FLOAT32 ? s->out : s->work;
+    return c->s->dtype == HCOMM_FLOAT32 ? c->out : c->s->work;
 }
 
-static void output_done(struct hcomm_compress *s)
+/* The last step of every call: converts half results, frees a stream call. */
+static hcomm_status_t output_done(compress_call_t *c, hcomm_status_t st)
 {
-    uint16_t *h = s->out;
-    if (s->dtype == HCOMM_FLOAT32)
-        return;
-    for (size_t i = 0; i < s->count; i++)
+    struct hcomm_compress *s = c->s;
+    uint16_t              *h = c->out;
+    for (size_t i = 0; st == HCOMM_SUCCESS && s->dtype != HCOMM_FLOAT32 && i < s->count; i++)
         h[i] = s->dtype == HCOMM_FLOAT16 ? hc_float_to_half(s->work[i])
                                          : hc_float_to_bf16(s->work[i]);
+    if (c->owned)
+        free(c);
+    return st;
 }
 
 /* ---- onebit: 1-bit Adam's two phases. Every rank compresses its whole
@@ -59,8 +74,9 @@ static void output_done(struct hcomm_compress *s)
  * feedback) and the ranks allgather those; all decode. ---- */
 static hcomm_status_t onebit_encode(void *arg)
 {
-    struct hcomm_compress *s  = arg;
-    const float           *in = input_f32(s);
+    compress_call_t       *c  = arg;
+    struct hcomm_compress *s  = c->s;
+    const float           *in = input_f32(c);
     for (int j = 0; j < s->nranks; j++) {
         size_t off = hc_compress_chunk_off(s, j);
         hc_onebit_encode(in + off, s->worker_res + off, hc_compress_chunk_len(s, j),
@@ -71,7 +87,7 @@ static hcomm_status_t onebit_encode(void *arg)
 
 static hcomm_status_t onebit_server(void *arg)
 {
-    struct hcomm_compress *s    = arg;
+    struct hcomm_compress *s    = ((compress_call_t *)arg)->s;
     size_t                 mine = hc_compress_chunk_len(s, s->rank);
     for (int i = 0; i < s->nranks; i++)
         hc_onebit_decode((uint8_t *)s->recvbuf + (size_t)i * s->slot, mine, s->avg, i != 0);
@@ -83,13 +99,13 @@ static hcomm_status_t onebit_server(void *arg)
 
 static hcomm_status_t onebit_decode(void *arg)
 {
-    struct hcomm_compress *s   = arg;
-    float                 *out = output_f32(s);
+    compress_call_t       *c   = arg;
+    struct hcomm_compress *s   = c->s;
+    float                 *out = output_f32(c);
     for (int j = 0; j < s->nranks; j++)
         hc_onebit_decode((uint8_t *)s->recvbuf + (size_t)j * s->slot, hc_compress_chunk_len(s, j),
                          out + hc_compress_chunk_off(s, j), 0);
-    output_done(s);
-    return HCOMM_SUCCESS;
+    return output_done(c, HCOMM_SUCCESS);
 }
 
 /* ---- topk: a sparse allgather of every rank's k pairs, added up in rank
@@ -97,8 +113,9 @@ static hcomm_status_t onebit_decode(void *arg)
  * indexes overlap much, which error feedback works against. ---- */
 static hcomm_status_t topk_encode(void *arg)
 {
-    struct hcomm_compress *s = arg;
-    if (hc_topk_encode(input_f32(s), s->worker_res, s->count, s->k, s->scratch, s->sendbuf) != 0) {
+    compress_call_t       *c = arg;
+    struct hcomm_compress *s = c->s;
+    if (hc_topk_encode(input_f32(c), s->worker_res, s->count, s->k, s->scratch, s->sendbuf) != 0) {
         hc_error(COLL, "topk: k %zu > %zu elements", s->k, s->count);
         return HCOMM_ERR_INVALID_ARG;
     }
@@ -107,8 +124,9 @@ static hcomm_status_t topk_encode(void *arg)
 
 static hcomm_status_t topk_decode(void *arg)
 {
-    struct hcomm_compress *s   = arg;
-    float                 *out = output_f32(s);
+    compress_call_t       *c   = arg;
+    struct hcomm_compress *s   = c->s;
+    float                 *out = output_f32(c);
     size_t                 bad = 0;
     memset(out, 0, s->count * sizeof(*out));
     for (int r = 0; r < s->nranks; r++)
@@ -116,33 +134,33 @@ static hcomm_status_t topk_decode(void *arg)
                                   s->count);
     if (bad != 0) {
         hc_error(COLL, "topk: %zu received indexes out of range (%zu elements)", bad, s->count);
-        return HCOMM_ERR_PROTOCOL;
+        return output_done(c, HCOMM_ERR_PROTOCOL);
     }
     for (size_t x = 0; x < s->count; x++)
         out[x] /= (float)s->nranks;
-    output_done(s);
-    return HCOMM_SUCCESS;
+    return output_done(c, HCOMM_SUCCESS);
 }
 
 /* ---- fp16 / bf16: the cast on the ordinary allreduce (summed in half
  * precision, as NCCL users do), averaged after decoding. ---- */
 static hcomm_status_t cast_encode(void *arg)
 {
-    struct hcomm_compress *s = arg;
-    hc_cast_encode(input_f32(s), s->worker_res, s->count, s->cfg.kind == HCOMM_COMPRESS_FP16,
+    compress_call_t       *c = arg;
+    struct hcomm_compress *s = c->s;
+    hc_cast_encode(input_f32(c), s->worker_res, s->count, s->cfg.kind == HCOMM_COMPRESS_FP16,
                    s->sendbuf);
     return HCOMM_SUCCESS;
 }
 
 static hcomm_status_t cast_decode(void *arg)
 {
-    struct hcomm_compress *s   = arg;
-    float                 *out = output_f32(s);
+    compress_call_t       *c   = arg;
+    struct hcomm_compress *s   = c->s;
+    float                 *out = output_f32(c);
     hc_cast_decode(s->sendbuf, s->count, s->cfg.kind == HCOMM_COMPRESS_FP16, out, 0);
     for (size_t x = 0; x < s->count; x++)
         out[x] /= (float)s->nranks;
-    output_done(s);
-    return HCOMM_SUCCESS;
+    return output_done(c, HCOMM_SUCCESS);
 }
 
 static const compress_step_t onebit_steps[] = {
@@ -166,9 +184,10 @@ static const compress_step_t *steps_of(hcomm_compress_kind_t kind)
 }
 
 /* One collective step on the state's buffers (none: the caller's, averaged). */
-static hcomm_status_t run_coll(struct hcomm_compress *s, step_kind_t kind, hcomm_stream_t stream)
+static hcomm_status_t run_coll(const compress_call_t *c, step_kind_t kind, hcomm_stream_t stream)
 {
-    int half = s->cfg.kind == HCOMM_COMPRESS_FP16;
+    struct hcomm_compress *s    = c->s;
+    int                    half = s->cfg.kind == HCOMM_COMPRESS_FP16;
 
     switch (kind) {
     case STEP_ALLTOALL:
@@ -180,7 +199,7 @@ static hcomm_status_t run_coll(struct hcomm_compress *s, step_kind_t kind, hcomm
                                HCOMM_UINT8, s->comm, stream);
     default:
         if (s->cfg.kind == HCOMM_COMPRESS_NONE)
-            return hcomm_allreduce(s->in, s->out, s->count, s->dtype, HCOMM_AVG, s->comm, stream);
+            return hcomm_allreduce(c->in, c->out, s->count, s->dtype, HCOMM_AVG, s->comm, stream);
         return hcomm_allreduce(s->sendbuf, s->sendbuf, s->count,
                                half ? HCOMM_FLOAT16 : HCOMM_BFLOAT16, HCOMM_SUM, s->comm, stream);
     }
@@ -189,19 +208,28 @@ static hcomm_status_t run_coll(struct hcomm_compress *s, step_kind_t kind, hcomm
 hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *out,
                                hcomm_stream_t stream)
 {
-    hcomm_status_t st = HCOMM_SUCCESS;
+    compress_call_t  local = {s, in, out, 0}, *c = &local;
+    hcomm_status_t   st    = HCOMM_SUCCESS;
+    const compress_step_t *p = steps_of(s->cfg.kind);
 
-    s->in  = in;
-    s->out = out;
-    for (const compress_step_t *p = steps_of(s->cfg.kind); p->kind != STEP_END; p++) {
-        if (p->kind != STEP_LOCAL)
-            st = run_coll(s, p->kind, stream);
-        else if (stream == NULL)
-            st = p->fn(s);
-        else
-            st = hc_stream_launch_step(stream, p->fn, s);
-        if (st != HCOMM_SUCCESS)
-            return st;
+    if (stream != NULL && p->kind == STEP_LOCAL) {
+        c = malloc(sizeof(*c));
+        if (c == NULL) {
+            hc_error(COLL, "hcomm_allreduce_compressed: out of memory");
+            return HCOMM_ERR_NO_MEMORY;
+        }
+        *c       = local;
+        c->owned = 1;
     }
-    return HCOMM_SUCCESS;
+    for (; p->kind != STEP_END && st == HCOMM_SUCCESS; p++) {
+        if (p->kind != STEP_LOCAL)
+            st = run_coll(c, p->kind, stream);
+        else if (stream == NULL)
+            st = p->fn(c);
+        else
+            st = hc_stream_launch_step(stream, p->fn, c);
+    }
+    /* a stream call that failed before its last step was queued leaks its
+     * context (a few bytes): a step already queued may still read it */
+    return st;
 }

@@ -21,9 +21,6 @@ struct hcomm_compress {
     void                   *sendbuf;    /* messages out: n slots / k pairs / count halves */
     void                   *recvbuf;    /* messages in: n slots / n x k pairs */
     void                   *scratch;    /* topk selection work space */
-    /* the call in flight (one per state; a stream runs its steps later) */
-    const void             *in;
-    void                   *out;
 };
 
 /* Rank j's chunk of the onebit tensor: hc_part_off/len over nranks. */

@@ -113,6 +113,56 @@ static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inpla
     return fail;
 }
 
+/* STEPS calls queued on a stream at once, in place, each on its own buffer,
+ * one synchronize at the end: every call must keep its own buffers and the
+ * state's residuals must advance in order. */
+static int run_queued(hcomm_comm_t comm, const char *spec, size_t count, hcomm_stream_t stream)
+{
+    hcomm_compress_config_t cfg;
+    hcomm_compress_t        st = NULL;
+    hc_compress_model_t     m;
+    float *in[8] = {0}, *bufs[STEPS] = {0}, *want = malloc(count * 4);
+    int    fail  = 0;
+
+    g_cases++;
+    if (g_nranks > 8 || want == NULL || hcomm_compress_parse(spec, &cfg) != HCOMM_SUCCESS ||
+        hcomm_compress_create(comm, &cfg, count, HCOMM_FLOAT32, &st) != HCOMM_SUCCESS ||
+        hc_compress_model_init(&m, &cfg, g_nranks, count) != HCOMM_SUCCESS) {
+        printf("FAIL rank %d: queued %s: set-up failed\n", g_rank, spec);
+        return 1;
+    }
+    for (int r = 0; r < g_nranks; r++)
+        in[r] = malloc(count * 4);
+    for (int t = 0; t < STEPS; t++) {
+        bufs[t] = malloc(count * 4);
+        for (size_t i = 0; i < count; i++)
+            bufs[t][i] = input_value(g_rank, t, i);
+        fail |= hcomm_allreduce_compressed(bufs[t], bufs[t], count, HCOMM_FLOAT32, st, comm,
+                                           stream) != HCOMM_SUCCESS;
+    }
+    fail |= hcomm_stream_synchronize(stream) != HCOMM_SUCCESS;
+    for (int t = 0; t < STEPS && !fail; t++) {
+        for (int r = 0; r < g_nranks; r++)
+            for (size_t i = 0; i < count; i++)
+                in[r][i] = input_value(r, t, i);
+        hc_compress_model_step(&m, (const float *const *)in, want);
+        size_t bad = compare(cfg.kind, bufs[t], want, count);
+        if (bad != 0) {
+            printf("FAIL rank %d: %s queued on a stream, call %d: %zu of %zu elements differ\n",
+                   g_rank, spec, t, bad, count);
+            fail = 1;
+        }
+    }
+    for (int r = 0; r < g_nranks; r++)
+        free(in[r]);
+    for (int t = 0; t < STEPS; t++)
+        free(bufs[t]);
+    free(want);
+    hc_compress_model_free(&m);
+    hcomm_compress_destroy(st);
+    return fail;
+}
+
 static void expect(const char *what, hcomm_status_t got, hcomm_status_t want)
 {
     g_cases++;
@@ -207,8 +257,10 @@ int main(void)
     hcomm_stream_t stream;
     if (hcomm_stream_create(&stream) != HCOMM_SUCCESS)
         g_failed++;
-    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
         g_failed += run_case(comm, specs[s], 2049, (int)(s % 2), stream);
+        g_failed += run_queued(comm, specs[s], 4099, stream);
+    }
     hcomm_stream_destroy(stream);
     bad_configs(comm);
     half_tensor(comm);
