@@ -33,4 +33,10 @@ hcomm_status_t hc_algo_double_tree(const hc_coll_args_t *args, const hc_tree_t t
 hcomm_status_t hc_algo_hier(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
                             size_t chunk_bytes, hc_sched_t **sched_p);
 
+/* Hierarchical alltoall on h: gather per node pair, one message per node pair
+ * across nodes, scatter. HCOMM_ERR_UNSUPPORTED (no error logged) when the
+ * nodes have different rank counts: the caller uses pairwise exchange. */
+hcomm_status_t hc_algo_hier_alltoall(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
+                                     size_t chunk_bytes, hc_sched_t **sched_p);
+
 #endif

@@ -95,7 +95,7 @@ int hc_algo_needs_plan(hc_coll_t coll, hc_algo_t algo)
     if (algo == HC_ALGO_HIER)
         return coll == HC_COLL_ALLREDUCE || coll == HC_COLL_BROADCAST ||
                coll == HC_COLL_REDUCE || coll == HC_COLL_ALLGATHER ||
-               coll == HC_COLL_REDUCE_SCATTER;
+               coll == HC_COLL_REDUCE_SCATTER || coll == HC_COLL_ALLTOALL;
     return 0;
 }
 

@@ -55,6 +55,11 @@ static hc_algo_t comm_select(hcomm_comm_t comm, const hc_coll_args_t *args,
         *chunk = tchunk != 0 ? tchunk : p->chunk_bytes;
         return tuned;
     }
+    if (comm->cluster != NULL && comm->cluster->nnodes > 1 && args->coll == HC_COLL_ALLTOALL)
+        return hc_cost_alltoall_us(comm->cluster, 1, bytes) <
+                       hc_cost_alltoall_us(comm->cluster, 0, bytes)
+                   ? HC_ALGO_HIER
+                   : HC_ALGO_PAIRWISE;
     if (comm->cluster == NULL || comm->cluster->nnodes < 2 || args->coll != HC_COLL_ALLREDUCE)
         return hc_algo_select(args, comm->nranks, p);
     int    best  = HC_COST_RING;
@@ -75,6 +80,12 @@ static hcomm_status_t comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, 
     int ringy = args->coll == HC_COLL_ALLREDUCE || args->coll == HC_COLL_ALLGATHER ||
                 args->coll == HC_COLL_REDUCE_SCATTER;
 
+    if (algo == HC_ALGO_HIER && args->coll == HC_COLL_ALLTOALL) {
+        hcomm_status_t st = hc_algo_hier_alltoall(args, &comm->hier, comm->rank, chunk, s);
+        if (st != HCOMM_ERR_UNSUPPORTED)
+            return st;
+        return hc_algo_build(args, HC_ALGO_PAIRWISE, comm->nranks, comm->rank, chunk, s);
+    }
     if (algo == HC_ALGO_HIER)
         return hc_algo_hier(args, &comm->hier, comm->rank, chunk, s);
     if (algo == HC_ALGO_TREE && args->coll == HC_COLL_ALLREDUCE)

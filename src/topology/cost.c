@@ -1,6 +1,7 @@
-/* cost.c - alpha-beta-gamma predictions for allreduce algorithms. A step that
- * crosses nodes anywhere waits for the slowest link it uses, so each algorithm
- * is priced with the worst link class among the pairs it talks to. */
+/* cost.c - alpha-beta-gamma predictions for allreduce and alltoall
+ * algorithms. A step that crosses nodes anywhere waits for the slowest link it
+ * uses, so each algorithm is priced with the worst link class among the pairs
+ * it talks to. */
 #include "topology/cost.h"
 
 #include <math.h>
@@ -164,4 +165,48 @@ double hc_cost_allreduce_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t b
     case HC_COST_HIER: return hier_us(c, S, chunk);
     default: return INFINITY;
     }
+}
+
+/* Pairwise alltoall: n - 1 exchanges one after another; the p (N - 1) across
+ * nodes each pay the network alpha, and the p ranks of a node cross at once,
+ * sharing its link: p^2 (N - 1) blocks leave every node. */
+static double a2a_pairwise_us(const hc_cluster_t *c, int N, int p, double B)
+{
+    const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = &c->link[HC_LINK_CROSS_NODE];
+    double t = (p - 1) * xfer_us(lo, B);
+    if (N > 1)
+        t += (double)p * (N - 1) * x->alpha_us + (double)p * p * (N - 1) * B / (x->bw_gbps * 1e3);
+    return t;
+}
+
+/* Hierarchical alltoall: a forwarder sends ceil((N - 1) / p) messages of p^2
+ * blocks, each paying the network alpha; the node's link carries the same
+ * p^2 (N - 1) blocks as pairwise. Added to that, the local part: each rank
+ * exchanges with its p - 1 node peers, gathers and scatters about
+ * (N - 1) (p - 1) / p messages of p blocks, and copies each remote block about
+ * twice (packs and unpacks of small pieces; priced at the local reduction
+ * bandwidth, a memory-bound stream too). No overlap is assumed: one chunk
+ * carries a whole node pair up to chunk_bytes / p^2 per peer. */
+static double a2a_hier_us(const hc_cluster_t *c, int N, int p, double B)
+{
+    const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = &c->link[HC_LINK_CROSS_NODE];
+    double fwd = ceil((double)(N - 1) / p), msgs = (N - 1) * (p - 1.0) / p;
+    double net = fwd * x->alpha_us + (double)p * p * (N - 1) * B / (x->bw_gbps * 1e3);
+    double loc = ((p - 1) + 2.0 * msgs) * lo->alpha_us +
+                 ((p - 1) * B + 2.0 * msgs * p * B) / (lo->bw_gbps * 1e3) +
+                 (p > 1 ? 2.0 : 0.0) * (N - 1) * p * B / (c->reduce_gbps * 1e3);
+    if (N == 1)
+        return a2a_pairwise_us(c, N, p, B);
+    return net + loc;
+}
+
+double hc_cost_alltoall_us(const hc_cluster_t *c, int hier, size_t bytes_per_peer)
+{
+    int N = c->nnodes > 0 ? c->nnodes : 1, p = c->nranks / N;
+    if (c->nranks <= 1 || bytes_per_peer == 0)
+        return 0;
+    if (p < 1)
+        p = 1;
+    return hier ? a2a_hier_us(c, N, p, (double)bytes_per_peer)
+                : a2a_pairwise_us(c, N, p, (double)bytes_per_peer);
 }

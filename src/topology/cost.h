@@ -23,4 +23,10 @@ const char *hc_cost_algo_name(hc_cost_algo_t a);
 double hc_cost_allreduce_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t bytes,
                             size_t chunk_bytes);
 
+/* Predicted alltoall time in microseconds with bytes_per_peer bytes per pair of
+ * ranks: pairwise exchange (hier 0) or hierarchical (hier 1: gather per node
+ * pair, one message per node pair across the network, scatter). Nodes are
+ * taken as equal, c->nranks / c->nnodes ranks each. */
+double hc_cost_alltoall_us(const hc_cluster_t *c, int hier, size_t bytes_per_peer);
+
 #endif
