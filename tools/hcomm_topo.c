@@ -1,6 +1,7 @@
 /* hcomm-topo: shows the topology hcomm discovers (or a topology file, or a
  * synthetic cluster), the plans built on it (rings, trees, node and rail
- * groups) and the cost model's predicted allreduce time per algorithm. */
+ * groups) and the cost model's predicted allreduce and alltoall times per
+ * algorithm. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,6 +195,12 @@ static void print_predictions(const hc_cluster_t *c, const topo_opts_t *o)
             printf(" %12.2f", t[a]);
         }
         printf(" %12s\n", hc_cost_algo_name((hc_cost_algo_t)best));
+    }
+    printf("# predicted alltoall time (us) per bytes per peer\n#%11s %12s %12s %12s\n", "peer",
+           "pairwise", "hier", "best");
+    for (size_t b = o->minb; b <= o->maxb; b *= 2) {
+        double pw = hc_cost_alltoall_us(c, 0, b), hi = hc_cost_alltoall_us(c, 1, b);
+        printf(" %11zu %12.2f %12.2f %12s\n", b, pw, hi, hi < pw ? "hier" : "pairwise");
     }
 }
 
