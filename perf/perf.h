@@ -26,6 +26,9 @@ typedef enum {
     PERF_REDUCE,
     PERF_ALLTOALL,
     PERF_SENDRECV,
+    PERF_ALLTOALLV,    /* random per-peer counts from --seed (perf_coll.c) */
+    PERF_MOE_DISPATCH, /* hcomm_moe.h, perf_moe.c */
+    PERF_MOE_COMBINE,
     PERF_COLL_COUNT
 } perf_coll_t;
 
@@ -51,6 +54,12 @@ typedef struct {
     const char   *tune_file;  /* --tune[=FILE]: sweep algorithms, write a tuning file */
     int           compressed; /* -C given: all_reduce through hcomm_allreduce_compressed */
     hcomm_compress_config_t compress;
+    int           dtype_given; /* -d given (MoE defaults to bfloat16) */
+    uint64_t      seed;        /* --seed: alltoallv counts, MoE routing */
+    size_t        moe_tokens;  /* --tokens: per rank */
+    size_t        moe_hidden;  /* --hidden */
+    int           moe_topk;    /* --topk */
+    int           moe_experts; /* --experts, spread evenly over the ranks */
 } perf_args_t;
 
 /* One rank's benchmark state. */
@@ -68,6 +77,7 @@ typedef struct {
     hcomm_compress_t   cstate; /* -C: the state of the current size */
     double             bw_sum;
     int                bw_count;
+    size_t            *a2av; /* alltoallv of the current size: 6 x nranks, perf_coll.c */
 } perf_ctx_t;
 
 /* Element counts of one size: param is the count argument of the call. */
@@ -96,6 +106,10 @@ void perf_coll_counts(perf_coll_t coll, size_t bytes, size_t wsize, int nranks, 
 void perf_coll_elems(perf_coll_t coll, size_t param, int nranks, perf_counts_t *c);
 /* Send and receive pointers of the current collective, out of place or in place. */
 void perf_coll_buffers(const perf_ctx_t *ctx, size_t param, int inplace, void **sb, void **rb);
+/* alltoallv: the counts of a size; 0 or -1 (out of memory). */
+int perf_coll_a2av_prepare(perf_ctx_t *ctx, size_t param);
+/* Element offset, in rank p's send buffer, of the block p sends this rank. */
+size_t perf_coll_a2av_src_off(const perf_ctx_t *ctx, int p);
 /* One operation; blocking when req is NULL (or always, for sendrecv: *req stays NULL). */
 hcomm_status_t perf_coll_start(const perf_ctx_t *ctx, size_t param, int inplace,
                                hcomm_request_t *req);
@@ -104,6 +118,10 @@ hcomm_status_t perf_coll_start(const perf_ctx_t *ctx, size_t param, int inplace,
 void     perf_check_fill(const perf_ctx_t *ctx, size_t param, int inplace);
 uint64_t perf_check_count(const perf_ctx_t *ctx, size_t param, int inplace);
 void     perf_check_fill_zero(const perf_ctx_t *ctx);
+/* Element i of a float16, bfloat16 or float32 buffer, and a store rounding
+ * to nearest even (the checks of perf_moe.c). */
+double perf_check_load_float(const void *buf, hcomm_dtype_t dt, size_t i);
+void   perf_check_store_float(void *buf, hcomm_dtype_t dt, size_t i, double v);
 
 /* perf_compress.c (-C): a state per size, one call, the plain allreduce's
  * bytes for the ratio, and a check against the serial model. */
@@ -111,6 +129,9 @@ hcomm_status_t perf_compress_prepare(perf_ctx_t *ctx, size_t count);
 hcomm_status_t perf_compress_start(const perf_ctx_t *ctx, size_t count, int inplace);
 hcomm_status_t perf_compress_plain_bytes(perf_ctx_t *ctx, size_t count, uint64_t *bytes);
 hcomm_status_t perf_compress_check(perf_ctx_t *ctx, size_t count, int inplace, uint64_t *wrong);
+
+/* perf_moe.c: moe_dispatch / moe_combine, run instead of the size sweep. */
+int perf_moe_run(perf_ctx_t *ctx);
 
 /* perf_bench.c: the whole run on one rank; returns the rank's exit status. */
 int perf_bench_run(perf_ctx_t *ctx);

@@ -5,6 +5,8 @@
  */
 #include "perf.h"
 
+#include "hcomm_moe.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -13,13 +15,16 @@
 #include <strings.h>
 
 #define PERF_MAX_FORK_RANKS 1024
+/* codes of the long-only options */
+enum { OPT_SEED = 1000, OPT_TOKENS, OPT_HIDDEN, OPT_TOPK, OPT_EXPERTS };
 
 static void usage(FILE *f)
 {
     fprintf(
         f,
         "Usage: hcomm-perf COLL [--ranks N] [options]\n"
-        "COLL: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv\n"
+        "COLL: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv,\n"
+        "      alltoallv, moe_dispatch, moe_combine\n"
         "Flags as nccl-tests:\n"
         "  -b, --minbytes SIZE      smallest size (default 8; K, M, G suffixes: 1024-based)\n"
         "  -e, --maxbytes SIZE      largest size (default 64M)\n"
@@ -51,6 +56,20 @@ static void usage(FILE *f)
         "      --tune[=FILE]        run the sweep once per algorithm and chunk size, keep the\n"
         "                           fastest per size and write FILE (default hcomm_tuning.txt);\n"
         "                           use it with HCOMM_TUNING_FILE=FILE (alone mode only)\n"
+        "      --seed N             alltoallv counts and MoE routing come from N (default 1)\n"
+        "alltoallv: blocking, -m 1; each rank sends exactly size bytes, cut into random\n"
+        "  uneven blocks (zeros too) arranged so that each rank also receives size bytes;\n"
+        "  the size column is the bytes each rank sends; busbw = algbw x (n-1)/n.\n"
+        "moe_dispatch, moe_combine (hcomm_moe.h): one row per -d type (float, bfloat16, half;\n"
+        "  default bfloat16) instead of the size sweep; blocking, -m 1. Each rank routes\n"
+        "  --tokens T (default 1024) of --hidden H (default 4096) elements to --topk K\n"
+        "  (default 8) distinct experts drawn at random from --experts E (default 64),\n"
+        "  spread evenly over the ranks. GB/s as DeepEP: token bytes a rank received\n"
+        "  (dispatch) or sent back (combine), one copy per (token, rank) pair, / time,\n"
+        "  averaged over the ranks; dedup = 1 - (token, rank) / (token, expert) pairs; the\n"
+        "  bytes all ranks handed to transports per call, measured, and what one copy per\n"
+        "  (token, expert) pair would have needed. combine times hcomm_moe_combine after\n"
+        "  one dispatch, with identity experts.\n"
         "  -h, --help               show this help\n"
         "Process model: under hcomm-run (HCOMM_RANK set) the ranks are the launched processes\n"
         "(hcomm_comm_init_env); under mpirun, MPI bootstraps the communicator when hcomm-perf\n"
@@ -185,6 +204,35 @@ static void set_defaults(perf_args_t *a)
     a->dtypes[0]  = HCOMM_FLOAT32;
     a->nops       = 1;
     a->ops[0]     = HCOMM_SUM;
+    a->seed        = 1;
+    a->moe_tokens  = 1024;
+    a->moe_hidden  = 4096;
+    a->moe_topk    = 8;
+    a->moe_experts = 64;
+}
+
+/* The long-only options; 0 or -1 (bad value). */
+static int apply_moe_opt(int c, const char *v, perf_args_t *a)
+{
+    size_t z;
+
+    switch (c) {
+    case OPT_SEED:
+        if (parse_size(v, &z) != 0)
+            return -1;
+        a->seed = (uint64_t)z;
+        return 0;
+    case OPT_TOKENS:
+        return parse_size(v, &a->moe_tokens) != 0 || a->moe_tokens == 0 ? -1 : 0;
+    case OPT_HIDDEN:
+        return parse_size(v, &a->moe_hidden) != 0 || a->moe_hidden == 0 ? -1 : 0;
+    case OPT_TOPK:
+        return parse_int(v, 1, HCOMM_MOE_MAX_TOPK, &a->moe_topk);
+    case OPT_EXPERTS:
+        return parse_int(v, 1, 1 << 20, &a->moe_experts);
+    default:
+        return -1;
+    }
 }
 
 /* Applies one option; returns 0 or -1 (bad value). */
@@ -214,6 +262,7 @@ static int apply_opt(int c, const char *v, perf_args_t *a, int *factor_given)
     case 'o':
         return parse_op(v, a);
     case 'd':
+        a->dtype_given = 1;
         return parse_dtype(v, a);
     case 'r':
         return parse_int(v, 0, 1 << 30, &a->root);
@@ -231,8 +280,52 @@ static int apply_opt(int c, const char *v, perf_args_t *a, int *factor_given)
         a->compressed = 1;
         return hcomm_compress_parse(v, &a->compress) == HCOMM_SUCCESS ? 0 : -1;
     default:
+        return apply_moe_opt(c, v, a);
+    }
+}
+
+static int is_moe(perf_coll_t c)
+{
+    return c == PERF_MOE_DISPATCH || c == PERF_MOE_COMBINE;
+}
+
+/* alltoallv and MoE: blocking calls outside groups; MoE: float types. */
+static int check_coll_limits(perf_args_t *a)
+{
+    if (a->coll != PERF_ALLTOALLV && !is_moe(a->coll))
+        return 0;
+    if (a->agg != 1) {
+        fprintf(stderr, PERF_TAG ": %s: -m 1 only (not allowed inside a group)\n",
+                perf_coll_name(a->coll));
         return -1;
     }
+    a->blocking = 1; /* no nonblocking variant */
+    if (!is_moe(a->coll))
+        return 0;
+    if (!a->dtype_given) {
+        a->ndtypes   = 1;
+        a->dtypes[0] = HCOMM_BFLOAT16;
+    }
+    if (a->ndtypes == HCOMM_DTYPE_COUNT) { /* -d all: the three token types */
+        a->ndtypes   = 3;
+        a->dtypes[0] = HCOMM_FLOAT32;
+        a->dtypes[1] = HCOMM_BFLOAT16;
+        a->dtypes[2] = HCOMM_FLOAT16;
+    }
+    for (int d = 0; d < a->ndtypes; d++) {
+        if (a->dtypes[d] != HCOMM_FLOAT32 && a->dtypes[d] != HCOMM_BFLOAT16 &&
+            a->dtypes[d] != HCOMM_FLOAT16) {
+            fprintf(stderr, PERF_TAG ": %s: -d float, bfloat16, half or all\n",
+                    perf_coll_name(a->coll));
+            return -1;
+        }
+    }
+    if (a->moe_topk > a->moe_experts) {
+        fprintf(stderr, PERF_TAG ": --topk %d is more than --experts %d\n", a->moe_topk,
+                a->moe_experts);
+        return -1;
+    }
+    return 0;
 }
 
 static int finish(int argc, char **argv, perf_args_t *a, int step_given, int factor_given)
@@ -262,6 +355,8 @@ static int finish(int argc, char **argv, perf_args_t *a, int step_given, int fac
         fprintf(stderr, PERF_TAG ": -C works on all_reduce of float (-d float), -m 1\n");
         return 2;
     }
+    if (check_coll_limits(a) != 0)
+        return 2;
     if (a->compressed) { /* the call averages: show it */
         a->nops   = 1;
         a->ops[0] = HCOMM_AVG;
@@ -296,6 +391,11 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         {"params", no_argument, NULL, 'P'},
         {"tune", optional_argument, NULL, 'T'},
         {"compress", required_argument, NULL, 'C'},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"tokens", required_argument, NULL, OPT_TOKENS},
+        {"hidden", required_argument, NULL, OPT_HIDDEN},
+        {"topk", required_argument, NULL, OPT_TOPK},
+        {"experts", required_argument, NULL, OPT_EXPERTS},
         {NULL, 0, NULL, 0},
     };
     int c, idx, step_given = 0, factor_given = 0;
@@ -323,7 +423,10 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         if (apply_opt(c, optarg, a, &factor_given) != 0) {
             char name[16];
 
-            snprintf(name, sizeof(name), c == 'R' ? "--ranks" : "-%c", c);
+            if (c >= OPT_SEED)
+                snprintf(name, sizeof(name), "--%s", longopts[idx].name);
+            else
+                snprintf(name, sizeof(name), c == 'R' ? "--ranks" : "-%c", c);
             fprintf(stderr, PERF_TAG ": bad value '%s' for %s; try 'hcomm-perf --help'\n", optarg,
                     name);
             return 2;

@@ -202,6 +202,8 @@ static int bench_size(perf_ctx_t *ctx, const perf_counts_t *c)
     uint64_t           plain  = 0;
     hcomm_status_t     st;
 
+    if (a->coll == PERF_ALLTOALLV && perf_coll_a2av_prepare(ctx, c->param) != 0)
+        return perf_fail(ctx, "the alltoallv counts", HCOMM_ERR_NO_MEMORY);
     if (a->compressed) {
         st = perf_compress_prepare(ctx, c->param);
         if (st == HCOMM_SUCCESS)
@@ -288,6 +290,10 @@ static void print_header(const perf_ctx_t *ctx, const perf_rank_info_t *info)
     printf("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s  %5s  %7s  %7s  %7s  %5s\n", "(B)",
            "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
            a->compressed ? "         (B)" : "");
+    if (a->coll == PERF_ALLTOALLV)
+        printf("# alltoallv: size = bytes each rank sends (and receives), in random uneven "
+               "blocks from --seed %llu\n",
+               (unsigned long long)a->seed);
     if (a->compressed)
         printf("# -C %s: redop shows the codec (the call averages); sent: bytes rank 0 sent "
                "per call; ratio: a plain float allreduce's bytes / sent\n",
@@ -368,6 +374,8 @@ int perf_bench_run(perf_ctx_t *ctx)
         hcomm_barrier(ctx->comm, NULL);
         return 2;
     }
+    if (a->coll == PERF_MOE_DISPATCH || a->coll == PERF_MOE_COMBINE)
+        return perf_moe_run(ctx);
     if (alloc_buffers(ctx) != 0)
         return 1;
     rc = exchange_info(ctx);
@@ -384,7 +392,9 @@ int perf_bench_run(perf_ctx_t *ctx)
     ctx->cstate = NULL;
     free(ctx->sbuf);
     free(ctx->rbuf);
+    free(ctx->a2av);
     ctx->sbuf = ctx->rbuf = NULL;
+    ctx->a2av             = NULL;
     if (rc == 0 && ctx->wrong_total != 0)
         rc = 1;
     return rc;

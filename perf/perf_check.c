@@ -282,6 +282,14 @@ static void expected(const perf_ctx_t *ctx, size_t param, size_t g, perf_ref_t *
     case PERF_ALLTOALL:
         v = val(ctx->op, (int)q, n, (size_t)r * param + j);
         break;
+    case PERF_ALLTOALLV: { /* the block of the sender p that holds element g */
+        const size_t *rc = ctx->a2av + 2 * n, *rd = ctx->a2av + 3 * n;
+        int           p = 0;
+        while (p < n - 1 && (g < rd[p] || g >= rd[p] + rc[p]))
+            p++;
+        v = val(ctx->op, p, n, perf_coll_a2av_src_off(ctx, p) + g - rd[p]);
+        break;
+    }
     default:
         v = val(ctx->op, (r - 1 + n) % n, n, g);
         break;
@@ -329,4 +337,21 @@ uint64_t perf_check_count(const perf_ctx_t *ctx, size_t param, int inplace)
             wrong += load_int(rb, ctx->dtype, g) != ref.i;
     }
     return wrong;
+}
+
+double perf_check_load_float(const void *buf, hcomm_dtype_t dt, size_t i)
+{
+    return load_float(buf, dt, i);
+}
+
+void perf_check_store_float(void *buf, hcomm_dtype_t dt, size_t i, double v)
+{
+    if (dt == HCOMM_FLOAT16)
+        ((uint16_t *)buf)[i] = f32_to_f16((float)v);
+    else if (dt == HCOMM_BFLOAT16)
+        ((uint16_t *)buf)[i] = f32_to_bf16((float)v);
+    else if (dt == HCOMM_FLOAT32)
+        ((float *)buf)[i] = (float)v;
+    else
+        ((double *)buf)[i] = v;
 }

@@ -6,6 +6,8 @@
  */
 #include "perf.h"
 
+#include <stdlib.h>
+
 static const char *const coll_names[PERF_COLL_COUNT] = {
     [PERF_ALL_REDUCE]     = "all_reduce",
     [PERF_ALL_GATHER]     = "all_gather",
@@ -14,6 +16,9 @@ static const char *const coll_names[PERF_COLL_COUNT] = {
     [PERF_REDUCE]         = "reduce",
     [PERF_ALLTOALL]       = "alltoall",
     [PERF_SENDRECV]       = "sendrecv",
+    [PERF_ALLTOALLV]      = "alltoallv",
+    [PERF_MOE_DISPATCH]   = "moe_dispatch",
+    [PERF_MOE_COMBINE]    = "moe_combine",
 };
 
 const char *perf_coll_name(perf_coll_t coll)
@@ -35,7 +40,7 @@ int perf_coll_has_root(perf_coll_t coll)
  * overwritten by its incoming data. */
 int perf_coll_has_inplace(perf_coll_t coll)
 {
-    return coll != PERF_SENDRECV;
+    return coll != PERF_SENDRECV && coll != PERF_ALLTOALLV;
 }
 
 double perf_coll_bus_factor(perf_coll_t coll, int nranks)
@@ -48,6 +53,7 @@ double perf_coll_bus_factor(perf_coll_t coll, int nranks)
     case PERF_ALL_GATHER:
     case PERF_REDUCE_SCATTER:
     case PERF_ALLTOALL:
+    case PERF_ALLTOALLV:
         return (n - 1) / n;
     default:
         return 1.0;
@@ -75,6 +81,84 @@ void perf_coll_counts(perf_coll_t coll, size_t bytes, size_t wsize, int nranks, 
     if (coll == PERF_ALL_GATHER || coll == PERF_REDUCE_SCATTER || coll == PERF_ALLTOALL)
         count /= (size_t)nranks;
     perf_coll_elems(coll, count, nranks, c);
+}
+
+static uint64_t next_rand(uint64_t *s)
+{
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+    x          = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x          = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static void shuffle(int *perm, int n, uint64_t *rng)
+{
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(next_rand(rng) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/*
+ * alltoallv counts of a size, the same on every rank: param elements cut into
+ * nranks random parts (about one in four empty), and rank r sends rank p part
+ * (pa[p] - pb[r]) mod n for two random permutations pa, pb: a Latin square, so
+ * every rank sends param elements and receives param elements, from blocks of
+ * uneven sizes. ctx->a2av: sendcounts, sdispls, recvcounts, rdispls, and the
+ * offset in each sender's buffer of the block it sends here.
+ */
+int perf_coll_a2av_prepare(perf_ctx_t *ctx, size_t param)
+{
+    int       n = ctx->nranks, r = ctx->rank;
+    uint64_t  rng = ctx->args->seed * 0x2545f4914f6cdd1dull + param, wsum = 0;
+    size_t   *v = ctx->a2av, left = param;
+    uint64_t *w    = malloc((size_t)n * sizeof(*w));
+    int      *perm = malloc(2 * (size_t)n * sizeof(*perm));
+
+    if (v == NULL)
+        v = ctx->a2av = malloc(6 * (size_t)n * sizeof(*v));
+    if (v == NULL || w == NULL || perm == NULL) {
+        free(w);
+        free(perm);
+        return -1;
+    }
+    size_t *part = v + 5 * n;
+    for (int i = 0; i < n; i++) {
+        uint64_t x = next_rand(&rng);
+        w[i]       = x % 4 == 0 && i != 0 ? 0 : 1 + (x >> 8) % 1000;
+        wsum += w[i];
+    }
+    for (int i = n - 1; i >= 0; i--) { /* the rounding remainder goes to part 0 */
+        part[i] = i == 0 ? left : (size_t)((double)param * (double)w[i] / (double)wsum);
+        left -= part[i];
+    }
+    shuffle(perm, n, &rng);
+    shuffle(perm + n, n, &rng);
+#define PERF_A2AV_CNT(from, to) part[(perm[to] - perm[n + (from)] + n) % n]
+    size_t so = 0, ro = 0;
+    for (int p = 0; p < n; p++) {
+        v[p]         = PERF_A2AV_CNT(r, p);
+        v[n + p]     = so;
+        v[2 * n + p] = PERF_A2AV_CNT(p, r);
+        v[3 * n + p] = ro;
+        so += v[p];
+        ro += v[2 * n + p];
+        v[4 * n + p] = 0; /* p's buffer: the blocks it sends ranks below r come first */
+        for (int q = 0; q < r; q++)
+            v[4 * n + p] += PERF_A2AV_CNT(p, q);
+    }
+#undef PERF_A2AV_CNT
+    free(w);
+    free(perm);
+    return 0;
+}
+
+size_t perf_coll_a2av_src_off(const perf_ctx_t *ctx, int p)
+{
+    return ctx->a2av[4 * (size_t)ctx->nranks + (size_t)p];
 }
 
 void perf_coll_buffers(const perf_ctx_t *ctx, size_t param, int inplace, void **sb, void **rb)
@@ -133,6 +217,10 @@ static hcomm_status_t start_blocking(const perf_ctx_t *ctx, const void *sb, void
         return hcomm_alltoall(sb, rb, p, dt, comm, NULL);
     case PERF_SENDRECV:
         return sendrecv(ctx, sb, rb, p);
+    case PERF_ALLTOALLV: {
+        const size_t *v = ctx->a2av, n = (size_t)ctx->nranks;
+        return hcomm_alltoallv(sb, v, v + n, rb, v + 2 * n, v + 3 * n, dt, comm, NULL);
+    }
     default:
         return HCOMM_ERR_INVALID_ARG;
     }
@@ -172,7 +260,7 @@ hcomm_status_t perf_coll_start(const perf_ctx_t *ctx, size_t param, int inplace,
     if (ctx->args->compressed)
         return perf_compress_start(ctx, param, inplace);
     perf_coll_buffers(ctx, param, inplace, &sb, &rb);
-    if (req == NULL || ctx->args->coll == PERF_SENDRECV)
+    if (req == NULL || ctx->args->coll == PERF_SENDRECV || ctx->args->coll == PERF_ALLTOALLV)
         return start_blocking(ctx, sb, rb, param);
     return start_nonblocking(ctx, sb, rb, param, req);
 }
