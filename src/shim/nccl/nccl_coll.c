@@ -1,0 +1,381 @@
+/* nccl_coll.c - NCCL collectives, point to point and PreMulSum operators on
+ * hcomm. Host buffers and a NULL stream only: each call completes before it
+ * returns (or, in a group, by ncclGroupEnd). */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "nccl_shim.h"
+
+/* Scaled copies made for PreMulSum inside a group live until its end. */
+typedef struct temp {
+    struct temp *next;
+} temp_t;
+static __thread temp_t *temps;
+
+void hc_nccl_temps_release(void)
+{
+    while (temps != NULL) {
+        temp_t *t = temps;
+        temps = t->next;
+        free(t);
+    }
+}
+
+/* Common argument checks; fills *hdt. */
+static ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
+                          hcomm_dtype_t *hdt, const char *what)
+{
+    ncclResult_t res = hc_nccl_check_comm(comm, what);
+    if (res == ncclSuccess)
+        res = hc_nccl_check_stream(stream, what);
+    if (res == ncclSuccess)
+        res = hc_nccl_dtype(dt, hdt);
+    return res;
+}
+
+static float half_to_float(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v = e == 0 ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t float_to_half(float f)
+{
+    uint16_t sign = signbit(f) ? 0x8000 : 0;
+    float a = fabsf(f);
+    if (isnan(f))
+        return 0x7e00;
+    if (a >= 65520.0f)
+        return sign | 0x7c00;
+    if (a < ldexpf(1.0f, -14)) /* subnormal: units of 2^-24, nearest even */
+        return sign | (uint16_t)nearbyintf(a * ldexpf(1.0f, 24));
+    int e;
+    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    uint32_t q = (uint32_t)nearbyintf(ldexpf(m, 11)); /* 11 significant bits */
+    if (q == 2048) {
+        q = 1024;
+        e++;
+    }
+    return sign | (uint16_t)(((uint32_t)(e + 14) << 10) | (q & 0x3ff));
+}
+
+static float bf16_to_float(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if (isnan(f))
+        return 0x7fc0;
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static double load(ncclDataType_t dt, const void *p, size_t i)
+{
+    switch (dt) {
+    case ncclInt8: return ((const int8_t *)p)[i];
+    case ncclUint8: return ((const uint8_t *)p)[i];
+    case ncclInt32: return ((const int32_t *)p)[i];
+    case ncclUint32: return ((const uint32_t *)p)[i];
+    case ncclInt64: return (double)((const int64_t *)p)[i];
+    case ncclUint64: return (double)((const uint64_t *)p)[i];
+    case ncclFloat16: return half_to_float(((const uint16_t *)p)[i]);
+    case ncclFloat32: return ((const float *)p)[i];
+    case ncclFloat64: return ((const double *)p)[i];
+    default: return bf16_to_float(((const uint16_t *)p)[i]);
+    }
+}
+
+/* dst[i] = src[i] * s, in dt's arithmetic (integers multiply as integers). */
+static void scale(ncclDataType_t dt, void *dst, const void *src, size_t n, double s)
+{
+    int64_t is = (int64_t)s;
+    for (size_t i = 0; i < n; i++) {
+        switch (dt) {
+        case ncclInt8: ((int8_t *)dst)[i] = (int8_t)(((const int8_t *)src)[i] * is); break;
+        case ncclUint8: ((uint8_t *)dst)[i] = (uint8_t)(((const uint8_t *)src)[i] * (uint64_t)is); break;
+        case ncclInt32: ((int32_t *)dst)[i] = (int32_t)(((const int32_t *)src)[i] * is); break;
+        case ncclUint32: ((uint32_t *)dst)[i] = (uint32_t)(((const uint32_t *)src)[i] * (uint64_t)is); break;
+        case ncclInt64: ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i] * (uint64_t)is; break;
+        case ncclUint64: ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i] * (uint64_t)is; break;
+        case ncclFloat16: ((uint16_t *)dst)[i] = float_to_half((float)(load(dt, src, i) * s)); break;
+        case ncclFloat32: ((float *)dst)[i] = (float)(((const float *)src)[i] * s); break;
+        case ncclFloat64: ((double *)dst)[i] = ((const double *)src)[i] * s; break;
+        default: ((uint16_t *)dst)[i] = float_to_bf16((float)(load(dt, src, i) * s)); break;
+        }
+    }
+}
+
+/* Maps op; for a PreMulSum op, *sendbuf becomes a scaled copy (freed by the
+ * caller through hc_nccl_temps_release, or kept until the group ends). */
+static ncclResult_t prepare_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dt, size_t count,
+                               const void **sendbuf, hcomm_op_t *hop, const char *what)
+{
+    static const hcomm_op_t map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
+    if ((int)op >= 0 && (int)op < ncclNumOps) {
+        *hop = map[op];
+        return ncclSuccess;
+    }
+    int k = (int)op - ncclNumOps;
+    if (k < 0 || k >= HC_NCCL_MAX_PREMUL || !comm->premul[k].used)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: invalid reduction op %d", what, (int)op);
+    const hc_nccl_premul_t *pm = &comm->premul[k];
+    if (pm->dtype != dt)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: op %d was created for datatype %d, not %d",
+                            what, (int)op, (int)pm->dtype, (int)dt);
+    hcomm_dtype_t hdt;
+    if (hc_nccl_dtype(dt, &hdt) != ncclSuccess)
+        return ncclInvalidArgument;
+    size_t esize = hcomm_dtype_size(hdt);
+    if (count > (SIZE_MAX - sizeof(temp_t)) / esize)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: count %zu overflows", what, count);
+    if (count > 0 && *sendbuf == NULL)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: sendbuff is NULL", what);
+    temp_t *t = malloc(sizeof(temp_t) + count * esize + 16);
+    if (t == NULL)
+        return hc_nccl_fail(ncclSystemError, "%s: %s", what, strerror(ENOMEM));
+    void *dst = (char *)t + 16 * ((sizeof(temp_t) + 15) / 16);
+    double s = pm->residence == ncclScalarDevice ? load(dt, pm->scalar_ptr, 0) : pm->scalar;
+    scale(dt, dst, *sendbuf, count, s);
+    t->next = temps;
+    temps = t;
+    *sendbuf = dst;
+    *hop = HCOMM_SUM;
+    return ncclSuccess;
+}
+
+/* Ends a call: outside a group, scaled copies are no longer needed. */
+static ncclResult_t finish(hcomm_status_t st, const char *what)
+{
+    if (hc_nccl_group_depth() == 0)
+        hc_nccl_temps_release();
+    return hc_nccl_status(st, what);
+}
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm)
+{
+    const char *what = "ncclRedOpCreatePreMulSum";
+    hcomm_dtype_t hdt;
+    ncclResult_t res = hc_nccl_check_comm(comm, what);
+    if (res == ncclSuccess)
+        res = hc_nccl_dtype(datatype, &hdt);
+    if (res != ncclSuccess)
+        return res;
+    if (op == NULL || scalar == NULL ||
+        (residence != ncclScalarDevice && residence != ncclScalarHostImmediate))
+        return hc_nccl_fail(ncclInvalidArgument, "%s: invalid arguments", what);
+    for (int k = 0; k < HC_NCCL_MAX_PREMUL; k++) {
+        hc_nccl_premul_t *pm = &comm->premul[k];
+        if (pm->used)
+            continue;
+        pm->used = 1;
+        pm->dtype = datatype;
+        pm->residence = residence;
+        pm->scalar_ptr = scalar;
+        pm->scalar = load(datatype, scalar, 0);
+        *op = (ncclRedOp_t)(ncclNumOps + k);
+        return ncclSuccess;
+    }
+    return hc_nccl_fail(ncclInvalidUsage, "%s: more than %d operators alive on this communicator",
+                        what, HC_NCCL_MAX_PREMUL);
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclRedOpDestroy");
+    if (res != ncclSuccess)
+        return res;
+    int k = (int)op - ncclNumOps;
+    if (k < 0 || k >= HC_NCCL_MAX_PREMUL || !comm->premul[k].used)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclRedOpDestroy: op %d was not created by "
+                                                 "ncclRedOpCreatePreMulSum", (int)op);
+    comm->premul[k].used = 0;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+    const char *what = "ncclAllReduce";
+    hcomm_dtype_t hdt;
+    hcomm_op_t hop;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, what);
+    if (res == ncclSuccess)
+        res = prepare_op(comm, op, datatype, count, &sendbuff, &hop, what);
+    if (res != ncclSuccess)
+        return res;
+    return finish(hcomm_allreduce(sendbuff, recvbuff, count, hdt, hop, comm->hc, NULL), what);
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t stream)
+{
+    const char *what = "ncclReduce";
+    hcomm_dtype_t hdt;
+    hcomm_op_t hop;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, what);
+    if (res == ncclSuccess)
+        res = prepare_op(comm, op, datatype, count, &sendbuff, &hop, what);
+    if (res != ncclSuccess)
+        return res;
+    return finish(hcomm_reduce(sendbuff, recvbuff, count, hdt, hop, root, comm->hc, NULL), what);
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    const char *what = "ncclReduceScatter";
+    hcomm_dtype_t hdt;
+    hcomm_op_t hop;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, what);
+    if (res == ncclSuccess && recvcount > SIZE_MAX / (size_t)comm->nranks)
+        res = hc_nccl_fail(ncclInvalidArgument, "%s: recvcount %zu overflows", what, recvcount);
+    if (res == ncclSuccess)
+        res = prepare_op(comm, op, datatype, recvcount * (size_t)comm->nranks, &sendbuff, &hop,
+                         what);
+    if (res != ncclSuccess)
+        return res;
+    return finish(hcomm_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, comm->hc, NULL),
+                  what);
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    hcomm_dtype_t hdt;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclBroadcast");
+    if (res != ncclSuccess)
+        return res;
+    return hc_nccl_status(hcomm_broadcast(sendbuff, recvbuff, count, hdt, root, comm->hc, NULL),
+                          "ncclBroadcast");
+}
+
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                       ncclComm_t comm, cudaStream_t stream)
+{
+    return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    hcomm_dtype_t hdt;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclAllGather");
+    if (res != ncclSuccess)
+        return res;
+    return hc_nccl_status(hcomm_allgather(sendbuff, recvbuff, sendcount, hdt, comm->hc, NULL),
+                          "ncclAllGather");
+}
+
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    hcomm_dtype_t hdt;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclAlltoAll");
+    if (res != ncclSuccess)
+        return res;
+    return hc_nccl_status(hcomm_alltoall(sendbuff, recvbuff, count, hdt, comm->hc, NULL),
+                          "ncclAlltoAll");
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    hcomm_dtype_t hdt;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclSend");
+    if (res != ncclSuccess)
+        return res;
+    return hc_nccl_status(hcomm_send(sendbuff, count, hdt, peer, comm->hc, NULL), "ncclSend");
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    hcomm_dtype_t hdt;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclRecv");
+    if (res != ncclSuccess)
+        return res;
+    return hc_nccl_status(hcomm_recv(recvbuff, count, hdt, peer, comm->hc, NULL), "ncclRecv");
+}
+
+/* Gather (gather != 0) or scatter as sends and receives in one hcomm group;
+ * root's own block is copied locally. */
+static ncclResult_t rooted(int gather, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+                           const char *what)
+{
+    hcomm_dtype_t hdt;
+    ncclResult_t res = check(comm, datatype, stream, &hdt, what);
+    if (res != ncclSuccess)
+        return res;
+    size_t esize = hcomm_dtype_size(hdt);
+    if (root < 0 || root >= comm->nranks)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: root %d out of range", what, root);
+    if (count > SIZE_MAX / esize / (size_t)comm->nranks)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: count %zu overflows", what, count);
+    size_t bytes = count * esize;
+    if (count > 0 && (sendbuff == NULL && (gather || comm->rank == root)))
+        return hc_nccl_fail(ncclInvalidArgument, "%s: sendbuff is NULL", what);
+    if (count > 0 && (recvbuff == NULL && (!gather || comm->rank == root)))
+        return hc_nccl_fail(ncclInvalidArgument, "%s: recvbuff is NULL", what);
+    hcomm_status_t st = hcomm_group_start();
+    if (st != HCOMM_SUCCESS)
+        return hc_nccl_status(st, what);
+    if (comm->rank != root) {
+        st = gather ? hcomm_send(sendbuff, count, hdt, root, comm->hc, NULL)
+                    : hcomm_recv(recvbuff, count, hdt, root, comm->hc, NULL);
+    } else {
+        for (int p = 0; p < comm->nranks && st == HCOMM_SUCCESS; p++) {
+            if (p == root)
+                continue;
+            st = gather ? hcomm_recv((char *)recvbuff + (size_t)p * bytes, count, hdt, p,
+                                     comm->hc, NULL)
+                        : hcomm_send((const char *)sendbuff + (size_t)p * bytes, count, hdt, p,
+                                     comm->hc, NULL);
+        }
+        if (st == HCOMM_SUCCESS && bytes > 0) {
+            if (gather)
+                memmove((char *)recvbuff + (size_t)root * bytes, sendbuff, bytes);
+            else
+                memmove(recvbuff, (const char *)sendbuff + (size_t)root * bytes, bytes);
+        }
+    }
+    hcomm_status_t est = hcomm_group_end(); /* always closes the group it opened */
+    return hc_nccl_status(st != HCOMM_SUCCESS ? st : est, what);
+}
+
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return rooted(1, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather");
+}
+
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return rooted(0, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatter");
+}
+
+#define HC_NCCL_ALIAS_(f) extern __typeof__(f) p##f __attribute__((alias(#f)));
+HC_NCCL_ALIAS_(ncclRedOpCreatePreMulSum) HC_NCCL_ALIAS_(ncclRedOpDestroy)
+HC_NCCL_ALIAS_(ncclAllReduce) HC_NCCL_ALIAS_(ncclReduce) HC_NCCL_ALIAS_(ncclReduceScatter)
+HC_NCCL_ALIAS_(ncclBroadcast) HC_NCCL_ALIAS_(ncclBcast) HC_NCCL_ALIAS_(ncclAllGather)
+HC_NCCL_ALIAS_(ncclAlltoAll) HC_NCCL_ALIAS_(ncclSend) HC_NCCL_ALIAS_(ncclRecv)
+HC_NCCL_ALIAS_(ncclGather) HC_NCCL_ALIAS_(ncclScatter)

@@ -1,0 +1,456 @@
+/* nccl_shim.c - the NCCL 2.28 API on hcomm: errors, versions, communicators,
+ * groups and memory. Collectives are in nccl_coll.c. The shim maps calls and
+ * codes; it adds no behaviour of its own. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "nccl_shim.h"
+
+static __thread char last_error[512];
+static __thread int group_depth;
+
+ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    hc_warn(INIT, "nccl shim: %s", last_error);
+    return res;
+}
+
+static ncclResult_t map_status(hcomm_status_t st)
+{
+    switch (st) {
+    case HCOMM_SUCCESS: return ncclSuccess;
+    case HCOMM_IN_PROGRESS: return ncclInProgress;
+    case HCOMM_ERR_INVALID_USAGE:
+    case HCOMM_ERR_UNSUPPORTED: return ncclInvalidUsage;
+    case HCOMM_ERR_NO_MEMORY:
+    case HCOMM_ERR_SYSTEM:
+    case HCOMM_ERR_IO:
+    case HCOMM_ERR_TIMEOUT: return ncclSystemError;
+    case HCOMM_ERR_REMOTE:
+    case HCOMM_ERR_UNREACHABLE:
+    case HCOMM_ERR_AUTH:
+    case HCOMM_ERR_ABORTED:
+    case HCOMM_ERR_PROTOCOL: return ncclRemoteError;
+    default: return st < 0 && st > -20 ? ncclInvalidArgument : ncclInternalError;
+    }
+}
+
+ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what)
+{
+    if (st == HCOMM_SUCCESS)
+        return ncclSuccess;
+    return hc_nccl_fail(map_status(st), "%s: %s (%s)", what, hcomm_status_str(st),
+                        hcomm_status_name(st));
+}
+
+ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
+{
+    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: invalid communicator", what);
+    if (comm->revoked)
+        return hc_nccl_fail(ncclInvalidUsage, "%s: communicator was revoked", what);
+    return ncclSuccess;
+}
+
+ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
+{
+    static const hcomm_dtype_t map[] = {HCOMM_INT8,   HCOMM_UINT8,   HCOMM_INT32, HCOMM_UINT32,
+                                        HCOMM_INT64,  HCOMM_UINT64,  HCOMM_FLOAT16,
+                                        HCOMM_FLOAT32, HCOMM_FLOAT64, HCOMM_BFLOAT16};
+    if (dt == ncclFloat8e4m3 || dt == ncclFloat8e5m2)
+        return hc_nccl_fail(ncclInvalidArgument, "fp8 datatypes (%d) are not supported by hcomm",
+                            (int)dt);
+    if ((int)dt < 0 || (int)dt >= (int)(sizeof(map) / sizeof(map[0])))
+        return hc_nccl_fail(ncclInvalidArgument, "invalid datatype %d", (int)dt);
+    *out = map[dt];
+    return ncclSuccess;
+}
+
+ncclResult_t hc_nccl_check_stream(cudaStream_t stream, const char *what)
+{
+    if (stream != NULL)
+        return hc_nccl_fail(ncclInvalidUsage,
+                            "%s: CUDA streams need hcomm's device support; pass NULL with host "
+                            "buffers", what);
+    return ncclSuccess;
+}
+
+int hc_nccl_group_depth(void) { return group_depth; }
+
+const char *ncclGetErrorString(ncclResult_t result)
+{
+    switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error (run with HCOMM_LOG_LEVEL=warn for details)";
+    case ncclInternalError: return "internal error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+const char *ncclGetLastError(ncclComm_t comm)
+{
+    (void)comm;
+    return last_error;
+}
+
+void ncclResetDebugInit(void)
+{
+    /* hcomm reads its log settings once; there is nothing to reset. */
+}
+
+ncclResult_t ncclGetVersion(int *version)
+{
+    if (version == NULL)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+{
+    hcomm_unique_id_t id;
+    _Static_assert(sizeof(id) == sizeof(*uniqueId), "unique id sizes differ");
+    if (uniqueId == NULL)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+    ncclResult_t res = hc_nccl_status(hcomm_get_unique_id(&id), "ncclGetUniqueId");
+    if (res != ncclSuccess)
+        return res;
+    memcpy(uniqueId, &id, sizeof(id));
+    return ncclSuccess;
+}
+
+/* Reads a config by its size/magic/version; reports each field it ignores. */
+static ncclResult_t read_config(const ncclConfig_t *cfg, const char *what)
+{
+    if (cfg == NULL)
+        return ncclSuccess;
+    if (cfg->magic != NCCL_CONFIG_MAGIC || cfg->size < offsetof(ncclConfig_t, blocking))
+        return hc_nccl_fail(ncclInvalidArgument,
+                            "%s: config not initialised with NCCL_CONFIG_INITIALIZER", what);
+#define HC_NCCL_CFG_INT_(f)                                                                  \
+    if (cfg->size >= offsetof(ncclConfig_t, f) + sizeof(cfg->f) && cfg->f != NCCL_CONFIG_UNDEF_INT) \
+        hc_info(INIT, "nccl shim: %s: config.%s = %d ignored (no meaning on hcomm)", what, #f,  \
+                cfg->f);
+    HC_NCCL_CFG_INT_(cgaClusterSize) HC_NCCL_CFG_INT_(minCTAs) HC_NCCL_CFG_INT_(maxCTAs)
+    HC_NCCL_CFG_INT_(splitShare) HC_NCCL_CFG_INT_(trafficClass) HC_NCCL_CFG_INT_(collnetEnable)
+    HC_NCCL_CFG_INT_(CTAPolicy) HC_NCCL_CFG_INT_(shrinkShare) HC_NCCL_CFG_INT_(nvlsCTAs)
+    HC_NCCL_CFG_INT_(nChannelsPerNetPeer) HC_NCCL_CFG_INT_(nvlinkCentricSched)
+#undef HC_NCCL_CFG_INT_
+    if (cfg->size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && cfg->blocking == 0)
+        hc_info(INIT, "nccl shim: %s: nonblocking config: calls complete before returning", what);
+    if (cfg->size >= offsetof(ncclConfig_t, netName) + sizeof(char *) && cfg->netName != NULL)
+        hc_info(INIT, "nccl shim: %s: config.netName '%s' ignored", what, cfg->netName);
+    return ncclSuccess;
+}
+
+/* Wraps a new hcomm communicator; destroys it on failure. */
+static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const char *what)
+{
+    ncclComm_t c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        hcomm_comm_destroy(hc);
+        return hc_nccl_fail(ncclSystemError, "%s: %s", what, strerror(ENOMEM));
+    }
+    ncclResult_t res = hc_nccl_status(hcomm_comm_rank(hc, &c->rank), what);
+    if (res == ncclSuccess)
+        res = hc_nccl_status(hcomm_comm_size(hc, &c->nranks), what);
+    if (res != ncclSuccess) {
+        free(c);
+        hcomm_comm_destroy(hc);
+        return res;
+    }
+    c->magic = HC_NCCL_COMM_MAGIC;
+    c->hc = hc;
+    *out = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t *config)
+{
+    const char *what = "ncclCommInitRank";
+    if (comm == NULL)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: comm is NULL", what);
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: rank %d of %d is invalid", what, rank, nranks);
+    ncclResult_t res = read_config(config, what);
+    if (res != ncclSuccess)
+        return res;
+    hcomm_unique_id_t id;
+    hcomm_comm_t hc;
+    memcpy(&id, &commId, sizeof(id));
+    res = hc_nccl_status(hcomm_comm_init(&hc, nranks, &id, rank), what);
+    if (res != ncclSuccess)
+        return res;
+    return wrap_comm(hc, comm, what);
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+    return ncclCommInitRankConfig(comm, nranks, commId, rank, NULL);
+}
+
+/* Every rank is given all nId ids; the first belongs to rank 0, hcomm's root. */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId *commIds, ncclConfig_t *config)
+{
+    if (nId < 1 || commIds == NULL)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: no unique ids");
+    return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
+{
+    (void)devlist;
+    if (comm == NULL || ndev < 1)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclCommInitAll: invalid arguments");
+    if (ndev != 1)
+        return hc_nccl_fail(ncclInvalidUsage,
+                            "ncclCommInitAll: hcomm runs one rank per process; start %d "
+                            "processes and use ncclCommInitRank", ndev);
+    ncclUniqueId id;
+    ncclResult_t res = ncclGetUniqueId(&id);
+    return res != ncclSuccess ? res : ncclCommInitRank(comm, 1, id, 0);
+}
+
+static void free_comm(ncclComm_t comm)
+{
+    comm->magic = 0;
+    free(comm);
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    /* Every operation completed before its call returned: nothing to flush. */
+    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclCommFinalize: invalid communicator");
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    if (comm == NULL)
+        return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
+    if (comm->magic != HC_NCCL_COMM_MAGIC)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclCommDestroy: invalid communicator");
+    ncclResult_t res = hc_nccl_status(hcomm_comm_destroy(comm->hc), "ncclCommDestroy");
+    free_comm(comm);
+    return res;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    if (comm == NULL)
+        return ncclSuccess;
+    if (comm->magic != HC_NCCL_COMM_MAGIC)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclCommAbort: invalid communicator");
+    ncclResult_t res = hc_nccl_status(hcomm_comm_abort(comm->hc), "ncclCommAbort");
+    free_comm(comm);
+    return res;
+}
+
+/* Nothing is ever in flight between calls; revoking only forbids further use. */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommRevoke");
+    if (res != ncclSuccess)
+        return res;
+    if (revokeFlags != NCCL_REVOKE_DEFAULT)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclCommRevoke: flags must be 0");
+    comm->revoked = 1;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config)
+{
+    const char *what = "ncclCommSplit";
+    ncclResult_t res = hc_nccl_check_comm(comm, what);
+    if (res != ncclSuccess)
+        return res;
+    if (newcomm == NULL)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: newcomm is NULL", what);
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: negative color %d", what, color);
+    if ((res = read_config(config, what)) != ncclSuccess)
+        return res;
+    hcomm_comm_t hc = NULL;
+    int hcolor = color == NCCL_SPLIT_NOCOLOR ? HCOMM_SPLIT_NOCOLOR : color;
+    if ((res = hc_nccl_status(hcomm_comm_split(comm->hc, hcolor, key, &hc), what)) != ncclSuccess)
+        return res;
+    if (hc == NULL) {
+        *newcomm = NULL;
+        return ncclSuccess;
+    }
+    return wrap_comm(hc, newcomm, what);
+}
+
+/* hcomm splits are collective over the whole parent, so excluded ranks, which
+ * NCCL lets be dead, cannot be left out; only the empty exclusion is possible. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+    (void)excludeRanksList;
+    (void)shrinkFlags;
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommShrink");
+    if (res != ncclSuccess)
+        return res;
+    if (excludeRanksCount != 0)
+        return hc_nccl_fail(ncclInvalidUsage, "ncclCommShrink: excluding ranks needs hcomm "
+                                              "fault-tolerant shrink, which this build lacks");
+    return ncclCommSplit(comm, 0, comm->rank, newcomm, config);
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC || asyncError == NULL)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: invalid arguments");
+    hcomm_status_t st = hcomm_comm_get_error(comm->hc);
+    *asyncError = st == HCOMM_SUCCESS ? ncclSuccess : hc_nccl_status(st, "communicator failed");
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommCount");
+    if (res == ncclSuccess && count == NULL)
+        res = hc_nccl_fail(ncclInvalidArgument, "ncclCommCount: count is NULL");
+    if (res == ncclSuccess)
+        *count = comm->nranks;
+    return res;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommUserRank");
+    if (res == ncclSuccess && rank == NULL)
+        res = hc_nccl_fail(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+    if (res == ncclSuccess)
+        *rank = comm->rank;
+    return res;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommCuDevice");
+    if (res != ncclSuccess)
+        return res;
+    (void)device;
+    return hc_nccl_fail(ncclInvalidUsage,
+                        "ncclCommCuDevice: hcomm communicators run on host memory, no CUDA device");
+}
+
+/* Host buffers need no registration; the handle only pairs the two calls. */
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommRegister");
+    if (res != ncclSuccess)
+        return res;
+    if (handle == NULL || (buff == NULL && size > 0))
+        return hc_nccl_fail(ncclInvalidArgument, "ncclCommRegister: invalid arguments");
+    void *h = malloc(1);
+    if (h == NULL)
+        return hc_nccl_fail(ncclSystemError, "ncclCommRegister: %s", strerror(ENOMEM));
+    *handle = h;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommDeregister");
+    if (res == ncclSuccess && handle == NULL)
+        res = hc_nccl_fail(ncclInvalidArgument, "ncclCommDeregister: handle is NULL");
+    if (res == ncclSuccess)
+        free(handle);
+    return res;
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                    int winFlags)
+{
+    (void)comm, (void)buff, (void)size, (void)win, (void)winFlags;
+    return hc_nccl_fail(ncclInvalidUsage, "ncclCommWindowRegister: symmetric memory windows "
+                                          "need hcomm's device support");
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+    (void)comm, (void)win;
+    return hc_nccl_fail(ncclInvalidUsage, "ncclCommWindowDeregister: symmetric memory windows "
+                                          "need hcomm's device support");
+}
+
+ncclResult_t ncclMemAlloc(void **ptr, size_t size)
+{
+    if (ptr == NULL || size == 0)
+        return hc_nccl_fail(ncclInvalidArgument, "ncclMemAlloc: invalid arguments");
+    void *p;
+    int err = posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size);
+    if (err != 0)
+        return hc_nccl_fail(ncclSystemError, "ncclMemAlloc: %zu bytes: %s", size, strerror(err));
+    *ptr = p;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclMemFree(void *ptr)
+{
+    free(ptr);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void)
+{
+    ncclResult_t res = hc_nccl_status(hcomm_group_start(), "ncclGroupStart");
+    if (res == ncclSuccess)
+        group_depth++;
+    return res;
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+    if (group_depth == 0)
+        return hc_nccl_fail(ncclInvalidUsage, "ncclGroupEnd: no matching ncclGroupStart");
+    group_depth--;
+    ncclResult_t res = hc_nccl_status(hcomm_group_end(), "ncclGroupEnd");
+    if (group_depth == 0)
+        hc_nccl_temps_release();
+    return res;
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+    (void)simInfo;
+    return hc_nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd: hcomm has no cost model to "
+                                          "simulate with; the group stays open");
+}
+
+/* The pncclXxx profiling entry points NCCL also exports. */
+#define HC_NCCL_ALIAS_(f) extern __typeof__(f) p##f __attribute__((alias(#f)));
+HC_NCCL_ALIAS_(ncclGetErrorString) HC_NCCL_ALIAS_(ncclGetLastError)
+HC_NCCL_ALIAS_(ncclResetDebugInit) HC_NCCL_ALIAS_(ncclGetVersion)
+HC_NCCL_ALIAS_(ncclGetUniqueId) HC_NCCL_ALIAS_(ncclCommInitRankConfig)
+HC_NCCL_ALIAS_(ncclCommInitRank) HC_NCCL_ALIAS_(ncclCommInitRankScalable)
+HC_NCCL_ALIAS_(ncclCommInitAll) HC_NCCL_ALIAS_(ncclCommFinalize)
+HC_NCCL_ALIAS_(ncclCommDestroy) HC_NCCL_ALIAS_(ncclCommAbort)
+HC_NCCL_ALIAS_(ncclCommRevoke) HC_NCCL_ALIAS_(ncclCommSplit)
+HC_NCCL_ALIAS_(ncclCommShrink) HC_NCCL_ALIAS_(ncclCommGetAsyncError)
+HC_NCCL_ALIAS_(ncclCommCount) HC_NCCL_ALIAS_(ncclCommUserRank)
+HC_NCCL_ALIAS_(ncclCommCuDevice) HC_NCCL_ALIAS_(ncclCommRegister)
+HC_NCCL_ALIAS_(ncclCommDeregister) HC_NCCL_ALIAS_(ncclCommWindowRegister)
+HC_NCCL_ALIAS_(ncclCommWindowDeregister) HC_NCCL_ALIAS_(ncclMemAlloc)
+HC_NCCL_ALIAS_(ncclMemFree) HC_NCCL_ALIAS_(ncclGroupStart)
+HC_NCCL_ALIAS_(ncclGroupEnd) HC_NCCL_ALIAS_(ncclGroupSimulateEnd)

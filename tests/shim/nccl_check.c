@@ -1,0 +1,361 @@
+/* nccl_check.c - checks hcomm's libnccl.so.2 through the NCCL API only: every
+ * collective x dtype x op against serial references, send/recv rings in a
+ * group, PreMulSum, split and error paths. Run under hcomm-run: rank and size
+ * come from HCOMM_RANK / HCOMM_NRANKS; rank 0 publishes the ncclUniqueId in
+ * the file named by NCCL_CHECK_ID_FILE, as a real program would through MPI. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl.h"
+
+static int rank, nranks, failures;
+
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);  \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, " [last error: %s]\n", ncclGetLastError(NULL)); \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+#define NCCLOK(call)                                                                     \
+    do {                                                                                 \
+        ncclResult_t r_ = (call);                                                        \
+        CHECK(r_ == ncclSuccess, "%s -> %s", #call, ncclGetErrorString(r_));             \
+    } while (0)
+
+static const ncclDataType_t dtypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,
+                                        ncclInt64,   ncclUint64,  ncclFloat16, ncclFloat32,
+                                        ncclFloat64, ncclBfloat16};
+static const char *dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                                    "float16", "float32", "float64", "bfloat16"};
+static const size_t dsize[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+
+static double half_to_double(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : ldexp(m | 0x400, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* Exact for the small integers and halves the test stores. */
+static uint16_t double_to_half(double d)
+{
+    uint16_t sign = d < 0 ? 0x8000 : 0;
+    d = fabs(d);
+    if (d == 0)
+        return sign;
+    int e;
+    double m = frexp(d, &e);
+    uint32_t q = (uint32_t)nearbyint(ldexp(m, 11));
+    if (q == 2048) {
+        q = 1024;
+        e++;
+    }
+    return sign | (uint16_t)(((uint32_t)(e + 14) << 10) | (q & 0x3ff));
+}
+
+static double get(ncclDataType_t dt, const void *p, size_t i)
+{
+    float f;
+    uint32_t u;
+    switch (dt) {
+    case ncclInt8: return ((const int8_t *)p)[i];
+    case ncclUint8: return ((const uint8_t *)p)[i];
+    case ncclInt32: return ((const int32_t *)p)[i];
+    case ncclUint32: return ((const uint32_t *)p)[i];
+    case ncclInt64: return (double)((const int64_t *)p)[i];
+    case ncclUint64: return (double)((const uint64_t *)p)[i];
+    case ncclFloat16: return half_to_double(((const uint16_t *)p)[i]);
+    case ncclFloat32: return ((const float *)p)[i];
+    case ncclFloat64: return ((const double *)p)[i];
+    default:
+        u = (uint32_t)((const uint16_t *)p)[i] << 16;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+}
+
+static void put(ncclDataType_t dt, void *p, size_t i, double v)
+{
+    float f = (float)v;
+    uint32_t u;
+    switch (dt) {
+    case ncclInt8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case ncclUint8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case ncclInt32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case ncclInt64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case ncclUint64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    case ncclFloat16: ((uint16_t *)p)[i] = double_to_half(v); break;
+    case ncclFloat32: ((float *)p)[i] = f; break;
+    case ncclFloat64: ((double *)p)[i] = v; break;
+    default:
+        memcpy(&u, &f, 4);
+        ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
+        break;
+    }
+}
+
+static int is_float(ncclDataType_t dt) { return dt >= ncclFloat16; }
+
+static int close_to(ncclDataType_t dt, double got, double want)
+{
+    double tol = dt == ncclFloat16 || dt == ncclBfloat16 ? 1e-2 : dt == ncclFloat32 ? 1e-6 : 0;
+    return fabs(got - want) <= tol * fmax(1.0, fabs(want));
+}
+
+/* Inputs small enough to be exact in every dtype, products within int8. */
+static double in_red(int r, size_t i) { return (double)((r + (int)(i % 5)) % 3 + 1); }
+static double in_mov(int r, size_t i) { return (double)((r * 7 + (int)(i % 97)) % 50); }
+
+static double ref_red(ncclRedOp_t op, ncclDataType_t dt, size_t i)
+{
+    double acc = in_red(0, i);
+    for (int r = 1; r < nranks; r++) {
+        double v = in_red(r, i);
+        acc = op == ncclProd ? acc * v : op == ncclMax ? fmax(acc, v)
+              : op == ncclMin ? fmin(acc, v) : acc + v;
+    }
+    if (op == ncclAvg)
+        acc = is_float(dt) ? acc / nranks : trunc(acc / nranks);
+    return acc;
+}
+
+static void *fill(ncclDataType_t dt, size_t n, int red)
+{
+    void *p = calloc(n ? n : 1, 8);
+    for (size_t i = 0; p != NULL && i < n; i++)
+        put(dt, p, i, red ? in_red(rank, i) : in_mov(rank, i));
+    return p;
+}
+
+static void check_reductions(ncclComm_t comm, ncclDataType_t dt, const char *dn, size_t n)
+{
+    for (int op = ncclSum; op < ncclNumOps; op++) {
+        void *s = fill(dt, n * nranks, 1), *r = calloc(n * nranks + 1, 8);
+        int root = nranks - 1;
+        NCCLOK(ncclAllReduce(s, r, n, dt, op, comm, NULL));
+        for (size_t i = 0; i < n; i++)
+            CHECK(close_to(dt, get(dt, r, i), ref_red(op, dt, i)), "allreduce %s op %d [%zu]: %g != %g",
+                  dn, op, i, get(dt, r, i), ref_red(op, dt, i));
+        memset(r, 0, n * 8);
+        NCCLOK(ncclReduce(s, r, n, dt, op, root, comm, NULL));
+        for (size_t i = 0; rank == root && i < n; i++)
+            CHECK(close_to(dt, get(dt, r, i), ref_red(op, dt, i)), "reduce %s op %d [%zu]", dn, op, i);
+        NCCLOK(ncclReduceScatter(s, r, n, dt, op, comm, NULL));
+        for (size_t i = 0; i < n; i++) {
+            size_t g = (size_t)rank * n + i;
+            CHECK(close_to(dt, get(dt, r, i), ref_red(op, dt, g)), "reducescatter %s op %d [%zu]",
+                  dn, op, i);
+        }
+        NCCLOK(ncclAllReduce(s, s, n, dt, op, comm, NULL)); /* in place */
+        for (size_t i = 0; i < n; i++)
+            CHECK(close_to(dt, get(dt, s, i), ref_red(op, dt, i)), "allreduce in place %s op %d", dn, op);
+        free(s);
+        free(r);
+    }
+}
+
+static void check_movement(ncclComm_t comm, ncclDataType_t dt, const char *dn, size_t n)
+{
+    size_t es = dsize[dt];
+    void *s = fill(dt, n * nranks, 0), *r = calloc(n * nranks + 1, 8);
+    int root = nranks > 1 ? 1 : 0;
+    NCCLOK(ncclBroadcast(s, r, n, dt, root, comm, NULL));
+    for (size_t i = 0; i < n; i++)
+        CHECK(get(dt, r, i) == in_mov(root, i), "broadcast %s [%zu]", dn, i);
+    NCCLOK(ncclBcast(s, n, dt, 0, comm, NULL));
+    for (size_t i = 0; i < n; i++)
+        CHECK(get(dt, s, i) == in_mov(0, i), "bcast %s [%zu]", dn, i);
+    free(s);
+    s = fill(dt, n * nranks, 0);
+    NCCLOK(ncclAllGather(s, r, n, dt, comm, NULL));
+    for (int p = 0; p < nranks; p++)
+        for (size_t i = 0; i < n; i++)
+            CHECK(get(dt, r, p * n + i) == in_mov(p, i), "allgather %s from %d [%zu]", dn, p, i);
+    NCCLOK(ncclAlltoAll(s, r, n, dt, comm, NULL));
+    for (int p = 0; p < nranks; p++)
+        for (size_t i = 0; i < n; i++)
+            CHECK(get(dt, r, p * n + i) == in_mov(p, rank * n + i), "alltoall %s from %d", dn, p);
+    memset(r, 0, n * nranks * es);
+    NCCLOK(ncclGather(s, r, n, dt, root, comm, NULL));
+    for (int p = 0; rank == root && p < nranks; p++)
+        for (size_t i = 0; i < n; i++)
+            CHECK(get(dt, r, p * n + i) == in_mov(p, i), "gather %s from %d [%zu]", dn, p, i);
+    NCCLOK(ncclScatter(s, r, n, dt, root, comm, NULL));
+    for (size_t i = 0; i < n; i++)
+        CHECK(get(dt, r, i) == in_mov(root, rank * n + i), "scatter %s [%zu]", dn, i);
+    free(s);
+    free(r);
+}
+
+static void check_ring(ncclComm_t comm, size_t n)
+{
+    float *s = malloc(n * 4 + 4), *r = calloc(n + 1, 4);
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    for (size_t i = 0; i < n; i++)
+        s[i] = (float)(rank * 1000 + (int)i);
+    NCCLOK(ncclGroupStart());
+    NCCLOK(ncclSend(s, n, ncclFloat, next, comm, NULL));
+    NCCLOK(ncclRecv(r, n, ncclFloat, prev, comm, NULL));
+    NCCLOK(ncclGroupEnd());
+    for (size_t i = 0; i < n; i++)
+        CHECK(r[i] == (float)(prev * 1000 + (int)i), "ring recv [%zu] = %g", i, r[i]);
+    free(s);
+    free(r);
+}
+
+static void check_premul(ncclComm_t comm)
+{
+    double scalar = 0.5;
+    float scalar_f = 2.0f, s[8], r[8];
+    ncclRedOp_t op, op2;
+    NCCLOK(ncclRedOpCreatePreMulSum(&op, &scalar_f, ncclFloat, ncclScalarHostImmediate, comm));
+    for (int i = 0; i < 8; i++)
+        s[i] = (float)(rank + i);
+    NCCLOK(ncclAllReduce(s, r, 8, ncclFloat, op, comm, NULL));
+    for (int i = 0; i < 8; i++)
+        CHECK(r[i] == 2.0f * (float)(nranks * i + nranks * (nranks - 1) / 2), "premulsum [%d]", i);
+    CHECK(ncclAllReduce(s, r, 8, ncclDouble, op, comm, NULL) == ncclInvalidArgument,
+          "premulsum with another dtype accepted");
+    NCCLOK(ncclRedOpCreatePreMulSum(&op2, &scalar, ncclDouble, ncclScalarDevice, comm));
+    CHECK(op2 != op, "two operators share a handle");
+    NCCLOK(ncclRedOpDestroy(op, comm));
+    NCCLOK(ncclRedOpDestroy(op2, comm));
+    CHECK(ncclRedOpDestroy(op, comm) == ncclInvalidArgument, "double destroy accepted");
+}
+
+static void check_split(ncclComm_t comm)
+{
+    ncclComm_t sub = NULL;
+    int color = rank % 2, count = 0, srank = -1, v = rank, sum = 0;
+    NCCLOK(ncclCommSplit(comm, color, -rank, &sub, NULL));
+    if (sub == NULL)
+        return;
+    int want = (nranks - color + 1) / 2;
+    NCCLOK(ncclCommCount(sub, &count));
+    NCCLOK(ncclCommUserRank(sub, &srank));
+    CHECK(count == want, "split size %d != %d", count, want);
+    CHECK(srank == want - 1 - rank / 2, "split rank %d: keys order reversed", srank);
+    NCCLOK(ncclAllReduce(&v, &sum, 1, ncclInt, ncclSum, sub, NULL));
+    int ref = 0;
+    for (int r = color; r < nranks; r += 2)
+        ref += r;
+    CHECK(sum == ref, "split allreduce %d != %d", sum, ref);
+    ncclComm_t none = (ncclComm_t)&sum;
+    NCCLOK(ncclCommSplit(comm, rank == 0 ? NCCL_SPLIT_NOCOLOR : 1, 0, &none, NULL));
+    CHECK((rank == 0) == (none == NULL), "NOCOLOR split gave %p", (void *)none);
+    NCCLOK(ncclCommDestroy(none));
+    NCCLOK(ncclCommDestroy(sub));
+}
+
+static void check_errors(ncclComm_t comm)
+{
+    int x = 0, y;
+    ncclComm_t c2;
+    CHECK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, NULL, NULL) == ncclInvalidArgument, "NULL comm");
+    CHECK(ncclAllReduce(&x, &y, 1, ncclFloat8e4m3, ncclSum, comm, NULL) == ncclInvalidArgument,
+          "fp8 accepted");
+    CHECK(strstr(ncclGetLastError(comm), "fp8") != NULL, "fp8 message: %s", ncclGetLastError(comm));
+    CHECK(ncclAllReduce(&x, &y, 1, (ncclDataType_t)99, ncclSum, comm, NULL) == ncclInvalidArgument,
+          "bad dtype");
+    CHECK(ncclAllReduce(&x, &y, 1, ncclInt, (ncclRedOp_t)77, comm, NULL) == ncclInvalidArgument,
+          "bad op");
+    CHECK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, comm, (cudaStream_t)&x) == ncclInvalidUsage,
+          "stream accepted");
+    CHECK(strstr(ncclGetLastError(comm), "CUDA streams") != NULL, "stream message");
+    CHECK(ncclBroadcast(&x, &y, 1, ncclInt, nranks, comm, NULL) == ncclInvalidArgument, "bad root");
+    CHECK(ncclCommCuDevice(comm, &y) == ncclInvalidUsage, "CuDevice without CUDA");
+    CHECK(ncclCommInitAll(&c2, 2, NULL) == ncclInvalidUsage, "InitAll(2)");
+    CHECK(ncclGroupEnd() == ncclInvalidUsage, "unmatched GroupEnd");
+    ncclWindow_t w;
+    CHECK(ncclCommWindowRegister(comm, &x, 4, &w, 0) == ncclInvalidUsage, "window register");
+    ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+    bad.magic = 0;
+    CHECK(ncclCommSplit(comm, 0, 0, &c2, &bad) == ncclInvalidArgument, "uninitialised config");
+    CHECK(strcmp(ncclGetErrorString(ncclSuccess), "no error") == 0, "error string");
+    ncclResult_t async = ncclInternalError;
+    NCCLOK(ncclCommGetAsyncError(comm, &async));
+    CHECK(async == ncclSuccess, "async error %d", async);
+    void *h = NULL, *mem = NULL;
+    NCCLOK(ncclMemAlloc(&mem, 4096));
+    NCCLOK(ncclCommRegister(comm, mem, 4096, &h));
+    NCCLOK(ncclCommDeregister(comm, h));
+    NCCLOK(ncclMemFree(mem));
+}
+
+static int get_id(ncclUniqueId *id)
+{
+    const char *path = getenv("NCCL_CHECK_ID_FILE");
+    if (path == NULL) {
+        fprintf(stderr, "NCCL_CHECK_ID_FILE not set\n");
+        return -1;
+    }
+    if (rank == 0) {
+        char tmp[4096];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        FILE *f = fopen(tmp, "wb");
+        if (ncclGetUniqueId(id) != ncclSuccess || f == NULL || fwrite(id, sizeof(*id), 1, f) != 1 ||
+            fclose(f) != 0 || rename(tmp, path) != 0)
+            return -1;
+        return 0;
+    }
+    for (int tries = 0; tries < 3000; tries++) { /* 30 s */
+        FILE *f = fopen(path, "rb");
+        if (f != NULL) {
+            size_t got = fread(id, sizeof(*id), 1, f);
+            fclose(f);
+            if (got == 1)
+                return 0;
+        }
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    fprintf(stderr, "rank %d: no unique id in %s after 30 s\n", rank, path);
+    return -1;
+}
+
+int main(void)
+{
+    const char *r = getenv("HCOMM_RANK"), *n = getenv("HCOMM_NRANKS");
+    rank = r ? atoi(r) : 0;
+    nranks = n ? atoi(n) : 1;
+    int version = 0;
+    NCCLOK(ncclGetVersion(&version));
+    CHECK(version / 10000 == 2 && version % 10000 / 100 == 28, "version %d", version);
+    ncclUniqueId id;
+    if (get_id(&id) != 0)
+        return 1;
+    ncclComm_t comm = NULL;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.minCTAs = 4; /* ignored, with an info line */
+    ncclResult_t res = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+    if (res != ncclSuccess) {
+        fprintf(stderr, "rank %d: init: %s: %s\n", rank, ncclGetErrorString(res), ncclGetLastError(NULL));
+        return 1;
+    }
+    int c = 0, u = -1;
+    NCCLOK(ncclCommCount(comm, &c));
+    NCCLOK(ncclCommUserRank(comm, &u));
+    CHECK(c == nranks && u == rank, "count %d rank %d", c, u);
+    static const size_t counts[] = {1, 37, 1031};
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+        for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+            check_reductions(comm, dtypes[d], dtype_names[d], counts[k]);
+            check_movement(comm, dtypes[d], dtype_names[d], counts[k]);
+        }
+    check_ring(comm, 1031);
+    check_premul(comm);
+    check_split(comm);
+    check_errors(comm);
+    NCCLOK(ncclCommFinalize(comm));
+    NCCLOK(ncclCommDestroy(comm));
+    printf("rank %d/%d: %s (%d failures)\n", rank, nranks, failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
