@@ -33,6 +33,7 @@ static const param_desc_t param_table[] = {
 
 static hc_params_t    params;
 static const char    *param_raw[NPARAMS]; /* the string each value came from */
+static char           nccl_vals[NPARAMS][256]; /* values translated from NCCL_* variables */
 static pthread_once_t params_once = PTHREAD_ONCE_INIT;
 
 int hc_params_parse_size(const char *s, size_t *out)
@@ -97,6 +98,8 @@ static void params_load(void)
         const param_desc_t *d = &param_table[i];
         snprintf(name, sizeof(name), "HCOMM_%s", d->name);
         const char *env = getenv(name);
+        if (env == NULL) /* NCCL's equivalent, for programs on libnccl.so.2 */
+            env = hc_params_nccl_value(d->name, nccl_vals[i], sizeof(nccl_vals[i]));
         param_set(d, d->def);
         param_raw[i] = d->def;
         if (env != NULL) {
@@ -131,6 +134,7 @@ static void params_load(void)
         if (!known)
             hc_warn(PARAM, "unknown variable %.*s ignored", (int)(len + 6), *e);
     }
+    hc_params_nccl_report();
 }
 
 static void params_once_fn(void)

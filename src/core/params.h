@@ -33,4 +33,10 @@ void hc_params_reload(void);
 
 /* Rank and size from launcher variables (Open MPI, PMI, Slurm); 0 if found. */
 int hc_params_launcher_rank_size(int *rank, int *nranks);
+/* params_nccl.c: the value an NCCL_* variable gives the HCOMM_<name>
+ * parameter (in buf), or NULL; and one info line per NCCL_* variable hcomm
+ * has no use for. */
+const char *hc_params_nccl_value(const char *name, char *buf, size_t len);
+void        hc_params_nccl_report(void);
+
 #endif

@@ -69,6 +69,36 @@ static void test_invalid_keeps_default(void **state)
     unsetenv("HCOMM_NO_SUCH_PARAMETER");
 }
 
+/* NCCL_* variables stand in for their HCOMM_* equivalents, which win. */
+static void test_nccl_fallbacks(void **state)
+{
+    (void)state;
+    setenv("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,GRAPH,PROXY", 1);
+    setenv("NCCL_ALGO", "Ring,CollnetDirect", 1);
+    setenv("NCCL_SHM_DISABLE", "1", 1);
+    setenv("NCCL_SOCKET_IFNAME", "^docker,lo", 1);
+    setenv("NCCL_NSOCKS_PERTHREAD", "3", 1);
+    setenv("NCCL_IB_HCA", "mlx5", 1); /* no equivalent: an info line, ignored */
+    setenv("HCOMM_TCP_NSOCKS", "2", 1);
+    hc_params_reload();
+    const hc_params_t *p = hc_params_get();
+    assert_string_equal(p->log_subsys, "init,boot,algo");
+    assert_string_equal(p->algo, "ring");
+    assert_string_equal(p->transport, "tcp");
+    assert_string_equal(p->socket_ifname, "^docker,lo");
+    assert_int_equal(p->tcp_nsocks, 2); /* HCOMM_ wins */
+    setenv("NCCL_ALGO", "CollnetChain", 1); /* nothing hcomm knows: default */
+    setenv("NCCL_SHM_DISABLE", "0", 1);
+    hc_params_reload();
+    assert_string_equal(hc_params_get()->algo, "");
+    assert_string_equal(hc_params_get()->transport, "auto");
+    const char *vars[] = {"NCCL_DEBUG_SUBSYS", "NCCL_ALGO", "NCCL_SHM_DISABLE", "NCCL_SOCKET_IFNAME",
+                          "NCCL_NSOCKS_PERTHREAD", "NCCL_IB_HCA", "HCOMM_TCP_NSOCKS"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        unsetenv(vars[i]);
+    hc_params_reload();
+}
+
 int main(void)
 {
     setenv("HCOMM_LOG_LEVEL", "error", 1); /* the invalid-value warnings are expected */
@@ -77,6 +107,7 @@ int main(void)
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_env_values),
         cmocka_unit_test(test_invalid_keeps_default),
+        cmocka_unit_test(test_nccl_fallbacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,114 @@
+/* params_nccl.c - NCCL's environment variables as fallbacks for their HCOMM_*
+ * equivalents (docs/nccl.md), so that a program moved onto libnccl.so.2 keeps
+ * its settings: an HCOMM_* variable always wins; an NCCL_* variable without
+ * an equivalent is ignored with one info line. Part of params: the only place
+ * besides params.c that reads the environment. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/log.h"
+#include "core/params.h"
+
+extern char **environ;
+
+/* Translates an NCCL value into out (len bytes); 0, or -1 when it has no
+ * meaning for hcomm. */
+typedef int (*nccl_conv_t)(const char *in, char *out, size_t len);
+
+static int conv_copy(const char *in, char *out, size_t len)
+{
+    return snprintf(out, len, "%s", in) < (int)len ? 0 : -1;
+}
+
+static int conv_debug(const char *in, char *out, size_t len)
+{
+    static const char *const map[][2] = {{"VERSION", "warn"}, {"WARN", "warn"},
+                                         {"INFO", "info"},    {"ABORT", "error"},
+                                         {"TRACE", "trace"}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strcasecmp(in, map[i][0]) == 0)
+            return conv_copy(map[i][1], out, len);
+    return -1;
+}
+
+/* Comma lists, each word mapped through map (NULL: dropped); -1 if none is left. */
+static int conv_words(const char *in, char *out, size_t len, const char *const (*map)[2],
+                      size_t nmap)
+{
+    size_t n = 0;
+    out[0]   = '\0';
+    for (const char *p = in; *p != '\0';) {
+        size_t w = strcspn(p, ",;");
+        for (size_t i = 0; i < nmap; i++)
+            if (strlen(map[i][0]) == w && strncasecmp(p, map[i][0], w) == 0 &&
+                strstr(out, map[i][1]) == NULL) {
+                int k = snprintf(out + n, len - n, "%s%s", n ? "," : "", map[i][1]);
+                if (k < 0 || (size_t)k >= len - n)
+                    return -1;
+                n += (size_t)k;
+            }
+        p += w + (p[w] != '\0');
+    }
+    return n > 0 ? 0 : -1;
+}
+
+static int conv_subsys(const char *in, char *out, size_t len)
+{
+    static const char *const map[][2] = {
+        {"ALL", "all"},   {"INIT", "init"}, {"COLL", "coll"}, {"P2P", "p2p"},
+        {"NET", "net"},   {"SHM", "shm"},   {"BOOTSTRAP", "boot"}, {"ENV", "param"},
+        {"TUNING", "algo"}, {"GRAPH", "algo"}};
+    return conv_words(in, out, len, map, sizeof(map) / sizeof(map[0]));
+}
+
+static int conv_algo(const char *in, char *out, size_t len)
+{
+    static const char *const map[][2] = {{"Ring", "ring"}, {"Tree", "tree"}};
+    return conv_words(in, out, len, map, sizeof(map) / sizeof(map[0]));
+}
+
+static int conv_disable(const char *in, char *out, size_t len)
+{
+    return strcmp(in, "1") == 0 ? conv_copy("tcp", out, len) : -1;
+}
+
+static const struct {
+    const char *hcomm, *nccl;
+    nccl_conv_t conv;
+} nccl_map[] = {
+    {"LOG_LEVEL", "NCCL_DEBUG", conv_debug},
+    {"LOG_SUBSYS", "NCCL_DEBUG_SUBSYS", conv_subsys},
+    {"LOG_FILE", "NCCL_DEBUG_FILE", conv_copy},
+    {"SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", conv_copy},
+    {"ALGO", "NCCL_ALGO", conv_algo},
+    {"TRANSPORT", "NCCL_SHM_DISABLE", conv_disable},
+    {"TCP_NSOCKS", "NCCL_NSOCKS_PERTHREAD", conv_copy},
+};
+#define NCCL_NMAP (sizeof(nccl_map) / sizeof(nccl_map[0]))
+
+const char *hc_params_nccl_value(const char *name, char *buf, size_t len)
+{
+    for (size_t i = 0; i < NCCL_NMAP; i++) {
+        const char *v = strcmp(nccl_map[i].hcomm, name) == 0 ? getenv(nccl_map[i].nccl) : NULL;
+        if (v != NULL && nccl_map[i].conv(v, buf, len) == 0)
+            return buf;
+    }
+    return NULL;
+}
+
+void hc_params_nccl_report(void)
+{
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "NCCL_", 5) != 0)
+            continue;
+        size_t len   = strcspn(*e, "=");
+        int    known = 0;
+        for (size_t i = 0; i < NCCL_NMAP && !known; i++)
+            known = strlen(nccl_map[i].nccl) == len && strncmp(nccl_map[i].nccl, *e, len) == 0;
+        if (!known)
+            hc_info(PARAM, "%.*s has no hcomm equivalent; ignored", (int)len, *e);
+    }
+}
