@@ -135,7 +135,10 @@ static long calibrate(float *g, size_t n, double compute_us)
     double want = compute_us * 1e-6, base = time_kernel(g, n, 0);
     long   iters = 64;
     for (int round = 0; round < 2; round++) {
-        double per = fmax(time_kernel(g, n, iters) - base, 1e-9) / (double)iters;
+        /* a noisy base can exceed the timed run: count at least half of the
+         * run as iterations, or the estimate explodes */
+        double t   = time_kernel(g, n, iters);
+        double per = fmax(t - base, 0.5 * t) / (double)iters;
         iters      = (long)((want - base) / per + 0.5);
         if (iters < 1)
             return 1;
