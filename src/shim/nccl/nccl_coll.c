@@ -14,7 +14,7 @@
 typedef struct temp {
     struct temp *next;
 } temp_t;
-static __thread temp_t *temps;
+static __thread temp_t *temps __attribute__((tls_model("initial-exec")));
 
 void hc_nccl_temps_release(void)
 {

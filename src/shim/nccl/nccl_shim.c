@@ -12,7 +12,8 @@
 #include "nccl_shim.h"
 
 static __thread char last_error[512];
-static __thread int group_depth;
+/* read on every call: initial-exec, no __tls_get_addr (as hcomm core does) */
+static __thread int group_depth __attribute__((tls_model("initial-exec")));
 
 ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
 {
