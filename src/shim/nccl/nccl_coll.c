@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/reduce.h" /* the library's half / bfloat16 conversions */
 #include "nccl_shim.h"
 
 /* Scaled copies made for PreMulSum inside a group live until its end. */
@@ -37,52 +38,6 @@ static ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_t strea
     return res;
 }
 
-static float half_to_float(uint16_t h)
-{
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v = e == 0 ? ldexpf((float)m, -24)
-              : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400), e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static uint16_t float_to_half(float f)
-{
-    uint16_t sign = signbit(f) ? 0x8000 : 0;
-    float a = fabsf(f);
-    if (isnan(f))
-        return 0x7e00;
-    if (a >= 65520.0f)
-        return sign | 0x7c00;
-    if (a < ldexpf(1.0f, -14)) /* subnormal: units of 2^-24, nearest even */
-        return sign | (uint16_t)nearbyintf(a * ldexpf(1.0f, 24));
-    int e;
-    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
-    uint32_t q = (uint32_t)nearbyintf(ldexpf(m, 11)); /* 11 significant bits */
-    if (q == 2048) {
-        q = 1024;
-        e++;
-    }
-    return sign | (uint16_t)(((uint32_t)(e + 14) << 10) | (q & 0x3ff));
-}
-
-static float bf16_to_float(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    if (isnan(f))
-        return 0x7fc0;
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
 static double load(ncclDataType_t dt, const void *p, size_t i)
 {
     switch (dt) {
@@ -92,10 +47,10 @@ static double load(ncclDataType_t dt, const void *p, size_t i)
     case ncclUint32: return ((const uint32_t *)p)[i];
     case ncclInt64: return (double)((const int64_t *)p)[i];
     case ncclUint64: return (double)((const uint64_t *)p)[i];
-    case ncclFloat16: return half_to_float(((const uint16_t *)p)[i]);
+    case ncclFloat16: return hc_half_to_float(((const uint16_t *)p)[i]);
     case ncclFloat32: return ((const float *)p)[i];
     case ncclFloat64: return ((const double *)p)[i];
-    default: return bf16_to_float(((const uint16_t *)p)[i]);
+    default: return hc_bf16_to_float(((const uint16_t *)p)[i]);
     }
 }
 
@@ -111,10 +66,10 @@ static void scale(ncclDataType_t dt, void *dst, const void *src, size_t n, doubl
         case ncclUint32: ((uint32_t *)dst)[i] = (uint32_t)(((const uint32_t *)src)[i] * (uint64_t)is); break;
         case ncclInt64: ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i] * (uint64_t)is; break;
         case ncclUint64: ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i] * (uint64_t)is; break;
-        case ncclFloat16: ((uint16_t *)dst)[i] = float_to_half((float)(load(dt, src, i) * s)); break;
+        case ncclFloat16: ((uint16_t *)dst)[i] = hc_float_to_half((float)(load(dt, src, i) * s)); break;
         case ncclFloat32: ((float *)dst)[i] = (float)(((const float *)src)[i] * s); break;
         case ncclFloat64: ((double *)dst)[i] = ((const double *)src)[i] * s; break;
-        default: ((uint16_t *)dst)[i] = float_to_bf16((float)(load(dt, src, i) * s)); break;
+        default: ((uint16_t *)dst)[i] = hc_float_to_bf16((float)(load(dt, src, i) * s)); break;
         }
     }
 }
@@ -163,6 +118,16 @@ static ncclResult_t finish(hcomm_status_t st, const char *what)
     if (hc_nccl_group_depth() == 0)
         hc_nccl_temps_release();
     return hc_nccl_status(st, what);
+}
+
+/* The checks of a reducing collective, and its op (a PreMulSum op scales a
+ * copy of sendbuff, which *sendbuff then points to). */
+static ncclResult_t reducing(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op, size_t count,
+                             cudaStream_t stream, const void **sendbuff, hcomm_dtype_t *hdt,
+                             hcomm_op_t *hop, const char *what)
+{
+    ncclResult_t res = check(comm, dt, stream, hdt, what);
+    return res != ncclSuccess ? res : prepare_op(comm, op, dt, count, sendbuff, hop, what);
 }
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
@@ -214,9 +179,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
     const char *what = "ncclAllReduce";
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, what);
-    if (res == ncclSuccess)
-        res = prepare_op(comm, op, datatype, count, &sendbuff, &hop, what);
+    ncclResult_t res = reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
     return finish(hcomm_allreduce(sendbuff, recvbuff, count, hdt, hop, comm->hc, NULL), what);
@@ -229,9 +192,7 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
     const char *what = "ncclReduce";
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, what);
-    if (res == ncclSuccess)
-        res = prepare_op(comm, op, datatype, count, &sendbuff, &hop, what);
+    ncclResult_t res = reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
     return finish(hcomm_reduce(sendbuff, recvbuff, count, hdt, hop, root, comm->hc, NULL), what);
@@ -244,12 +205,12 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
     const char *what = "ncclReduceScatter";
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, what);
+    ncclResult_t res = hc_nccl_check_comm(comm, what);
     if (res == ncclSuccess && recvcount > SIZE_MAX / (size_t)comm->nranks)
         res = hc_nccl_fail(ncclInvalidArgument, "%s: recvcount %zu overflows", what, recvcount);
     if (res == ncclSuccess)
-        res = prepare_op(comm, op, datatype, recvcount * (size_t)comm->nranks, &sendbuff, &hop,
-                         what);
+        res = reducing(comm, datatype, op, recvcount * (size_t)comm->nranks, stream, &sendbuff,
+                       &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
     return finish(hcomm_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, comm->hc, NULL),
