@@ -185,6 +185,15 @@ hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes);
 hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_comm_t *newcomm);
 
 /*
+ * Shrinks comm: every rank not in exclude[0..nexclude) joins a new communicator,
+ * keeping its order; the excluded ranks do not call (they may be gone). Only the
+ * survivors talk, over comm, so comm must not have failed (hcomm_comm_get_error).
+ * A caller listed in exclude gets HCOMM_ERR_INVALID_USAGE.
+ */
+hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexclude,
+                                 hcomm_comm_t *newcomm);
+
+/*
  * Collectives. count is in elements of dtype. Every call with stream == NULL
  * blocks until the operation completed on the caller's side (the caller's
  * buffers may be reused). With a stream (hcomm_stream.h) the call returns once

@@ -1,6 +1,7 @@
 /* comm_split.c - hcomm_comm_split: ranks of one color form a new communicator,
- * ordered by (key, rank). The parent carries the exchange; each color's first
- * rank starts a rendezvous root for its group. */
+ * ordered by (key, rank); hcomm_comm_shrink: every rank but the excluded ones
+ * does. The parent carries the exchange; each new group's first rank starts a
+ * rendezvous root for it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,17 @@ static int split_cmp(const void *a, const void *b)
     if (x->key != y->key)
         return x->key < y->key ? -1 : 1;
     return x->rank < y->rank ? -1 : (x->rank > y->rank);
+}
+
+/* Starts a rendezvous root on this process for a communicator split off comm. */
+static hcomm_status_t split_root_start(hcomm_comm_t comm, hcomm_unique_id_t *id)
+{
+    uint8_t     cookie[16];
+    char        bind[80];
+    const char *ip = hc_bootstrap_local_ip(comm->bs);
+    snprintf(bind, sizeof(bind), strchr(ip, ':') ? "[%s]:0" : "%s:0", ip);
+    hcomm_status_t st = hc_bootstrap_random(cookie, sizeof(cookie));
+    return st != HCOMM_SUCCESS ? st : hc_bootstrap_root_start(bind, cookie, id);
 }
 
 hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_comm_t *newcomm)
@@ -60,15 +72,8 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
     }
     hcomm_unique_id_t mine;
     memset(&mine, 0, sizeof(mine));
-    if (color != HCOMM_SPLIT_NOCOLOR && first == comm->rank) {
-        uint8_t cookie[16];
-        char    bind[80];
-        const char *ip = hc_bootstrap_local_ip(comm->bs);
-        snprintf(bind, sizeof(bind), strchr(ip, ':') ? "[%s]:0" : "%s:0", ip);
-        st = hc_bootstrap_random(cookie, sizeof(cookie));
-        if (st == HCOMM_SUCCESS)
-            st = hc_bootstrap_root_start(bind, cookie, &mine);
-    }
+    if (color != HCOMM_SPLIT_NOCOLOR && first == comm->rank)
+        st = split_root_start(comm, &mine);
     /* every rank takes part in the exchange, even after a local failure, so
      * that no peer is left waiting; the failure is returned after it */
     hcomm_status_t xst = hcomm_allgather(&mine, ids, sizeof(mine), HCOMM_UINT8, comm, NULL);
@@ -93,5 +98,91 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
 out:
     free(all);
     free(ids);
+    return st;
+}
+
+/* Marks the survivors in keep[]; logs and fails on a bad list or an excluded caller. */
+static hcomm_status_t shrink_survivors(hcomm_comm_t comm, const int *exclude, int nexclude,
+                                       uint8_t *keep)
+{
+    if (nexclude < 0 || (nexclude > 0 && exclude == NULL)) {
+        hc_error(INIT, "hcomm_comm_shrink: %d excluded ranks in list %p", nexclude,
+                 (const void *)exclude);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    memset(keep, 1, (size_t)comm->nranks);
+    for (int i = 0; i < nexclude; i++) {
+        int r = exclude[i];
+        if (r < 0 || r >= comm->nranks || !keep[r]) {
+            hc_error(INIT, "hcomm_comm_shrink: excluded rank %d is %s", r,
+                     r < 0 || r >= comm->nranks ? "out of range" : "listed twice");
+            return HCOMM_ERR_INVALID_ARG;
+        }
+        keep[r] = 0;
+    }
+    if (!keep[comm->rank]) {
+        hc_error(INIT, "hcomm_comm_shrink: rank %d is excluded and must not call", comm->rank);
+        return HCOMM_ERR_INVALID_USAGE;
+    }
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexclude,
+                                 hcomm_comm_t *newcomm)
+{
+    hcomm_status_t st = hc_comm_check(comm, "hcomm_comm_shrink");
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (newcomm == NULL || hc_group_active()) {
+        hc_error(INIT, "hcomm_comm_shrink: %s",
+                 newcomm == NULL ? "NULL newcomm" : "not allowed inside a group");
+        return newcomm == NULL ? HCOMM_ERR_INVALID_ARG : HCOMM_ERR_INVALID_USAGE;
+    }
+    int       n        = comm->nranks;
+    uint8_t  *keep     = malloc((size_t)n);
+    uint64_t *host_ids = calloc((size_t)n, sizeof(*host_ids));
+    if (keep == NULL || host_ids == NULL) {
+        st = HCOMM_ERR_NO_MEMORY;
+        goto out;
+    }
+    if ((st = shrink_survivors(comm, exclude, nexclude, keep)) != HCOMM_SUCCESS)
+        goto out;
+    int first = -1, size = 0, myrank = -1;
+    for (int r = 0; r < n; r++) {
+        if (!keep[r])
+            continue;
+        if (first < 0)
+            first = r;
+        if (r == comm->rank)
+            myrank = size;
+        host_ids[size++] = comm->peers[r].host_hash;
+    }
+    /* The first survivor sends the new id to the others, point to point, so the
+     * excluded ranks are never waited for. An all-zero id says its root failed. */
+    hcomm_unique_id_t id;
+    memset(&id, 0, sizeof(id));
+    if (comm->rank == first) {
+        st = split_root_start(comm, &id);
+        if (st != HCOMM_SUCCESS)
+            memset(&id, 0, sizeof(id));
+        for (int r = first + 1; r < n; r++) {
+            hcomm_status_t sst = keep[r] ? hcomm_send(&id, sizeof(id), HCOMM_UINT8, r, comm, NULL)
+                                         : HCOMM_SUCCESS;
+            if (st == HCOMM_SUCCESS)
+                st = sst;
+        }
+    } else {
+        static const hcomm_unique_id_t zero;
+        st = hcomm_recv(&id, sizeof(id), HCOMM_UINT8, first, comm, NULL);
+        if (st == HCOMM_SUCCESS && memcmp(&id, &zero, sizeof(id)) == 0) {
+            hc_error(INIT, "hcomm_comm_shrink: rank %d could not start the new rendezvous", first);
+            st = HCOMM_ERR_REMOTE;
+        }
+    }
+    if (st == HCOMM_SUCCESS)
+        st = hc_comm_create(newcomm, size, &id, myrank, host_ids);
+out:
+    free(keep);
+    free(host_ids);
     return st;
 }

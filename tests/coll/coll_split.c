@@ -1,5 +1,6 @@
-/* coll_split.c - coll_check of hcomm_comm_split: ranks, sizes and order of the
- * new communicators (key reverses the order), NOCOLOR, and collectives on them. */
+/* coll_split.c - coll_check of hcomm_comm_split and hcomm_comm_shrink: ranks,
+ * sizes and order of the new communicators (key reverses the order), NOCOLOR,
+ * excluded ranks that never call, bad lists, and collectives on them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -160,6 +161,49 @@ static void split_early_destroy(ct_ctx_t *ctx)
         ctx->broken = 1;
 }
 
+/* The odd ranks are excluded and do not call; the even ones keep their order.
+ * Bad lists fail locally, before any traffic, on every rank. */
+static void shrink_odd(ct_ctx_t *ctx, int *members)
+{
+    int            n = ctx->nranks, nex = 0, nm = 0, twice[2] = {0, 0}, range = n;
+    hcomm_comm_t   nc = NULL;
+    hcomm_status_t st;
+
+    if (hcomm_comm_shrink(ctx->comm, &range, 1, &nc) != HCOMM_ERR_INVALID_ARG ||
+        hcomm_comm_shrink(ctx->comm, twice, 2, &nc) != HCOMM_ERR_INVALID_ARG ||
+        hcomm_comm_shrink(ctx->comm, NULL, -1, &nc) != HCOMM_ERR_INVALID_ARG || nc != NULL) {
+        split_fail(ctx, "shrink accepted a bad exclusion list", 0, HCOMM_SUCCESS);
+        return;
+    }
+    int *ex = calloc((size_t)n, sizeof(*ex));
+    if (ex == NULL) {
+        ctx->broken = 1;
+        return;
+    }
+    for (int r = 0; r < n; r++) {
+        if (r % 2)
+            ex[nex++] = r;
+        else
+            members[nm++] = r;
+    }
+    st = hcomm_comm_shrink(ctx->comm, ex, nex, &nc);
+    free(ex);
+    if (ctx->rank % 2) {
+        if (st != HCOMM_ERR_INVALID_USAGE || nc != NULL)
+            split_fail(ctx, "an excluded rank's shrink was not refused", 0, st);
+        else
+            ctx->passed++;
+    } else if (st != HCOMM_SUCCESS || nc == NULL) {
+        split_fail(ctx, "shrink failed", 0, st);
+        ctx->broken = 1;
+    } else {
+        check_newcomm(ctx, nc, members, nm);
+    }
+    /* the excluded ranks return at once: keep them out of the next test */
+    if (hcomm_barrier(ctx->comm, NULL) != HCOMM_SUCCESS)
+        ctx->broken = 1;
+}
+
 void ct_run_split(ct_ctx_t *ctx)
 {
     int      *members = calloc((size_t)ctx->nranks, sizeof(*members));
@@ -176,6 +220,8 @@ void ct_run_split(ct_ctx_t *ctx)
         split_nocolor(ctx, members);
     if (!ctx->broken && ctx->nranks > 1)
         split_early_destroy(ctx);
+    if (!ctx->broken)
+        shrink_odd(ctx, members);
     free(members);
     /* the parent communicator still works */
     after.count = 1021;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run_mpi.sh - hcomm-perf launched by mpirun: MPI only bootstraps (libhcomm-mpi),
-# the collectives run over hcomm's transports and must be exact; then an NCCL
-# program on libnccl.so.2 under mpirun.
+# the collectives run over hcomm's transports and must be exact; then the NCCL
+# API suite (nccl_check_mpi) on libnccl.so.2 under mpirun.
 top=${top_builddir:-.}
 perf="$top/perf/hcomm-perf"
 mpirun=$(command -v mpirun.openmpi || command -v mpirun || true)
@@ -21,17 +21,17 @@ for coll in all_reduce all_gather broadcast alltoall; do
         fail=$((fail + 1)); echo "FAIL: mpirun -np 3 hcomm-perf $coll"; tail -20 /tmp/hcomm-run-mpi.$$
     fi
 done
-# an NCCL program under mpirun: the unique id goes out with MPI_Bcast
-ncclmpi="$top/tests/shim/nccl_mpi_check"
-for n in 2 3; do
+# the NCCL API suite under mpirun: the unique id goes out with MPI_Bcast
+ncclmpi="$top/tests/shim/nccl_check_mpi"
+for n in 1 2 3; do
     if [ ! -x "$ncclmpi" ]; then
         echo "SKIP: $ncclmpi not built"; break
     fi
-    if timeout 120 "$mpirun" --oversubscribe -np "$n" "$ncclmpi" > /tmp/hcomm-run-mpi.$$ 2>&1 &&
-        [ "$(grep -c ': 0 wrong' /tmp/hcomm-run-mpi.$$)" -eq "$n" ]; then
+    if timeout 300 "$mpirun" --oversubscribe -np "$n" "$ncclmpi" > /tmp/hcomm-run-mpi.$$ 2>&1 &&
+        [ "$(grep -c ': PASS (0 failures)' /tmp/hcomm-run-mpi.$$)" -eq "$n" ]; then
         pass=$((pass + 1))
     else
-        fail=$((fail + 1)); echo "FAIL: mpirun -np $n nccl_mpi_check"; tail -20 /tmp/hcomm-run-mpi.$$
+        fail=$((fail + 1)); echo "FAIL: mpirun -np $n nccl_check_mpi"; tail -20 /tmp/hcomm-run-mpi.$$
     fi
 done
 rm -f /tmp/hcomm-run-mpi.$$

@@ -2,7 +2,9 @@
  * collective x dtype x op against serial references, send/recv rings in a
  * group, PreMulSum, split and error paths. Run under hcomm-run: rank and size
  * come from HCOMM_RANK / HCOMM_NRANKS; rank 0 publishes the ncclUniqueId in
- * the file named by NCCL_CHECK_ID_FILE, as a real program would through MPI. */
+ * the file named by NCCL_CHECK_ID_FILE. Built with NCCL_CHECK_MPI (as
+ * nccl_check_mpi) it runs under mpirun instead: rank and size from MPI, the id
+ * sent with MPI_Bcast, MPI used for nothing else. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +14,9 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#ifdef NCCL_CHECK_MPI
+#include <mpi.h>
+#endif
 
 static int rank, nranks, failures;
 
@@ -256,6 +261,72 @@ static void check_split(ncclComm_t comm)
     NCCLOK(ncclCommDestroy(sub));
 }
 
+/* Runs an allreduce of the old ranks on the shrunk communicator sub, which
+ * lacks the ranks in ex[0..nex). */
+static void check_shrunk(ncclComm_t sub, const int *ex, int nex)
+{
+    int count = 0, srank = -1, below = 0, v = rank, sum = -1, ref = 0;
+    for (int i = 0; i < nex; i++)
+        below += ex[i] < rank;
+    NCCLOK(ncclCommCount(sub, &count));
+    NCCLOK(ncclCommUserRank(sub, &srank));
+    CHECK(count == nranks - nex && srank == rank - below, "shrunk to %d ranks, rank %d", count,
+          srank);
+    NCCLOK(ncclAllReduce(&v, &sum, 1, ncclInt, ncclSum, sub, NULL));
+    for (int r = 0; r < nranks; r++)
+        ref += r;
+    for (int i = 0; i < nex; i++)
+        ref -= ex[i];
+    CHECK(sum == ref, "shrunk allreduce %d != %d", sum, ref);
+}
+
+/* Shrink by nothing (everyone calls), then without rank 0, which does not call. */
+static void check_shrink(ncclComm_t comm)
+{
+    ncclComm_t sub = NULL;
+    int        ex  = 0, bad = nranks;
+    CHECK(ncclCommShrink(comm, &bad, 1, &sub, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidArgument,
+          "out-of-range exclusion accepted");
+    CHECK(ncclCommShrink(comm, &ex, 1, &sub, NULL, 7) == ncclInvalidArgument, "bad flags accepted");
+    NCCLOK(ncclCommShrink(comm, NULL, 0, &sub, NULL, NCCL_SHRINK_DEFAULT));
+    if (sub != NULL)
+        check_shrunk(sub, NULL, 0);
+    NCCLOK(ncclCommDestroy(sub));
+    if (nranks < 2)
+        return;
+    if (rank == 0) {
+        CHECK(ncclCommShrink(comm, &ex, 1, &sub, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidUsage,
+              "an excluded rank's shrink accepted");
+        return;
+    }
+    sub = NULL;
+    NCCLOK(ncclCommShrink(comm, &ex, 1, &sub, NULL, NCCL_SHRINK_DEFAULT));
+    if (sub != NULL)
+        check_shrunk(sub, &ex, 1);
+    NCCLOK(ncclCommDestroy(sub));
+}
+
+/* NCCL_CHECK_DEAD_RANK mode: the last rank exits right after init; the others
+ * shrink it away (NCCL_SHRINK_ABORT, as after a failure) and go on. */
+static int run_dead_rank(ncclComm_t comm)
+{
+    int ex = nranks - 1;
+    if (rank == ex) {
+        printf("rank %d/%d: exits without finalizing\n", rank, nranks);
+        fflush(stdout);
+        _exit(0);
+    }
+    nanosleep(&(struct timespec){0, 200000000}, NULL); /* let it be gone */
+    ncclComm_t sub = NULL;
+    NCCLOK(ncclCommShrink(comm, &ex, 1, &sub, NULL, NCCL_SHRINK_ABORT));
+    if (sub != NULL)
+        check_shrunk(sub, &ex, 1);
+    NCCLOK(ncclCommDestroy(sub));
+    NCCLOK(ncclCommAbort(comm));
+    printf("rank %d/%d: %s (%d failures)\n", rank, nranks, failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
 static void check_errors(ncclComm_t comm)
 {
     int x = 0, y;
@@ -291,6 +362,16 @@ static void check_errors(ncclComm_t comm)
     NCCLOK(ncclMemFree(mem));
 }
 
+#ifdef NCCL_CHECK_MPI
+static int get_id(ncclUniqueId *id)
+{
+    int ok = rank != 0 || ncclGetUniqueId(id) == ncclSuccess;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (ok)
+        MPI_Bcast(id, sizeof(*id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    return ok ? 0 : -1;
+}
+#else
 static int get_id(ncclUniqueId *id)
 {
     const char *path = getenv("NCCL_CHECK_ID_FILE");
@@ -320,12 +401,10 @@ static int get_id(ncclUniqueId *id)
     fprintf(stderr, "rank %d: no unique id in %s after 30 s\n", rank, path);
     return -1;
 }
+#endif
 
-int main(void)
+static int run_checks(void)
 {
-    const char *r = getenv("HCOMM_RANK"), *n = getenv("HCOMM_NRANKS");
-    rank = r ? atoi(r) : 0;
-    nranks = n ? atoi(n) : 1;
     int version = 0;
     NCCLOK(ncclGetVersion(&version));
     CHECK(version / 10000 == 2 && version % 10000 / 100 == 28, "version %d", version);
@@ -340,6 +419,8 @@ int main(void)
         fprintf(stderr, "rank %d: init: %s: %s\n", rank, ncclGetErrorString(res), ncclGetLastError(NULL));
         return 1;
     }
+    if (getenv("NCCL_CHECK_DEAD_RANK") != NULL && nranks > 1)
+        return run_dead_rank(comm);
     int c = 0, u = -1;
     NCCLOK(ncclCommCount(comm, &c));
     NCCLOK(ncclCommUserRank(comm, &u));
@@ -353,9 +434,29 @@ int main(void)
     check_ring(comm, 1031);
     check_premul(comm);
     check_split(comm);
+    check_shrink(comm);
     check_errors(comm);
     NCCLOK(ncclCommFinalize(comm));
     NCCLOK(ncclCommDestroy(comm));
     printf("rank %d/%d: %s (%d failures)\n", rank, nranks, failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+#ifdef NCCL_CHECK_MPI
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    int rc = run_checks();
+    MPI_Finalize();
+    return rc;
+#else
+    (void)argc;
+    (void)argv;
+    const char *r = getenv("HCOMM_RANK"), *n = getenv("HCOMM_NRANKS");
+    rank   = r ? atoi(r) : 0;
+    nranks = n ? atoi(n) : 1;
+    return run_checks();
+#endif
 }

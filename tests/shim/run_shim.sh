@@ -1,7 +1,7 @@
 #!/bin/sh
 # run_shim.sh - runs the NCCL shim checks from already-built binaries:
 # nccl_check (and nccl_check_nv, built against NVIDIA's nccl.h) under hcomm-run
-# on 1, 2 and 3 ranks; the ABI diff of nccl_abi_check_hc / nccl_abi_check_nv;
+# on 1, 2 and 3 ranks, and with a rank that dies (shrunk away); the ABI diff of nccl_abi_check_hc / nccl_abi_check_nv;
 # the symbol check of libnccl.so.2 against NVIDIA's header. Builds nothing.
 #   SHIM_BIN   folder holding the test binaries (default tests/shim of the build)
 #   SHIM_LIB   folder holding libnccl.so.2 (default .libs of the build)
@@ -35,6 +35,15 @@ for prog in $progs; do
         else echo "FAIL: $prog on $n ranks"; cat "$tmp/out"; fail=1
         fi
     done
+done
+# the last of 3 ranks exits after init; the others shrink it away and go on
+for tl in shm tcp; do
+    if NCCL_CHECK_DEAD_RANK=1 HCOMM_TRANSPORT=$tl NCCL_CHECK_ID_FILE="$tmp/id.dead.$tl" \
+        "$run" -n 3 -t 120 "$bin/nccl_check" >"$tmp/out" 2>&1 &&
+        [ "$(grep -c ': PASS (0 failures)' "$tmp/out")" -eq 2 ]
+    then echo "PASS: shrink after a rank died ($tl)"
+    else echo "FAIL: shrink after a rank died ($tl)"; cat "$tmp/out"; fail=1
+    fi
 done
 if [ -x "$bin/nccl_abi_check_nv" ]; then
     "$bin/nccl_abi_check_hc" >"$tmp/hc" && "$bin/nccl_abi_check_nv" >"$tmp/nv" &&

@@ -300,20 +300,25 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     return wrap_comm(hc, newcomm, what);
 }
 
-/* hcomm splits are collective over the whole parent, so excluded ranks, which
- * NCCL lets be dead, cannot be left out; only the empty exclusion is possible. */
+/* The excluded ranks do not call; survivors keep their order (hcomm_comm_shrink).
+ * NCCL_SHRINK_ABORT would first abort work in flight: none is, between calls. */
 ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                             ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
-    (void)excludeRanksList;
-    (void)shrinkFlags;
-    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommShrink");
+    const char  *what = "ncclCommShrink";
+    ncclResult_t res  = hc_nccl_check_comm(comm, what);
     if (res != ncclSuccess)
         return res;
-    if (excludeRanksCount != 0)
-        return hc_nccl_fail(ncclInvalidUsage, "ncclCommShrink: excluding ranks needs hcomm "
-                                              "fault-tolerant shrink, which this build lacks");
-    return ncclCommSplit(comm, 0, comm->rank, newcomm, config);
+    if (newcomm == NULL)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: newcomm is NULL", what);
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+        return hc_nccl_fail(ncclInvalidArgument, "%s: unknown flags %d", what, shrinkFlags);
+    if ((res = read_config(config, what)) != ncclSuccess)
+        return res;
+    hcomm_comm_t hc = NULL;
+    res = hc_nccl_status(hcomm_comm_shrink(comm->hc, excludeRanksList, excludeRanksCount, &hc),
+                         what);
+    return res != ncclSuccess ? res : wrap_comm(hc, newcomm, what);
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
