@@ -27,9 +27,10 @@ void hc_nccl_temps_release(void)
 }
 
 /* Common argument checks; fills *hdt. */
-static ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
+static inline ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
                           hcomm_dtype_t *hdt, const char *what)
 {
+    *hdt = HCOMM_UINT8; /* set on every path: callers read it only on success */
     ncclResult_t res = hc_nccl_check_comm(comm, what);
     if (res == ncclSuccess)
         res = hc_nccl_check_stream(stream, what);
@@ -74,16 +75,12 @@ static void scale(ncclDataType_t dt, void *dst, const void *src, size_t n, doubl
     }
 }
 
-/* Maps op; for a PreMulSum op, *sendbuf becomes a scaled copy (freed by the
- * caller through hc_nccl_temps_release, or kept until the group ends). */
-static ncclResult_t prepare_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dt, size_t count,
-                               const void **sendbuf, hcomm_op_t *hop, const char *what)
+/* For a PreMulSum op, *sendbuf becomes a scaled copy (freed by the caller
+ * through hc_nccl_temps_release, or kept until the group ends). */
+static ncclResult_t prepare_premul(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dt,
+                                   size_t count, const void **sendbuf, hcomm_op_t *hop,
+                                   const char *what)
 {
-    static const hcomm_op_t map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
-    if ((int)op >= 0 && (int)op < ncclNumOps) {
-        *hop = map[op];
-        return ncclSuccess;
-    }
     int k = (int)op - ncclNumOps;
     if (k < 0 || k >= HC_NCCL_MAX_PREMUL || !comm->premul[k].used)
         return hc_nccl_fail(ncclInvalidArgument, "%s: invalid reduction op %d", what, (int)op);
@@ -91,7 +88,7 @@ static ncclResult_t prepare_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t d
     if (pm->dtype != dt)
         return hc_nccl_fail(ncclInvalidArgument, "%s: op %d was created for datatype %d, not %d",
                             what, (int)op, (int)pm->dtype, (int)dt);
-    hcomm_dtype_t hdt;
+    hcomm_dtype_t hdt = HCOMM_UINT8;
     if (hc_nccl_dtype(dt, &hdt) != ncclSuccess)
         return ncclInvalidArgument;
     size_t esize = hcomm_dtype_size(hdt);
@@ -115,19 +112,26 @@ static ncclResult_t prepare_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t d
 /* Ends a call: outside a group, scaled copies are no longer needed. */
 static ncclResult_t finish(hcomm_status_t st, const char *what)
 {
-    if (hc_nccl_group_depth() == 0)
+    if (temps != NULL && hc_nccl_group_depth() == 0)
         hc_nccl_temps_release();
     return hc_nccl_status(st, what);
 }
 
 /* The checks of a reducing collective, and its op (a PreMulSum op scales a
  * copy of sendbuff, which *sendbuff then points to). */
-static ncclResult_t reducing(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op, size_t count,
-                             cudaStream_t stream, const void **sendbuff, hcomm_dtype_t *hdt,
-                             hcomm_op_t *hop, const char *what)
+static inline ncclResult_t reducing(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op,
+                                    size_t count, cudaStream_t stream, const void **sendbuff,
+                                    hcomm_dtype_t *hdt, hcomm_op_t *hop, const char *what)
 {
+    static const hcomm_op_t map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
     ncclResult_t res = check(comm, dt, stream, hdt, what);
-    return res != ncclSuccess ? res : prepare_op(comm, op, dt, count, sendbuff, hop, what);
+    if (res != ncclSuccess)
+        return res;
+    if (__builtin_expect((unsigned)op < (unsigned)ncclNumOps, 1)) {
+        *hop = map[op];
+        return ncclSuccess;
+    }
+    return prepare_premul(comm, op, dt, count, sendbuff, hop, what);
 }
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "hcomm_nccl.h"
 #include "nccl_shim.h"
 
 static __thread char last_error[512];
@@ -45,44 +46,32 @@ static ncclResult_t map_status(hcomm_status_t st)
     }
 }
 
-ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what)
+ncclResult_t hc_nccl_status_fail(hcomm_status_t st, const char *what)
 {
-    if (st == HCOMM_SUCCESS)
-        return ncclSuccess;
     return hc_nccl_fail(map_status(st), "%s: %s (%s)", what, hcomm_status_str(st),
                         hcomm_status_name(st));
 }
 
-ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
+ncclResult_t hc_nccl_bad_comm(ncclComm_t comm, const char *what)
 {
     if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC)
         return hc_nccl_fail(ncclInvalidArgument, "%s: invalid communicator", what);
-    if (comm->revoked)
-        return hc_nccl_fail(ncclInvalidUsage, "%s: communicator was revoked", what);
-    return ncclSuccess;
+    return hc_nccl_fail(ncclInvalidUsage, "%s: communicator was revoked", what);
 }
 
-ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
+ncclResult_t hc_nccl_bad_dtype(ncclDataType_t dt)
 {
-    static const hcomm_dtype_t map[] = {HCOMM_INT8,   HCOMM_UINT8,   HCOMM_INT32, HCOMM_UINT32,
-                                        HCOMM_INT64,  HCOMM_UINT64,  HCOMM_FLOAT16,
-                                        HCOMM_FLOAT32, HCOMM_FLOAT64, HCOMM_BFLOAT16};
     if (dt == ncclFloat8e4m3 || dt == ncclFloat8e5m2)
         return hc_nccl_fail(ncclInvalidArgument, "fp8 datatypes (%d) are not supported by hcomm",
                             (int)dt);
-    if ((int)dt < 0 || (int)dt >= (int)(sizeof(map) / sizeof(map[0])))
-        return hc_nccl_fail(ncclInvalidArgument, "invalid datatype %d", (int)dt);
-    *out = map[dt];
-    return ncclSuccess;
+    return hc_nccl_fail(ncclInvalidArgument, "invalid datatype %d", (int)dt);
 }
 
-ncclResult_t hc_nccl_check_stream(cudaStream_t stream, const char *what)
+ncclResult_t hc_nccl_bad_stream(const char *what)
 {
-    if (stream != NULL)
-        return hc_nccl_fail(ncclInvalidUsage,
-                            "%s: CUDA streams need hcomm's device support; pass NULL with host "
-                            "buffers", what);
-    return ncclSuccess;
+    return hc_nccl_fail(ncclInvalidUsage,
+                        "%s: CUDA streams need hcomm's device support; pass NULL with host "
+                        "buffers", what);
 }
 
 int hc_nccl_group_depth(void) { return group_depth; }
@@ -321,6 +310,17 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
     return res != ncclSuccess ? res : wrap_comm(hc, newcomm, what);
 }
 
+hcomm_status_t hcomm_comm_from_nccl(struct ncclComm *comm, hcomm_comm_t *hc)
+{
+    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC || hc == NULL) {
+        hc_nccl_fail(ncclInvalidArgument, "hcomm_comm_from_nccl: %s",
+                     hc == NULL ? "hc is NULL" : "not a live communicator of this libnccl");
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    *hc = comm->hc;
+    return HCOMM_SUCCESS;
+}
+
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC || asyncError == NULL)
@@ -447,7 +447,12 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 /* The pncclXxx profiling entry points NCCL also exports. */
 #define HC_NCCL_ALIAS_(f) extern __typeof__(f) p##f __attribute__((alias(#f)));
 HC_NCCL_ALIAS_(ncclGetErrorString) HC_NCCL_ALIAS_(ncclGetLastError)
-HC_NCCL_ALIAS_(ncclResetDebugInit) HC_NCCL_ALIAS_(ncclGetVersion)
+/* NVIDIA's header marks ncclResetDebugInit deprecated; it is still exported */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+HC_NCCL_ALIAS_(ncclResetDebugInit)
+#pragma GCC diagnostic pop
+HC_NCCL_ALIAS_(ncclGetVersion)
 HC_NCCL_ALIAS_(ncclGetUniqueId) HC_NCCL_ALIAS_(ncclCommInitRankConfig)
 HC_NCCL_ALIAS_(ncclCommInitRank) HC_NCCL_ALIAS_(ncclCommInitRankScalable)
 HC_NCCL_ALIAS_(ncclCommInitAll) HC_NCCL_ALIAS_(ncclCommFinalize)

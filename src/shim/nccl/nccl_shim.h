@@ -4,7 +4,11 @@
 #define HC_SHIM_NCCL_H
 
 #include "hcomm.h"
-#include "nccl/nccl.h"
+#include "nccl.h" /* NVIDIA's where configure found it, else include/nccl/nccl.h */
+
+#ifndef NCCL_CONFIG_MAGIC /* hcomm's header names it; NVIDIA's writes 0xcafebeef */
+#define NCCL_CONFIG_MAGIC 0xcafebeef
+#endif
 
 #define HC_NCCL_COMM_MAGIC 0x6e63636cu /* "nccl": catches stale or foreign handles */
 #define HC_NCCL_MAX_PREMUL 64
@@ -30,12 +34,46 @@ struct ncclComm {
 /* Records msg as the thread's last error and logs it; returns res. */
 ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The failure paths of the checks below: record why, return the NCCL code. */
+ncclResult_t hc_nccl_status_fail(hcomm_status_t st, const char *what);
+ncclResult_t hc_nccl_bad_comm(ncclComm_t comm, const char *what);
+ncclResult_t hc_nccl_bad_dtype(ncclDataType_t dt);
+ncclResult_t hc_nccl_bad_stream(const char *what);
+
+/* The checks every call makes are inline, so that a valid call costs the shim
+ * a few compares (perf/shim_overhead) and only failures leave the fast path. */
+
 /* Maps an hcomm status, recording what failed in `what` when it is an error. */
-ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what);
+static inline ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what)
+{
+    return __builtin_expect(st == HCOMM_SUCCESS, 1) ? ncclSuccess : hc_nccl_status_fail(st, what);
+}
+
 /* Validates a communicator handle (not revoked). */
-ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what);
-ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out);
-ncclResult_t hc_nccl_check_stream(cudaStream_t stream, const char *what);
+static inline ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
+{
+    if (__builtin_expect(comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC && !comm->revoked, 1))
+        return ncclSuccess;
+    return hc_nccl_bad_comm(comm, what);
+}
+
+/* NCCL's datatypes in enum order up to bfloat16; the fp8 ones have no hcomm type. */
+static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
+{
+    static const hcomm_dtype_t map[] = {HCOMM_INT8,    HCOMM_UINT8,   HCOMM_INT32, HCOMM_UINT32,
+                                        HCOMM_INT64,   HCOMM_UINT64,  HCOMM_FLOAT16,
+                                        HCOMM_FLOAT32, HCOMM_FLOAT64, HCOMM_BFLOAT16};
+    if (__builtin_expect((unsigned)dt >= sizeof(map) / sizeof(map[0]), 0))
+        return hc_nccl_bad_dtype(dt);
+    *out = map[dt];
+    return ncclSuccess;
+}
+
+static inline ncclResult_t hc_nccl_check_stream(cudaStream_t stream, const char *what)
+{
+    return __builtin_expect(stream == NULL, 1) ? ncclSuccess : hc_nccl_bad_stream(what);
+}
+
 /* Shim-level group depth of the calling thread (for temporary buffers). */
 int hc_nccl_group_depth(void);
 /* Frees the calling thread's temporaries once its outermost group ended. */
