@@ -1,6 +1,7 @@
 /* nccl_check.c - checks hcomm's libnccl.so.2 through the NCCL API only: every
  * collective x dtype x op against serial references, send/recv rings in a
- * group, PreMulSum, split and error paths. Run under hcomm-run: rank and size
+ * group, PreMulSum, split, shrink, error paths, and hcomm calls on the
+ * communicator behind an NCCL one (hcomm_nccl.h). Run under hcomm-run: rank and size
  * come from HCOMM_RANK / HCOMM_NRANKS; rank 0 publishes the ncclUniqueId in
  * the file named by NCCL_CHECK_ID_FILE. Built with NCCL_CHECK_MPI (as
  * nccl_check_mpi) it runs under mpirun instead: rank and size from MPI, the id
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "hcomm_nccl.h"
 #ifdef NCCL_CHECK_MPI
 #include <mpi.h>
 #endif
@@ -327,6 +329,23 @@ static int run_dead_rank(ncclComm_t comm)
     return failures ? 1 : 0;
 }
 
+/* hcomm's own calls on the communicator behind the NCCL one. */
+static void check_bridge(ncclComm_t comm)
+{
+    hcomm_comm_t hc = NULL;
+    int          size = 0, v = rank + 1, sum = 0;
+    CHECK(hcomm_comm_from_nccl(comm, &hc) == HCOMM_SUCCESS && hc != NULL, "no hcomm comm");
+    if (hc == NULL)
+        return;
+    CHECK(hcomm_comm_size(hc, &size) == HCOMM_SUCCESS && size == nranks, "hcomm size %d", size);
+    CHECK(hcomm_allreduce(&v, &sum, 1, HCOMM_INT32, HCOMM_SUM, hc, NULL) == HCOMM_SUCCESS &&
+              sum == nranks * (nranks + 1) / 2,
+          "hcomm allreduce on the NCCL comm gave %d", sum);
+    CHECK(hcomm_comm_from_nccl((ncclComm_t)&v, &hc) == HCOMM_ERR_INVALID_COMM,
+          "a foreign handle accepted");
+    CHECK(hcomm_comm_from_nccl(comm, NULL) == HCOMM_ERR_INVALID_COMM, "NULL out accepted");
+}
+
 static void check_errors(ncclComm_t comm)
 {
     int x = 0, y;
@@ -435,6 +454,7 @@ static int run_checks(void)
     check_premul(comm);
     check_split(comm);
     check_shrink(comm);
+    check_bridge(comm);
     check_errors(comm);
     NCCLOK(ncclCommFinalize(comm));
     NCCLOK(ncclCommDestroy(comm));
