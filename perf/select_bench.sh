@@ -67,7 +67,9 @@ echo "# runs (both run it: the fastest of the two), against the fastest forced c
 echo "# size(B)  auto-choice  auto(us)  best-forced  best(us)  auto/best  chosen/best"
 # "allreduce of N elements (B bytes): ALGO, ..." lines name the choice per size
 sed -n 's/.*allreduce of [0-9]* elements (\([0-9]*\) bytes): \([a-z]*\).*/\1 \2/p' "$work/chosen" | sort -u > "$work/choice"
-awk 'FNR == NR { ch[$1] = $2; next }
+# a size whose choice varied between rounds (calibration differs per launch)
+# lists every choice, and its chosen/best is the automatic runs' own time
+awk 'FNR == NR { if ($1 in ch) ch[$1] = ch[$1] "/" $2; else ch[$1] = $2; next }
      { k = $1 SUBSEP $2; if (!(k in t) || $3 < t[k]) t[k] = $3; sz[$2] = 1; lab[$1] = 1 }
      END {
          n = 0; for (s in sz) list[n++] = s + 0

@@ -58,7 +58,8 @@ hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, int nra
                              size_t chunk_bytes, hc_sched_t **sched_p);
 
 /* The algorithm for args: HCOMM_ALGO when it names one for this collective,
- * else by size (allreduce: recursive doubling up to allreduce_rd_max bytes). */
+ * else by size (allreduce: recursive doubling up to allreduce_rd_max bytes, then on
+ * 4, 8, 16... ranks Rabenseifner up to allreduce_rab_max, then the ring). */
 hc_algo_t hc_algo_select(const hc_coll_args_t *args, int nranks, const hc_params_t *params);
 
 /* The algorithm HCOMM_ALGO forces for args, or HC_ALGO_AUTO. */

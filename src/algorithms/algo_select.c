@@ -150,7 +150,6 @@ hc_algo_t hc_algo_select(const hc_coll_args_t *args, int nranks, const hc_params
     hc_algo_t forced;
     size_t    es;
 
-    (void)nranks; /* one rank: every algorithm is a local copy */
     if ((unsigned)args->coll >= HC_COLL_COUNT)
         return HC_ALGO_COUNT;
     if (params == NULL)
@@ -163,6 +162,9 @@ hc_algo_t hc_algo_select(const hc_coll_args_t *args, int nranks, const hc_params
     es = hcomm_dtype_size(args->dtype);
     if (es != 0 && args->count <= params->allreduce_rd_max / es)
         return HC_ALGO_RD;
+    if (es != 0 && nranks >= 4 && (nranks & (nranks - 1)) == 0 &&
+        args->count <= params->allreduce_rab_max / es)
+        return HC_ALGO_RABENSEIFNER;
     return HC_ALGO_RING;
 }
 

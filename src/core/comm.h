@@ -47,6 +47,7 @@ struct hcomm_comm {
     int                 nfree;
     hc_sched_cache_entry_t cache[HC_SCHED_CACHE_MAX];
     int                 ncache;
+    hc_algo_t           cal_algo;           /* forced while calibrating, else HC_ALGO_AUTO */
     int                 cache_mru;          /* checked first: loops repeat one call */
     uint64_t            cache_clock;
     void               *scratch;

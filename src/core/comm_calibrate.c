@@ -1,8 +1,10 @@
 /* comm_calibrate.c - measures the cross-node link at init (when the ranks span
  * nodes and no topology file gave the costs): rank 0 and the first rank of
- * another node ping-pong small and large messages, and every rank takes the
- * measured latency and bandwidth into its cluster model, where the cost model
- * and selection read them. */
+ * another node ping-pong small and large messages; then every rank times a
+ * small recursive-doubling allreduce, the cost of a step with all ranks busy.
+ * Every rank takes rank 0's figures into its cluster model, where the cost
+ * model and selection read them. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/clock.h"
@@ -12,6 +14,7 @@
 #define CAL_SMALL_ROUNDS 20
 #define CAL_BIG_BYTES    ((size_t)1 << 20)
 #define CAL_BIG_ROUNDS   3
+#define CAL_STEP_ROUNDS  10
 
 /* Round trips of bytes between rank 0 and peer; returns seconds per round trip. */
 static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_t bytes,
@@ -33,6 +36,36 @@ static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_
         }
     }
     *rtt = (hc_clock_now() - t0) / rounds;
+    return st;
+}
+
+/* The fastest of CAL_STEP_ROUNDS 8-byte recursive-doubling allreduces, per
+ * round: each round needs every rank, so where ranks outnumber cores it
+ * includes their waits to be scheduled, which the ping-pong (two ranks busy,
+ * the others asleep) does not see. */
+static hcomm_status_t cal_step(hcomm_comm_t comm, double *step_us)
+{
+    float          in[2] = {0, 0}, out[2];
+    double         best  = INFINITY;
+    hcomm_status_t st    = HCOMM_SUCCESS;
+    int            n = comm->nranks, rounds = 0;
+    while ((1 << rounds) < n)
+        rounds++;
+    if ((n & (n - 1)) != 0)
+        rounds += 2; /* fold in and out */
+    comm->cal_algo = HC_ALGO_RD;
+    for (int i = -1; i < CAL_STEP_ROUNDS && st == HCOMM_SUCCESS; i++) { /* -1 warms up */
+        double t0 = hc_clock_now();
+        st        = hcomm_allreduce(in, out, 2, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
+        if (i >= 0)
+            best = fmin(best, hc_clock_now() - t0);
+    }
+    comm->cal_algo = HC_ALGO_AUTO;
+    /* forget the forced schedule: selection may pick another for this size */
+    for (int i = 0; i < comm->ncache; i++)
+        hc_sched_destroy(comm->cache[i].sched);
+    comm->ncache = 0;
+    *step_us     = st == HCOMM_SUCCESS && rounds > 0 ? best * 1e6 / rounds : 0;
     return st;
 }
 
@@ -77,6 +110,17 @@ hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm)
         comm->cluster->link[HC_LINK_CROSS_NODE].alpha_us = link[0];
         comm->cluster->link[HC_LINK_CROSS_NODE].bw_gbps  = link[1];
         hc_info(INIT, "cross-node link measured: %.1f us, %.3f GB/s", link[0], link[1]);
+    }
+    /* every rank knows rank 0's figures now, so all take this step or none */
+    if (st == HCOMM_SUCCESS && link[1] > 0) {
+        double step = 0, slowest = 0;
+        st = cal_step(comm, &step);
+        if (st == HCOMM_SUCCESS) /* the slowest rank's figure, the same on all */
+            st = hcomm_allreduce(&step, &slowest, 1, HCOMM_FLOAT64, HCOMM_MAX, comm, NULL);
+        if (st == HCOMM_SUCCESS) {
+            comm->cluster->step_us = slowest;
+            hc_info(INIT, "a step with every rank busy: %.1f us", slowest);
+        }
     }
     return st;
 }

@@ -45,7 +45,8 @@ static const hc_algo_t cost_to_algo[HC_COST_ALGO_COUNT] = {
 static hc_algo_t comm_select(hcomm_comm_t comm, const hc_coll_args_t *args,
                              const hc_params_t *p, size_t *chunk)
 {
-    hc_algo_t forced = hc_algo_forced(args, p), tuned;
+    hc_algo_t forced = comm->cal_algo != HC_ALGO_AUTO ? comm->cal_algo : hc_algo_forced(args, p);
+    hc_algo_t tuned;
     size_t    tchunk;
     *chunk = p->chunk_bytes;
     if (forced != HC_ALGO_AUTO)

@@ -15,9 +15,18 @@ const char *hc_cost_algo_name(hc_cost_algo_t a)
 }
 
 /* Seconds-free helpers: alpha in us, bandwidths in GB/s = 1e3 bytes per us. */
-static double xfer_us(const hc_link_cost_t *l, double bytes)
+
+/* A step's fixed cost on link l: its alpha, but never below the measured cost
+ * of a step with every rank busy (on a host with fewer cores than ranks, each
+ * step waits for its peers to be scheduled, whatever the link). */
+static double alpha(const hc_cluster_t *c, const hc_link_cost_t *l)
 {
-    return l->alpha_us + bytes / (l->bw_gbps * 1e3);
+    return fmax(l->alpha_us, c->step_us);
+}
+
+static double xfer_us(const hc_cluster_t *c, const hc_link_cost_t *l, double bytes)
+{
+    return alpha(c, l) + bytes / (l->bw_gbps * 1e3);
 }
 
 static double reduce_us(const hc_cluster_t *c, double bytes)
@@ -53,7 +62,7 @@ static double ring_us(const hc_cluster_t *c, double S, double chunk)
     /* 2(n-1) steps of one block; chunking adds per-chunk latency */
     double nchunks = fmax(1.0, ceil(b / chunk));
     const hc_link_cost_t *l = worst_link(c);
-    return 2.0 * (n - 1) * (b / (l->bw_gbps * 1e3)) + (2.0 * (n - 1) + nchunks - 1) * l->alpha_us +
+    return 2.0 * (n - 1) * (b / (l->bw_gbps * 1e3)) + (2.0 * (n - 1) + nchunks - 1) * alpha(c, l) +
            (n - 1) * reduce_us(c, b);
 }
 
@@ -97,11 +106,11 @@ static double rd_us(const hc_cluster_t *c, double S)
     if (!pow2(c->nranks)) {
         double steps = ceil(log2((double)c->nranks)) + 2; /* fold in and out */
         const hc_link_cost_t *l = worst_link(c);
-        return steps * (l->alpha_us + link_share(c) * S / (l->bw_gbps * 1e3) + reduce_us(c, S));
+        return steps * (alpha(c, l) + link_share(c) * S / (l->bw_gbps * 1e3) + reduce_us(c, S));
     }
     for (int d = 1; d < c->nranks; d *= 2) {
         const hc_link_cost_t *l = round_link(c, d, &share);
-        t += l->alpha_us + share * S / (l->bw_gbps * 1e3) + reduce_us(c, S);
+        t += alpha(c, l) + share * S / (l->bw_gbps * 1e3) + reduce_us(c, S);
     }
     return t;
 }
@@ -116,24 +125,30 @@ static double rabenseifner_us(const hc_cluster_t *c, double S)
     const hc_link_cost_t *l = worst_link(c);
     if (n == 1)
         return 0;
-    return 2.0 * steps * l->alpha_us + link_share(c) * 2.0 * (n - 1) / n * S / (l->bw_gbps * 1e3) +
+    return 2.0 * steps * alpha(c, l) + link_share(c) * 2.0 * (n - 1) / n * S / (l->bw_gbps * 1e3) +
            (double)(n - 1) / n * reduce_us(c, S);
 }
 
+/* Double binary trees across nodes, a chain inside each node. Filling the
+ * pipeline, each edge on the way up and then down carries one piece of each
+ * tree (the two trees' pieces travel on different links); once it is full,
+ * every piece index sends 2 S / nch out of an interior node, over its one link.
+ * Measured across namespaces at one piece (S / 2 <= chunk): 64 KiB took 4
+ * pieces' time on the link, not the 16 a per-step 2 S would say. */
 static double tree_us(const hc_cluster_t *c, double S, double chunk)
 {
-    int    ppn   = c->nranks / (c->nnodes > 0 ? c->nnodes : 1);
-    double depth = ceil(log2((double)c->nnodes + 1)) + (ppn > 1 ? ppn - 1 : 0);
-    double nch   = fmax(1.0, ceil(S / 2 / chunk)); /* each of the two trees moves S/2 */
-    const hc_link_cost_t *l = worst_link(c);
-    double piece = fmin(chunk, S / 2);
-    /* a node interior in one tree sends that tree's half up and to two children
-     * (1.5 S) and its other half up the other tree (0.5 S): 2 S leave the node,
-     * four pieces for every piece index of the pipeline */
-    double per = l->alpha_us + 4.0 * piece / (l->bw_gbps * 1e3) + reduce_us(c, piece);
+    int    N  = c->nnodes > 0 ? c->nnodes : 1, ppn = c->nranks / N;
+    double dx = N > 1 ? ceil(log2((double)N + 1)) - 1 : 0; /* edges root -> leaf node */
+    double dl = ppn > 1 ? ppn - 1 : 0;                         /* chain inside a node */
+    double half = S / 2, nch = fmax(1.0, ceil(half / chunk)), piece = fmin(chunk, half);
+    const hc_link_cost_t *x = worst_link(c), *lo = &c->link[HC_LINK_SAME_NUMA];
     if (c->nranks == 1)
         return 0;
-    return (2.0 * depth + nch - 1) * per; /* up then down, pipelined */
+    double fill   = 2.0 * (dx * xfer_us(c, x, piece) + dl * xfer_us(c, lo, piece)) +
+                  (dx + dl) * reduce_us(c, piece);
+    double steady = N > 1 ? alpha(c, x) + 4.0 * piece / (x->bw_gbps * 1e3) + reduce_us(c, piece)
+                          : xfer_us(c, lo, piece) + reduce_us(c, piece);
+    return fill + (nch - 1) * steady;
 }
 
 static double hier_us(const hc_cluster_t *c, double S, double chunk)
@@ -142,10 +157,10 @@ static double hier_us(const hc_cluster_t *c, double S, double chunk)
     const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = &c->link[HC_LINK_CROSS_NODE];
     double t = 0, b = S / p;
     if (p > 1) /* reduce-scatter and allgather inside the node */
-        t += 2.0 * (p - 1) * xfer_us(lo, b) + (p - 1) * reduce_us(c, b);
+        t += 2.0 * (p - 1) * xfer_us(c, lo, b) + (p - 1) * reduce_us(c, b);
     if (N > 1) { /* p rails run at once, each a ring over N nodes on b bytes */
         double nb = b / N, nch = fmax(1.0, ceil(nb / chunk));
-        t += 2.0 * (N - 1) * (nb / (x->bw_gbps * 1e3 / p)) + (2.0 * (N - 1) + nch - 1) * x->alpha_us +
+        t += 2.0 * (N - 1) * (nb / (x->bw_gbps * 1e3 / p)) + (2.0 * (N - 1) + nch - 1) * alpha(c, x) +
              (N - 1) * reduce_us(c, nb);
     }
     return t;
@@ -173,9 +188,9 @@ double hc_cost_allreduce_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t b
 static double a2a_pairwise_us(const hc_cluster_t *c, int N, int p, double B)
 {
     const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = &c->link[HC_LINK_CROSS_NODE];
-    double t = (p - 1) * xfer_us(lo, B);
+    double t = (p - 1) * xfer_us(c, lo, B);
     if (N > 1)
-        t += (double)p * (N - 1) * x->alpha_us + (double)p * p * (N - 1) * B / (x->bw_gbps * 1e3);
+        t += (double)p * (N - 1) * alpha(c, x) + (double)p * p * (N - 1) * B / (x->bw_gbps * 1e3);
     return t;
 }
 
@@ -191,8 +206,8 @@ static double a2a_hier_us(const hc_cluster_t *c, int N, int p, double B)
 {
     const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = &c->link[HC_LINK_CROSS_NODE];
     double fwd = ceil((double)(N - 1) / p), msgs = (N - 1) * (p - 1.0) / p;
-    double net = fwd * x->alpha_us + (double)p * p * (N - 1) * B / (x->bw_gbps * 1e3);
-    double loc = ((p - 1) + 2.0 * msgs) * lo->alpha_us +
+    double net = fwd * alpha(c, x) + (double)p * p * (N - 1) * B / (x->bw_gbps * 1e3);
+    double loc = ((p - 1) + 2.0 * msgs) * alpha(c, lo) +
                  ((p - 1) * B + 2.0 * msgs * p * B) / (lo->bw_gbps * 1e3) +
                  (p > 1 ? 2.0 : 0.0) * (N - 1) * p * B / (c->reduce_gbps * 1e3);
     if (N == 1)

@@ -61,6 +61,8 @@ typedef struct hc_cluster {
     int            *node_ranks;    /* [nranks]: ranks grouped by node, rank order inside */
     hc_link_cost_t  link[HC_LINK_CLASS_COUNT];
     double          reduce_gbps;   /* gamma: local reduction bandwidth, GB/s */
+    double          step_us;       /* least cost of any dependent step, measured with
+                                    * every rank busy (0: unknown; links' alphas) */
     hc_rank_topo_t *ranks;         /* [nranks] or NULL (synthetic models) */
 } hc_cluster_t;
 

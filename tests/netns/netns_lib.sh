@@ -3,7 +3,7 @@
 # node's link limited with tc tbf to RATE, and a launcher that starts PPN ranks
 # per namespace. Set NODES, PPN, RATE (default 1gbit), PLACE (block: rank r on
 # node r / PPN; rr: on node r % NODES) and top (the build directory) first.
-: "${NODES:=3}" "${PPN:=2}" "${RATE:=1gbit}" "${PLACE:=block}" "${top:=.}"
+: "${NODES:=3}" "${PPN:=2}" "${RATE:=1gbit}" "${BURST:=256kb}" "${PLACE:=block}" "${top:=.}"
 tag=hc$$ sub=10.213.$(($$ % 200 + 20))
 netns_dir=$(mktemp -d /tmp/hcomm-netns.XXXXXX)
 
@@ -29,7 +29,7 @@ netns_setup() {
                 ip -n "${tag}h" link set "${tag}a$i" master br0 up &&
                 ip -n "$ns" addr add "$sub.$((i + 1))/24" dev "${tag}b$i" &&
                 ip -n "$ns" link set "${tag}b$i" up && ip -n "$ns" link set lo up &&
-                tc -n "$ns" qdisc add dev "${tag}b$i" root tbf rate "$RATE" burst 256kb latency 50ms ||
+                tc -n "$ns" qdisc add dev "${tag}b$i" root tbf rate "$RATE" burst "$BURST" latency 50ms ||
                 return 1
         done
     } 2> "$netns_dir/setup.err" || { head -1 "$netns_dir/setup.err"; return 1; }

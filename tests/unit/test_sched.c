@@ -602,8 +602,16 @@ static void test_select_and_names(void **state)
 
     p.algo = "", p.allreduce_rd_max = 65536;
     assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RD);
-    a.count = 16385;
+    a.count = 16385; /* above rd: Rabenseifner on 4 or 8 ranks, the ring on 2, 3, 6 */
+    p.allreduce_rab_max = 16385 * 4;
+    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RABENSEIFNER);
+    assert_int_equal(hc_algo_select(&a, 8, &p), HC_ALGO_RABENSEIFNER);
+    assert_int_equal(hc_algo_select(&a, 2, &p), HC_ALGO_RING);
+    assert_int_equal(hc_algo_select(&a, 3, &p), HC_ALGO_RING);
+    assert_int_equal(hc_algo_select(&a, 6, &p), HC_ALGO_RING);
+    a.count = 16386;
     assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RING);
+    a.count = 16385;
     p.algo = "rd";
     assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RD);
     assert_int_equal(hc_algo_select(&g, 4, &p), HC_ALGO_CHAIN);
