@@ -431,6 +431,52 @@ static void sim_prepare_rank(sim_t *sm, int r)
     free(cur);
 }
 
+void sim_begin(sim_t *sm, int n, int eager, uint64_t seed)
+{
+    memset(sm, 0, sizeof(*sm));
+    sim_err[0] = '\0';
+    sm->n = n, sm->eager = eager, sm->rng = seed | 1;
+}
+
+void sim_place(sim_rank_t *k, const hc_sched_t *s, const lay_t *l, size_t tmp_at)
+{
+    k->s       = s;
+    k->memsize = tmp_at + s->tmp_bytes;
+    k->mem     = malloc(k->memsize + 1);
+    k->def     = calloc(k->memsize + 1, 1);
+    assert_true(k->mem && k->def);
+    memset(k->mem, 0xa5, k->memsize);
+    k->bufoff[HC_BUF_SEND] = l->send_at, k->bufsz[HC_BUF_SEND] = l->sendsz;
+    k->bufoff[HC_BUF_RECV] = l->recv_at, k->bufsz[HC_BUF_RECV] = l->recvsz;
+    k->bufoff[HC_BUF_TMP] = tmp_at, k->bufsz[HC_BUF_TMP] = s->tmp_bytes;
+}
+
+void ref_fill(void *buf, size_t n, int dt, int r, size_t first)
+{
+    for (size_t i = 0; i < n; i++) {
+        long v = (long)(((size_t)(r + 1) * 37 + (first + i) * 11) % 29) - 14;
+        if (dt == HCOMM_INT8)
+            ((int8_t *)buf)[i] = (int8_t)v;
+        else if (dt == HCOMM_INT32)
+            ((int32_t *)buf)[i] = (int32_t)v;
+        else if (dt == HCOMM_FLOAT32)
+            ((float *)buf)[i] = (float)v;
+        else
+            ((double *)buf)[i] = (double)v;
+    }
+}
+
+void sim_end(sim_t *sm)
+{
+    hc_sched_t *scheds[SIM_MAXR];
+    int         n = sm->n;
+    for (int r = 0; r < n; r++)
+        scheds[r] = (hc_sched_t *)sm->rk[r].s;
+    sim_free(sm);
+    for (int r = 0; r < n; r++)
+        hc_sched_destroy(scheds[r]);
+}
+
 void sim_free(sim_t *sm)
 {
     for (int r = 0; r < sm->n; r++) {

@@ -56,10 +56,14 @@ extern char sim_err[768];
 
 void sim_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Starts a simulation of n ranks: clears sim_err and sm, seeds the interleaving. */
+void sim_begin(sim_t *sm, int n, int eager, uint64_t seed);
 /* Runs the schedules; 0, or -1 with sim_err set. */
 int sim_run(sim_t *sm);
 /* Frees what sim_run allocated and mem/def (malloc'd by the caller). */
 void sim_free(sim_t *sm);
+/* sim_free, then destroys the schedules the ranks ran (built by the test). */
+void sim_end(sim_t *sm);
 
 /* Message direction of a step kind: 0 send, 1 receive, -1 local. */
 int sim_msg_dir(int kind);
@@ -76,10 +80,16 @@ typedef struct lay {
 lay_t sim_layout(const hc_coll_args_t *a, int n, int r);
 /* Does rank r hold meaningful input in SEND for op a? */
 int   sim_has_input(const hc_coll_args_t *a, const lay_t *l, int r);
+/* Gives rank k schedule s and one allocation holding its op's region (layout
+ * l) and, from tmp_at on, the schedule's TMP; bytes start undefined (0xa5). */
+void  sim_place(sim_rank_t *k, const hc_sched_t *s, const lay_t *l, size_t tmp_at);
 
 /* Reference arithmetic for int8, int32, float32, float64 and sum, min, max,
  * avg (as sum): what the executor's kernels must agree with. */
 size_t ref_esize(int dtype);
+/* Rank r's input elements first.. first + n - 1: small integers, exact in
+ * every type, so that sums in any order agree. */
+void   ref_fill(void *buf, size_t n, int dtype, int r, size_t first);
 int    ref_reduce(void *d, const void *a, const void *b, size_t n, int dtype, int op);
 void   ref_div(void *d, size_t n, int dtype, int div);
 

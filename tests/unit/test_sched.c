@@ -285,12 +285,8 @@ static void run_case(const tcase_t *tc)
     unsigned char *exp, *tmp;
     char           desc[512];
 
-    memset(&sm, 0, sizeof(sm));
-    sim_err[0] = '\0';
-    sm.n       = tc->n;
-    sm.eager   = tc->eager;
-    g_seed     = g_seed * 6364136223846793005ull + 1442695040888963407ull;
-    sm.rng     = g_seed | 1;
+    g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull;
+    sim_begin(&sm, tc->n, tc->eager, g_seed);
     for (int g = 0; g < tc->nops; g++)
         if (tc->op[g].count * 8 * (size_t)tc->n > maxb)
             maxb = tc->op[g].count * 8 * (size_t)tc->n;
@@ -299,12 +295,7 @@ static void run_case(const tcase_t *tc)
     if (case_setup(tc, &sm, regbase, lay) == 0 && sim_run(&sm) == 0)
         case_verify(tc, &sm, regbase, lay, exp, tmp);
     free(exp), free(tmp);
-    hc_sched_t *scheds[MAXR];
-    for (int r = 0; r < tc->n; r++)
-        scheds[r] = (hc_sched_t *)sm.rk[r].s;
-    sim_free(&sm);
-    for (int r = 0; r < tc->n; r++)
-        hc_sched_destroy(scheds[r]);
+    sim_end(&sm);
     g_runs++;
     if (sim_err[0] != '\0') {
         case_desc(tc, desc, sizeof(desc));
@@ -463,9 +454,7 @@ static int run_hand(hc_sched_t **s, int n, int eager, uint64_t seed)
     sim_t sm;
     int   rc;
 
-    memset(&sm, 0, sizeof(sm));
-    sim_err[0] = '\0';
-    sm.n = n, sm.eager = eager, sm.rng = seed * 2654435761u + 1;
+    sim_begin(&sm, n, eager, seed * 2654435761u);
     for (int r = 0; r < n; r++) {
         sim_rank_t *k = &sm.rk[r];
         assert_int_equal(hc_sched_finalize(s[r]), HCOMM_SUCCESS);

@@ -92,17 +92,8 @@ static int setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
         hc_sched_t *s = build(tc, r);
         if (s == NULL)
             return -1;
-        k->s       = s;
-        lay[r]     = sim_layout(&tc->a, n, r);
-        size_t at  = (lay[r].regsz + 15) / 16 * 16;
-        k->memsize = at + s->tmp_bytes;
-        k->mem     = malloc(k->memsize + 1);
-        k->def     = calloc(k->memsize + 1, 1);
-        assert_true(k->mem && k->def);
-        memset(k->mem, 0xa5, k->memsize);
-        k->bufoff[HC_BUF_SEND] = lay[r].send_at, k->bufsz[HC_BUF_SEND] = lay[r].sendsz;
-        k->bufoff[HC_BUF_RECV] = lay[r].recv_at, k->bufsz[HC_BUF_RECV] = lay[r].recvsz;
-        k->bufoff[HC_BUF_TMP] = at, k->bufsz[HC_BUF_TMP] = s->tmp_bytes;
+        lay[r] = sim_layout(&tc->a, n, r);
+        sim_place(k, s, &lay[r], (lay[r].regsz + 15) / 16 * 16);
         for (size_t i = 0; i < lay[r].sendsz / es; i++)
             put_val(k->mem + lay[r].send_at, i, tc->a.dtype, r, i);
         memset(k->def + lay[r].send_at, 1, lay[r].sendsz);
@@ -143,24 +134,16 @@ static void run_case(const tcase_t *tc)
 {
     sim_t          sm;
     lay_t          lay[SIM_MAXR];
-    hc_sched_t    *scheds[SIM_MAXR];
     int            n   = tc->sh->n;
     unsigned char *exp = malloc(tc->a.count * 8 * (size_t)n + 16);
 
     assert_true(exp != NULL);
-    memset(&sm, 0, sizeof(sm));
-    sim_err[0] = '\0';
-    sm.n = n, sm.eager = tc->eager;
     g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull;
-    sm.rng = g_seed | 1;
+    sim_begin(&sm, n, tc->eager, g_seed);
     if (setup(tc, &sm, lay) == 0 && sim_run(&sm) == 0)
         verify(tc, &sm, lay, exp);
     free(exp);
-    for (int r = 0; r < n; r++)
-        scheds[r] = (hc_sched_t *)sm.rk[r].s;
-    sim_free(&sm);
-    for (int r = 0; r < n; r++)
-        hc_sched_destroy(scheds[r]);
+    sim_end(&sm);
     g_runs++;
     if (sim_err[0] != '\0')
         fail_msg("alltoall/hier %d nodes x %d count=%zu dt=%d inplace=%d chunk=%zu eager=%d\n"

@@ -80,19 +80,6 @@ typedef struct tcase {
     int                 eager;
 } tcase_t;
 
-static void gen_input(void *buf, size_t nelem, int dt, int r, size_t first)
-{
-    for (size_t i = 0; i < nelem; i++) {
-        long v = (long)(((size_t)(r + 1) * 37 + (first + i) * 11) % 29) - 14;
-        if (dt == HCOMM_INT32)
-            ((int32_t *)buf)[i] = (int32_t)v;
-        else if (dt == HCOMM_FLOAT32)
-            ((float *)buf)[i] = (float)v;
-        else
-            ((double *)buf)[i] = (double)v;
-    }
-}
-
 /* Expected RECV of rank r; returns its size. */
 static size_t expect(const hc_coll_args_t *a, int n, int r, unsigned char *out, unsigned char *tmp)
 {
@@ -106,9 +93,9 @@ static size_t expect(const hc_coll_args_t *a, int n, int r, unsigned char *out, 
     case HC_COLL_ALLREDUCE:
     case HC_COLL_REDUCE_SCATTER: {
         size_t first = a->coll == HC_COLL_REDUCE_SCATTER ? (size_t)r * c : 0;
-        gen_input(out, c, a->dtype, 0, first);
+        ref_fill(out, c, a->dtype, 0, first);
         for (int q = 1; q < n; q++) {
-            gen_input(tmp, c, a->dtype, q, first);
+            ref_fill(tmp, c, a->dtype, q, first);
             ref_reduce(out, out, tmp, c, a->dtype, a->op);
         }
         if (a->op == HCOMM_AVG)
@@ -116,11 +103,11 @@ static size_t expect(const hc_coll_args_t *a, int n, int r, unsigned char *out, 
         return blk;
     }
     case HC_COLL_BROADCAST:
-        gen_input(out, c, a->dtype, a->root, 0);
+        ref_fill(out, c, a->dtype, a->root, 0);
         return blk;
     default: /* allgather */
         for (int q = 0; q < n; q++)
-            gen_input(out + (size_t)q * blk, c, a->dtype, q, 0);
+            ref_fill(out + (size_t)q * blk, c, a->dtype, q, 0);
         return (size_t)n * blk;
     }
 }
@@ -160,20 +147,11 @@ static int setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
             sim_fail("rank %d: build failed: %s", r, hcomm_status_name(st));
             return -1;
         }
-        k->s   = s;
         lay[r] = sim_layout(&tc->a, n, r);
+        sim_place(k, s, &lay[r], (lay[r].regsz + 15) / 16 * 16);
         check_struct(tc, r, s);
-        size_t at  = (lay[r].regsz + 15) / 16 * 16;
-        k->memsize = at + s->tmp_bytes;
-        k->mem     = malloc(k->memsize + 1);
-        k->def     = calloc(k->memsize + 1, 1);
-        assert_true(k->mem && k->def);
-        memset(k->mem, 0xa5, k->memsize);
-        k->bufoff[HC_BUF_SEND] = lay[r].send_at, k->bufsz[HC_BUF_SEND] = lay[r].sendsz;
-        k->bufoff[HC_BUF_RECV] = lay[r].recv_at, k->bufsz[HC_BUF_RECV] = lay[r].recvsz;
-        k->bufoff[HC_BUF_TMP] = at, k->bufsz[HC_BUF_TMP] = s->tmp_bytes;
         if (sim_has_input(&tc->a, &lay[r], r)) {
-            gen_input(k->mem + lay[r].send_at, lay[r].sendsz / ref_esize(tc->a.dtype), tc->a.dtype,
+            ref_fill(k->mem + lay[r].send_at, lay[r].sendsz / ref_esize(tc->a.dtype), tc->a.dtype,
                       r, 0);
             memset(k->def + lay[r].send_at, 1, lay[r].sendsz);
         }
@@ -201,7 +179,7 @@ static void verify(const tcase_t *tc, sim_t *sm, const lay_t *lay, unsigned char
                 sim_fail("rank %d: element %zu wrong", r, b / es);
         }
         if (sim_err[0] == '\0' && !tc->a.in_place && sim_has_input(&tc->a, &lay[r], r)) {
-            gen_input(exp, lay[r].sendsz / es, tc->a.dtype, r, 0);
+            ref_fill(exp, lay[r].sendsz / es, tc->a.dtype, r, 0);
             if (memcmp(exp, k->mem + lay[r].send_at, lay[r].sendsz) != 0)
                 sim_fail("rank %d: SEND was modified", r);
         }
@@ -217,23 +195,15 @@ static void run_case(const tcase_t *tc)
     lay_t          lay[SIM_MAXR];
     size_t         maxb = tc->a.count * 8 * SIM_MAXR + 16;
     unsigned char *exp = malloc(maxb), *tmp = malloc(maxb);
-    hc_sched_t    *scheds[SIM_MAXR];
     int            n = tc->hs->nranks;
 
     assert_true(exp && tmp);
-    memset(&sm, 0, sizeof(sm));
-    sim_err[0] = '\0';
-    sm.n = n, sm.eager = tc->eager;
     g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull;
-    sm.rng = g_seed | 1;
+    sim_begin(&sm, n, tc->eager, g_seed);
     if (setup(tc, &sm, lay) == 0 && sim_run(&sm) == 0)
         verify(tc, &sm, lay, exp, tmp);
     free(exp), free(tmp);
-    for (int r = 0; r < n; r++)
-        scheds[r] = (hc_sched_t *)sm.rk[r].s;
-    sim_free(&sm);
-    for (int r = 0; r < n; r++)
-        hc_sched_destroy(scheds[r]);
+    sim_end(&sm);
     g_runs++;
     if (sim_err[0] != '\0')
         fail_msg("%s n=%d %s count=%zu dt=%d op=%d root=%d inplace=%d chunk=%zu eager=%d\n  -> %s",

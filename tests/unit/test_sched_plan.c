@@ -103,19 +103,6 @@ typedef struct tcase {
     const hc_tree_t *trees; /* one, or two for a double tree */
 } tcase_t;
 
-static void gen_input(void *buf, size_t nelem, int dt, int r, size_t first)
-{
-    for (size_t i = 0; i < nelem; i++) {
-        long v = (long)(((size_t)(r + 1) * 37 + (first + i) * 11) % 29) - 14;
-        if (dt == HCOMM_INT8)
-            ((int8_t *)buf)[i] = (int8_t)v;
-        else if (dt == HCOMM_INT32)
-            ((int32_t *)buf)[i] = (int32_t)v;
-        else
-            ((float *)buf)[i] = (float)v;
-    }
-}
-
 /* The expected RECV of rank r; returns its size. */
 static size_t case_expect(const tcase_t *tc, int r, unsigned char *out, unsigned char *tmp)
 {
@@ -123,20 +110,20 @@ static size_t case_expect(const tcase_t *tc, int r, unsigned char *out, unsigned
     size_t                c = a->count, blk = c * ref_esize(a->dtype);
 
     if (a->coll == HC_COLL_BROADCAST) {
-        gen_input(out, c, a->dtype, a->root, 0);
+        ref_fill(out, c, a->dtype, a->root, 0);
         return blk;
     }
     if (a->coll == HC_COLL_ALLGATHER) {
         for (int q = 0; q < tc->n; q++)
-            gen_input(out + (size_t)q * blk, c, a->dtype, q, 0);
+            ref_fill(out + (size_t)q * blk, c, a->dtype, q, 0);
         return (size_t)tc->n * blk;
     }
     if (a->coll == HC_COLL_REDUCE && r != a->root)
         return 0;
     size_t first = a->coll == HC_COLL_REDUCE_SCATTER ? (size_t)r * c : 0;
-    gen_input(out, c, a->dtype, 0, first);
+    ref_fill(out, c, a->dtype, 0, first);
     for (int q = 1; q < tc->n; q++) {
-        gen_input(tmp, c, a->dtype, q, first);
+        ref_fill(tmp, c, a->dtype, q, first);
         ref_reduce(out, out, tmp, c, a->dtype, a->op);
     }
     if (a->op == HCOMM_AVG)
@@ -203,19 +190,11 @@ static int case_setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
             sim_fail("rank %d: build failed: %s", r, hcomm_status_name(st));
             return -1;
         }
-        k->s   = s;
         lay[r] = sim_layout(&tc->a, tc->n, r);
+        sim_place(k, s, &lay[r], lay[r].regsz);
         case_check_struct(tc, r, s);
-        k->memsize = lay[r].regsz + s->tmp_bytes;
-        k->mem     = malloc(k->memsize + 1);
-        k->def     = calloc(k->memsize + 1, 1);
-        assert_true(k->mem && k->def);
-        memset(k->mem, 0xa5, k->memsize);
-        k->bufoff[HC_BUF_SEND] = lay[r].send_at, k->bufsz[HC_BUF_SEND] = lay[r].sendsz;
-        k->bufoff[HC_BUF_RECV] = lay[r].recv_at, k->bufsz[HC_BUF_RECV] = lay[r].recvsz;
-        k->bufoff[HC_BUF_TMP] = lay[r].regsz, k->bufsz[HC_BUF_TMP] = s->tmp_bytes;
         if (sim_has_input(&tc->a, &lay[r], r)) {
-            gen_input(k->mem + lay[r].send_at, lay[r].sendsz / ref_esize(tc->a.dtype), tc->a.dtype,
+            ref_fill(k->mem + lay[r].send_at, lay[r].sendsz / ref_esize(tc->a.dtype), tc->a.dtype,
                       r, 0);
             memset(k->def + lay[r].send_at, 1, lay[r].sendsz);
         }
@@ -245,7 +224,7 @@ static void case_verify(const tcase_t *tc, sim_t *sm, const lay_t *lay, unsigned
                 sim_fail("rank %d: element %zu wrong", r, b / es);
         }
         if (!tc->inplace && sim_has_input(&tc->a, &lay[r], r)) {
-            gen_input(exp, lay[r].sendsz / es, tc->a.dtype, r, 0);
+            ref_fill(exp, lay[r].sendsz / es, tc->a.dtype, r, 0);
             if (memcmp(exp, k->mem + lay[r].send_at, lay[r].sendsz) != 0)
                 sim_fail("rank %d: SEND was modified", r);
         }
@@ -256,22 +235,15 @@ static void run_case(tcase_t *tc)
 {
     sim_t          sm;
     lay_t          lay[MAXR];
-    hc_sched_t    *scheds[MAXR] = {NULL};
-    size_t         maxb         = tc->a.count * 8 * (size_t)tc->n + 16;
+    size_t         maxb = tc->a.count * 8 * (size_t)tc->n + 16;
     unsigned char *exp = malloc(maxb), *tmp = malloc(maxb);
 
     assert_true(exp && tmp);
     tc->a.in_place = tc->inplace;
-    memset(&sm, 0, sizeof(sm));
-    sim_err[0] = '\0';
-    sm.n = tc->n, sm.eager = tc->eager, sm.rng = rnd() | 1;
+    sim_begin(&sm, tc->n, tc->eager, rnd());
     if (case_setup(tc, &sm, lay) == 0 && sim_run(&sm) == 0)
         case_verify(tc, &sm, lay, exp, tmp);
-    for (int r = 0; r < tc->n; r++)
-        scheds[r] = (hc_sched_t *)sm.rk[r].s;
-    sim_free(&sm);
-    for (int r = 0; r < tc->n; r++)
-        hc_sched_destroy(scheds[r]);
+    sim_end(&sm);
     free(exp), free(tmp);
     g_runs++;
     if (sim_err[0] != '\0')
