@@ -5,17 +5,11 @@
 # then hcomm-perf -C's own checks.
 top=${top_builddir:-.}
 run="$top/tools/hcomm-run" check="$top/tests/coll/compress_check" perf="$top/perf/hcomm-perf"
-for b in "$run" "$check" "$perf"; do
-    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
-done
+# shellcheck source=tests/coll/test_lib.sh
+. "$(dirname "$0")/test_lib.sh"
+need "$run" "$check" "$perf"
 export HCOMM_TIMEOUT=60
-out=$(mktemp /tmp/hcomm-compress.XXXXXX)
-trap 'rm -f "$out"' EXIT INT TERM
-pass=0 fail=0
-result() { # LABEL STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
-    else fail=$((fail + 1)); echo "FAIL $1"; grep -v '^PASS' "$out" | tail -15; fi
-}
+scratch compress
 for n in 1 2 3 4 5 6 7 8; do
     timeout 300 "$run" -n "$n" "$check" > "$out" 2>&1
     result "compress_check on $n ranks" $?
@@ -30,5 +24,4 @@ done
 timeout 60 "$perf" all_reduce --ranks 2 -C topk:2 > "$out" 2>&1
 [ $? -eq 2 ]
 result "hcomm-perf -C topk:2 is refused" $?
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

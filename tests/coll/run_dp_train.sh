@@ -7,17 +7,11 @@
 # feedback (dp_train --no-error-feedback) the same runs miss by far more.
 top=${top_builddir:-.}
 run="$top/tools/hcomm-run" train="$top/examples/dp_train"
-for b in "$run" "$train"; do
-    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
-done
+# shellcheck source=tests/coll/test_lib.sh
+. "$(dirname "$0")/test_lib.sh"
+need "$run" "$train"
 export HCOMM_TIMEOUT=60
-out=$(mktemp /tmp/hcomm-dp-train.XXXXXX)
-trap 'rm -f "$out" "$out".*' EXIT INT TERM
-pass=0 fail=0
-result() { # LABEL STATUS [FILE]
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
-    else fail=$((fail + 1)); echo "FAIL $1"; [ -n "$3" ] && tail -15 "$3"; fi
-}
+scratch dp-train
 for c in none onebit topk:0.01; do
     timeout 120 "$run" -n 2 "$train" --compress "$c" > "$out.$c" 2>&1
     st=$?
@@ -42,5 +36,4 @@ for c in onebit topk:0.01; do
     }'
     result "$c within 2% of the plain loss and 1 point of its accuracy, fewer bytes" $?
 done
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -5,17 +5,11 @@
 # with their own checks, the dedup they report, and refused usages.
 top=${top_builddir:-.}
 run="$top/tools/hcomm-run" check="$top/tests/coll/moe_check" perf="$top/perf/hcomm-perf"
-for b in "$run" "$check" "$perf"; do
-    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
-done
+# shellcheck source=tests/coll/test_lib.sh
+. "$(dirname "$0")/test_lib.sh"
+need "$run" "$check" "$perf"
 export HCOMM_TIMEOUT=60
-out=$(mktemp /tmp/hcomm-moe.XXXXXX)
-trap 'rm -f "$out"' EXIT INT TERM
-pass=0 fail=0
-result() { # LABEL STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
-    else fail=$((fail + 1)); echo "FAIL $1"; grep -v '^PASS' "$out" | tail -15; fi
-}
+scratch moe
 for n in 1 2 3 4; do
     timeout 300 "$run" -n "$n" "$check" > "$out" 2>&1
     result "moe_check on $n ranks" $?
@@ -54,5 +48,4 @@ for bad in "moe_dispatch --topk 9 --experts 8" "moe_combine -d int32" "alltoallv
     [ $? -eq 2 ]
     result "hcomm-perf $bad is refused" $?
 done
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

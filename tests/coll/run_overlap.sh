@@ -8,17 +8,11 @@
 # short runs of examples/overlap_train, which checks its averages itself.
 top=${top_builddir:-.}
 run="$top/tools/hcomm-run" check="$top/tests/coll/bucket_check" train="$top/examples/overlap_train"
-for b in "$run" "$check" "$train"; do
-    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
-done
+# shellcheck source=tests/coll/test_lib.sh
+. "$(dirname "$0")/test_lib.sh"
+need "$run" "$check" "$train"
 export HCOMM_TIMEOUT=60
-out=$(mktemp /tmp/hcomm-overlap.XXXXXX)
-trap 'rm -f "$out"' EXIT INT TERM
-pass=0 fail=0
-result() { # LABEL STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
-    else fail=$((fail + 1)); echo "FAIL $1"; grep -v 'hcomm ERROR' "$out" | tail -15; fi
-}
+scratch overlap
 for n in 1 2 3 4; do
     for bytes in default 4K 64K; do
         if [ "$bytes" = default ]; then
@@ -47,7 +41,7 @@ timeout 120 "$run" -n 3 "$train" $small --mode overlap --compress fp16 > "$out" 
     grep -q 'checked against its expected average' "$out"
 result "overlap_train on 3 ranks, fp16 buckets, averages checked" $?
 # shellcheck disable=SC2086
-timeout 120 "$run" -n 2 "$train" $small --mode serial --compress onebit > "$out" 2>&1
-result "overlap_train on 2 ranks, onebit buckets" $?
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+timeout 120 "$run" -n 2 "$train" $small --mode serial --compress onebit > "$out" 2>&1 &&
+    grep -q 'every gradient produced' "$out"
+result "overlap_train on 2 ranks, onebit buckets (lossy: produced, not compared)" $?
+finish

@@ -4,17 +4,11 @@
 # operation: its error must reach the stream and the operation's request.
 top=${top_builddir:-.}
 run="$top/tools/hcomm-run" check="$top/tests/coll/stream_check"
-for b in "$run" "$check"; do
-    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
-done
+# shellcheck source=tests/coll/test_lib.sh
+. "$(dirname "$0")/test_lib.sh"
+need "$run" "$check"
 export HCOMM_TIMEOUT=60
-out=$(mktemp /tmp/hcomm-streams.XXXXXX)
-trap 'rm -f "$out"' EXIT INT TERM
-pass=0 fail=0
-result() { # LABEL STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
-    else fail=$((fail + 1)); echo "FAIL $1"; grep -v 'hcomm ERROR' "$out" | tail -15; fi
-}
+scratch streams
 for n in 1 2 3 4 8; do
     timeout 300 "$run" -n "$n" "$check" > "$out" 2>&1
     result "stream_check on $n ranks" $?
@@ -36,5 +30,4 @@ if [ -x "$cuda" ]; then
 else
     echo "SKIP CUDA streams: this build has no CUDA (configure did not find it)"
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
