@@ -227,13 +227,15 @@ hcomm_status_t hc_bootstrap_addr_from_wire(const hc_bootstrap_wire_addr_t *w,
     return HCOMM_SUCCESS;
 }
 
-/* Whether interface name matches the comma list of prefixes in list. */
+/* Whether interface name matches the comma list of prefixes in list, or of
+ * exact names when the list starts with '=' (NCCL_SOCKET_IFNAME's syntax). */
 static int if_listed(const char *list, const char *name)
 {
-    const char *p = list;
+    int         exact = list[0] == '=';
+    const char *p     = list + exact;
     while (*p != '\0') {
         size_t n = strcspn(p, ",");
-        if (n > 0 && strncmp(name, p, n) == 0)
+        if (n > 0 && strncmp(name, p, n) == 0 && (!exact || name[n] == '\0'))
             return 1;
         p += n + (p[n] == ',');
     }

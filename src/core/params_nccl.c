@@ -61,7 +61,10 @@ static int conv_subsys(const char *in, char *out, size_t len)
         {"ALL", "all"},   {"INIT", "init"}, {"COLL", "coll"}, {"P2P", "p2p"},
         {"NET", "net"},   {"SHM", "shm"},   {"BOOTSTRAP", "boot"}, {"ENV", "param"},
         {"TUNING", "algo"}, {"GRAPH", "algo"}};
-    return conv_words(in, out, len, map, sizeof(map) / sizeof(map[0]));
+    int excl = in[0] == '^'; /* NCCL's "^A,B": all but A and B; hcomm reads it alike */
+    if (excl && len > 1)
+        out[0] = '^';
+    return conv_words(in + excl, out + excl, len - (size_t)excl, map, sizeof(map) / sizeof(map[0]));
 }
 
 static int conv_algo(const char *in, char *out, size_t len)

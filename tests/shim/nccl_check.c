@@ -234,6 +234,33 @@ static void check_premul(ncclComm_t comm)
           "premulsum with another dtype accepted");
     NCCLOK(ncclRedOpCreatePreMulSum(&op2, &scalar, ncclDouble, ncclScalarDevice, comm));
     CHECK(op2 != op, "two operators share a handle");
+    /* a device-resident scalar is read at each call */
+    double ds[8], dr[8], sum = 0;
+    for (int p = 0; p < nranks; p++)
+        sum += p;
+    for (int i = 0; i < 8; i++)
+        ds[i] = (double)rank;
+    NCCLOK(ncclAllReduce(ds, dr, 8, ncclDouble, op2, comm, NULL));
+    CHECK(dr[0] == 0.5 * sum && dr[7] == 0.5 * sum, "device scalar 0.5: %g", dr[0]);
+    scalar = 3;
+    NCCLOK(ncclAllReduce(ds, dr, 8, ncclDouble, op2, comm, NULL));
+    CHECK(dr[0] == 3 * sum && dr[7] == 3 * sum, "device scalar changed to 3: %g", dr[0]);
+    /* scaled copies outlive the call inside a group, NCCL's or hcomm's own */
+    float r2[8];
+    NCCLOK(ncclGroupStart());
+    NCCLOK(ncclAllReduce(s, r, 8, ncclFloat, op, comm, NULL));
+    NCCLOK(ncclAllReduce(s, r2, 8, ncclFloat, op, comm, NULL));
+    NCCLOK(ncclGroupEnd());
+    for (int i = 0; i < 8; i++)
+        CHECK(r[i] == r2[i] && r[i] == 2.0f * (float)(nranks * i + nranks * (nranks - 1) / 2),
+              "premulsum in a group [%d]: %g %g", i, r[i], r2[i]);
+    memset(r, 0, sizeof(r));
+    CHECK(hcomm_group_start() == HCOMM_SUCCESS, "hcomm_group_start");
+    NCCLOK(ncclAllReduce(s, r, 8, ncclFloat, op, comm, NULL));
+    CHECK(hcomm_group_end() == HCOMM_SUCCESS, "hcomm_group_end");
+    for (int i = 0; i < 8; i++)
+        CHECK(r[i] == 2.0f * (float)(nranks * i + nranks * (nranks - 1) / 2),
+              "premulsum in an hcomm group [%d]: %g", i, r[i]);
     NCCLOK(ncclRedOpDestroy(op, comm));
     NCCLOK(ncclRedOpDestroy(op2, comm));
     CHECK(ncclRedOpDestroy(op, comm) == ncclInvalidArgument, "double destroy accepted");
@@ -327,6 +354,23 @@ static int run_dead_rank(ncclComm_t comm)
     NCCLOK(ncclCommAbort(comm));
     printf("rank %d/%d: %s (%d failures)\n", rank, nranks, failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
+}
+
+/* A revoked communicator refuses every later call; destroy still works. */
+static void check_revoke(ncclComm_t comm)
+{
+    ncclComm_t c = NULL;
+    int        x = 1, y = 0;
+    NCCLOK(ncclCommSplit(comm, 0, rank, &c, NULL));
+    if (c == NULL)
+        return;
+    CHECK(ncclCommRevoke(c, 1) == ncclInvalidArgument, "revoke flags accepted");
+    NCCLOK(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT));
+    CHECK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, c, NULL) == ncclInvalidUsage,
+          "allreduce on a revoked communicator");
+    CHECK(strstr(ncclGetLastError(c), "revoked") != NULL, "revoke message: %s",
+          ncclGetLastError(c));
+    NCCLOK(ncclCommDestroy(c));
 }
 
 /* hcomm's own calls on the communicator behind the NCCL one. */
@@ -455,6 +499,7 @@ static int run_checks(void)
     check_split(comm);
     check_shrink(comm);
     check_bridge(comm);
+    check_revoke(comm);
     check_errors(comm);
     NCCLOK(ncclCommFinalize(comm));
     NCCLOK(ncclCommDestroy(comm));

@@ -227,10 +227,13 @@ static void test_addresses(void **state)
     hcomm_unique_id_t id;
     int               port0 = hc_bootstrap_id_from_addr("127.0.0.1:0", test_cookie, &id);
     int               noif  = hc_bootstrap_if_addr("hcnoif", &ss, &len);
+    int               exact = hc_bootstrap_if_addr("=l", &ss, &len); /* "lo" is no exact "l" */
     capture_end(0);
     assert_int_equal(nbad, (int)(sizeof(bad) / sizeof(bad[0])));
     assert_int_equal(port0, HCOMM_ERR_INVALID_ARG);
     assert_int_equal(noif, HCOMM_ERR_UNREACHABLE);
+    assert_int_equal(exact, HCOMM_ERR_UNREACHABLE);
+    assert_int_equal(hc_bootstrap_if_addr("=lo", &ss, &len), HCOMM_SUCCESS);
 
     assert_int_equal(hc_bootstrap_if_addr("lo", &ss, &len), HCOMM_SUCCESS);
     hc_bootstrap_ip_str((struct sockaddr *)&ss, s, sizeof(s));

@@ -89,7 +89,9 @@ static void test_nccl_fallbacks(void **state)
     assert_int_equal(p->tcp_nsocks, 2); /* HCOMM_ wins */
     setenv("NCCL_ALGO", "CollnetChain", 1); /* nothing hcomm knows: default */
     setenv("NCCL_SHM_DISABLE", "0", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "^INIT,NET", 1); /* all but: the ^ must survive */
     hc_params_reload();
+    assert_string_equal(hc_params_get()->log_subsys, "^init,net");
     assert_string_equal(hc_params_get()->algo, "");
     assert_string_equal(hc_params_get()->transport, "auto");
     const char *vars[] = {"NCCL_DEBUG_SUBSYS", "NCCL_ALGO", "NCCL_SHM_DISABLE", "NCCL_SOCKET_IFNAME",

@@ -92,7 +92,7 @@ static ncclResult_t prepare_premul(ncclComm_t comm, ncclRedOp_t op, ncclDataType
     if (hc_nccl_dtype(dt, &hdt) != ncclSuccess)
         return ncclInvalidArgument;
     size_t esize = hcomm_dtype_size(hdt);
-    if (count > (SIZE_MAX - sizeof(temp_t)) / esize)
+    if (count > (SIZE_MAX - sizeof(temp_t) - 16) / esize)
         return hc_nccl_fail(ncclInvalidArgument, "%s: count %zu overflows", what, count);
     if (count > 0 && *sendbuf == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "%s: sendbuff is NULL", what);
@@ -112,7 +112,7 @@ static ncclResult_t prepare_premul(ncclComm_t comm, ncclRedOp_t op, ncclDataType
 /* Ends a call: outside a group, scaled copies are no longer needed. */
 static ncclResult_t finish(hcomm_status_t st, const char *what)
 {
-    if (temps != NULL && hc_nccl_group_depth() == 0)
+    if (temps != NULL && !hc_group_active())
         hc_nccl_temps_release();
     return hc_nccl_status(st, what);
 }

@@ -14,7 +14,6 @@
 
 static __thread char last_error[512];
 /* read on every call: initial-exec, no __tls_get_addr (as hcomm core does) */
-static __thread int group_depth __attribute__((tls_model("initial-exec")));
 
 ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
 {
@@ -42,7 +41,14 @@ static ncclResult_t map_status(hcomm_status_t st)
     case HCOMM_ERR_AUTH:
     case HCOMM_ERR_ABORTED:
     case HCOMM_ERR_PROTOCOL: return ncclRemoteError;
-    default: return st < 0 && st > -20 ? ncclInvalidArgument : ncclInternalError;
+    case HCOMM_ERR_INVALID_ARG:
+    case HCOMM_ERR_NULL_BUFFER:
+    case HCOMM_ERR_INVALID_DTYPE:
+    case HCOMM_ERR_INVALID_OP:
+    case HCOMM_ERR_INVALID_RANK:
+    case HCOMM_ERR_OVERFLOW:
+    case HCOMM_ERR_INVALID_COMM: return ncclInvalidArgument;
+    default: return ncclInternalError;
     }
 }
 
@@ -74,7 +80,6 @@ ncclResult_t hc_nccl_bad_stream(const char *what)
                         "buffers", what);
 }
 
-int hc_nccl_group_depth(void) { return group_depth; }
 
 const char *ncclGetErrorString(ncclResult_t result)
 {
@@ -106,7 +111,7 @@ ncclResult_t ncclGetVersion(int *version)
 {
     if (version == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
-    *version = NCCL_VERSION_CODE;
+    *version = NCCL_VERSION(2, 28, 0); /* the API implemented, whichever header built it */
     return ncclSuccess;
 }
 
@@ -261,7 +266,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
         return res;
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommRevoke: flags must be 0");
-    comm->revoked = 1;
+    __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE); /* read by calls on other threads */
     return ncclSuccess;
 }
 
@@ -325,8 +330,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC || asyncError == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: invalid arguments");
-    hcomm_status_t st = hcomm_comm_get_error(comm->hc);
-    *asyncError = st == HCOMM_SUCCESS ? ncclSuccess : hc_nccl_status(st, "communicator failed");
+    /* polled in a loop by watchdogs: maps without logging or touching the last error */
+    *asyncError = map_status(hcomm_comm_get_error(comm->hc));
     return ncclSuccess;
 }
 
@@ -420,19 +425,14 @@ ncclResult_t ncclMemFree(void *ptr)
 
 ncclResult_t ncclGroupStart(void)
 {
-    ncclResult_t res = hc_nccl_status(hcomm_group_start(), "ncclGroupStart");
-    if (res == ncclSuccess)
-        group_depth++;
-    return res;
+    return hc_nccl_status(hcomm_group_start(), "ncclGroupStart");
 }
 
+/* hcomm keeps the one group depth (an hcomm group around NCCL calls counts). */
 ncclResult_t ncclGroupEnd(void)
 {
-    if (group_depth == 0)
-        return hc_nccl_fail(ncclInvalidUsage, "ncclGroupEnd: no matching ncclGroupStart");
-    group_depth--;
     ncclResult_t res = hc_nccl_status(hcomm_group_end(), "ncclGroupEnd");
-    if (group_depth == 0)
+    if (!hc_group_active())
         hc_nccl_temps_release();
     return res;
 }

@@ -3,6 +3,7 @@
 #ifndef HC_SHIM_NCCL_H
 #define HC_SHIM_NCCL_H
 
+#include "core/comm.h" /* hc_group_active: the group depth hcomm keeps */
 #include "hcomm.h"
 #include "nccl.h" /* NVIDIA's where configure found it, else include/nccl/nccl.h */
 
@@ -10,7 +11,7 @@
 #define NCCL_CONFIG_MAGIC 0xcafebeef
 #endif
 
-#define HC_NCCL_COMM_MAGIC 0x6e63636cu /* "nccl": catches stale or foreign handles */
+#define HC_NCCL_COMM_MAGIC 0x6e63636cu /* "nccl": catches foreign handles (a destroyed one is undefined, as in NCCL) */
 #define HC_NCCL_MAX_PREMUL 64
 
 /* One ncclRedOpCreatePreMulSum operator: sum after scaling by *scalar. */
@@ -52,7 +53,9 @@ static inline ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what)
 /* Validates a communicator handle (not revoked). */
 static inline ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
 {
-    if (__builtin_expect(comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC && !comm->revoked, 1))
+    if (__builtin_expect(comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
+                             !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED),
+                         1))
         return ncclSuccess;
     return hc_nccl_bad_comm(comm, what);
 }
@@ -74,8 +77,6 @@ static inline ncclResult_t hc_nccl_check_stream(cudaStream_t stream, const char 
     return __builtin_expect(stream == NULL, 1) ? ncclSuccess : hc_nccl_bad_stream(what);
 }
 
-/* Shim-level group depth of the calling thread (for temporary buffers). */
-int hc_nccl_group_depth(void);
 /* Frees the calling thread's temporaries once its outermost group ended. */
 void hc_nccl_temps_release(void);
 
