@@ -158,29 +158,38 @@ hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexc
         host_ids[size++] = comm->peers[r].host_hash;
     }
     /* The first survivor sends the new id to the others, point to point, so the
-     * excluded ranks are never waited for. An all-zero id says its root failed. */
-    hcomm_unique_id_t id;
-    memset(&id, 0, sizeof(id));
+     * excluded ranks are never waited for; with it a digest of its list, so that
+     * a survivor passed another list fails at once. An all-zero id says the
+     * root could not start. */
+    struct {
+        hcomm_unique_id_t id;
+        uint64_t          digest;
+    } msg, mine = {.digest = 1469598103934665603ull}; /* FNV-1a of keep[] */
+    for (int r = 0; r < n; r++)
+        mine.digest = (mine.digest ^ keep[r]) * 1099511628211ull;
     if (comm->rank == first) {
-        st = split_root_start(comm, &id);
-        if (st != HCOMM_SUCCESS)
-            memset(&id, 0, sizeof(id));
+        if ((st = split_root_start(comm, &mine.id)) != HCOMM_SUCCESS)
+            memset(&mine.id, 0, sizeof(mine.id));
         for (int r = first + 1; r < n; r++) {
-            hcomm_status_t sst = keep[r] ? hcomm_send(&id, sizeof(id), HCOMM_UINT8, r, comm, NULL)
+            hcomm_status_t sst = keep[r] ? hcomm_send(&mine, sizeof(mine), HCOMM_UINT8, r, comm, NULL)
                                          : HCOMM_SUCCESS;
             if (st == HCOMM_SUCCESS)
                 st = sst;
         }
+        msg = mine;
     } else {
         static const hcomm_unique_id_t zero;
-        st = hcomm_recv(&id, sizeof(id), HCOMM_UINT8, first, comm, NULL);
-        if (st == HCOMM_SUCCESS && memcmp(&id, &zero, sizeof(id)) == 0) {
+        st = hcomm_recv(&msg, sizeof(msg), HCOMM_UINT8, first, comm, NULL);
+        if (st == HCOMM_SUCCESS && msg.digest != mine.digest) {
+            hc_error(INIT, "hcomm_comm_shrink: rank %d passed another exclusion list", first);
+            st = HCOMM_ERR_INVALID_ARG;
+        } else if (st == HCOMM_SUCCESS && memcmp(&msg.id, &zero, sizeof(zero)) == 0) {
             hc_error(INIT, "hcomm_comm_shrink: rank %d could not start the new rendezvous", first);
             st = HCOMM_ERR_REMOTE;
         }
     }
     if (st == HCOMM_SUCCESS)
-        st = hc_comm_create(newcomm, size, &id, myrank, host_ids);
+        st = hc_comm_create(newcomm, size, &msg.id, myrank, host_ids);
 out:
     free(keep);
     free(host_ids);
