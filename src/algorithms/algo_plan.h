@@ -35,7 +35,7 @@ hcomm_status_t hc_algo_hier(const hc_coll_args_t *args, const hc_hier_t *h, int 
 
 /* Hierarchical alltoall on h: gather per node pair, one message per node pair
  * across nodes, scatter. HCOMM_ERR_UNSUPPORTED (no error logged) when the
- * nodes have different rank counts: the caller uses pairwise exchange. */
+ * nodes have different rank counts (selection never asks for it then). */
 hcomm_status_t hc_algo_hier_alltoall(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
                                      size_t chunk_bytes, hc_sched_t **sched_p);
 

@@ -49,6 +49,11 @@ static hc_algo_t comm_select(hcomm_comm_t comm, const hc_coll_args_t *args,
     hc_algo_t tuned;
     size_t    tchunk;
     *chunk = p->chunk_bytes;
+    if (forced == HC_ALGO_HIER && args->coll == HC_COLL_ALLTOALL &&
+        (comm->cluster == NULL || !hc_cluster_nodes_equal(comm->cluster))) {
+        hc_info(ALGO, "alltoall:hier needs nodes of equal size; pairwise instead");
+        return HC_ALGO_PAIRWISE;
+    }
     if (forced != HC_ALGO_AUTO)
         return forced;
     size_t bytes = args->count * hcomm_dtype_size(args->dtype);
@@ -81,12 +86,8 @@ static hcomm_status_t comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, 
     int ringy = args->coll == HC_COLL_ALLREDUCE || args->coll == HC_COLL_ALLGATHER ||
                 args->coll == HC_COLL_REDUCE_SCATTER;
 
-    if (algo == HC_ALGO_HIER && args->coll == HC_COLL_ALLTOALL) {
-        hcomm_status_t st = hc_algo_hier_alltoall(args, &comm->hier, comm->rank, chunk, s);
-        if (st != HCOMM_ERR_UNSUPPORTED)
-            return st;
-        return hc_algo_build(args, HC_ALGO_PAIRWISE, comm->nranks, comm->rank, chunk, s);
-    }
+    if (algo == HC_ALGO_HIER && args->coll == HC_COLL_ALLTOALL)
+        return hc_algo_hier_alltoall(args, &comm->hier, comm->rank, chunk, s);
     if (algo == HC_ALGO_HIER)
         return hc_algo_hier(args, &comm->hier, comm->rank, chunk, s);
     if (algo == HC_ALGO_TREE && args->coll == HC_COLL_ALLREDUCE)

@@ -220,6 +220,8 @@ double hc_cost_alltoall_us(const hc_cluster_t *c, int hier, size_t bytes_per_pee
     int N = c->nnodes > 0 ? c->nnodes : 1, p = c->nranks / N;
     if (c->nranks <= 1 || bytes_per_peer == 0)
         return 0;
+    if (hier && !hc_cluster_nodes_equal(c))
+        return INFINITY; /* not built on nodes of unequal size */
     if (p < 1)
         p = 1;
     return hier ? a2a_hier_us(c, N, p, (double)bytes_per_peer)

@@ -87,6 +87,9 @@ hcomm_status_t hc_cluster_synthetic(int nnodes, int ppn, int nics, int round_rob
 
 void hc_cluster_destroy(hc_cluster_t *c);
 
+/* Whether every node holds as many ranks (what the hierarchical alltoall needs). */
+int hc_cluster_nodes_equal(const hc_cluster_t *c);
+
 hc_link_class_t hc_cluster_link(const hc_cluster_t *c, int a, int b);
 
 /* Topology files (XML, docs/topology.md): write the model; load one, whose

@@ -101,6 +101,15 @@ static int topo_assign_nodes(hc_cluster_t *c, const hc_rank_topo_t *ranks)
     return 0;
 }
 
+int hc_cluster_nodes_equal(const hc_cluster_t *c)
+{
+    int p = c->nnodes > 0 ? c->node_first[1] - c->node_first[0] : 0;
+    for (int nd = 1; nd < c->nnodes; nd++)
+        if (c->node_first[nd + 1] - c->node_first[nd] != p)
+            return 0;
+    return c->nnodes > 0;
+}
+
 hcomm_status_t hc_cluster_build(const hc_rank_topo_t *ranks, int nranks, hc_cluster_t **out)
 {
     if (ranks == NULL || out == NULL || nranks < 1 || nranks > TOPO_MAX_RANKS)

@@ -5,6 +5,7 @@
  * result; the cross-node messages counted in the schedules against pairwise
  * exchange; uneven nodes refused; the alltoall cost model. HC_TEST_SEED=N
  * explores other interleavings. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -387,6 +388,13 @@ static void test_cost(void **state)
     hc_cluster_destroy(c);
     assert_int_equal(hc_cluster_synthetic(4, 1, 1, 0, &c), HCOMM_SUCCESS);
     assert_true(hc_cost_alltoall_us(c, 1, 4096) == hc_cost_alltoall_us(c, 0, 4096));
+    hc_cluster_destroy(c);
+    /* nodes of 1 and 3 ranks: hier cannot be built, so it is never the cheaper */
+    assert_int_equal(hc_cluster_synthetic(2, 2, 1, 0, &c), HCOMM_SUCCESS);
+    assert_true(hc_cluster_nodes_equal(c));
+    c->node_first[1] = 1;
+    assert_false(hc_cluster_nodes_equal(c));
+    assert_true(isinf(hc_cost_alltoall_us(c, 1, 64)) && isfinite(hc_cost_alltoall_us(c, 0, 64)));
     hc_cluster_destroy(c);
 }
 
