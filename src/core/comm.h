@@ -113,6 +113,8 @@ hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what);
  * caller owns it (the cache was full and busy). */
 hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
                                  hc_sched_t **sched_p, int *owned_p);
+/* Destroys every cached schedule (no op may still hold one). */
+void hc_comm_cache_clear(hcomm_comm_t comm);
 
 /* Operations: allocate (reusing the comm's spare), queue, progress, wait, recycle. */
 hc_op_t       *hc_comm_op_alloc(hcomm_comm_t comm);

@@ -61,10 +61,7 @@ static hcomm_status_t cal_step(hcomm_comm_t comm, double *step_us)
             best = fmin(best, hc_clock_now() - t0);
     }
     comm->cal_algo = HC_ALGO_AUTO;
-    /* forget the forced schedule: selection may pick another for this size */
-    for (int i = 0; i < comm->ncache; i++)
-        hc_sched_destroy(comm->cache[i].sched);
-    comm->ncache = 0;
+    hc_comm_cache_clear(comm); /* selection may pick another for this size */
     *step_us     = st == HCOMM_SUCCESS && rounds > 0 ? best * 1e6 / rounds : 0;
     return st;
 }

@@ -110,6 +110,14 @@ static hcomm_status_t comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, 
     return hc_algo_build(args, algo, comm->nranks, comm->rank, chunk, s);
 }
 
+void hc_comm_cache_clear(hcomm_comm_t comm)
+{
+    for (int i = 0; i < comm->ncache; i++)
+        hc_sched_destroy(comm->cache[i].sched);
+    comm->ncache    = 0;
+    comm->cache_mru = 0;
+}
+
 hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
                                  hc_sched_t **sched_p, int *owned_p)
 {
