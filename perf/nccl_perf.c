@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "perf_size.h"
+
 #ifdef NCCL_PERF_DIRECT
 #include "hcomm.h"
 typedef hcomm_unique_id_t perf_id_t;
@@ -34,37 +36,24 @@ typedef ncclComm_t   perf_comm_t;
 #define comm_destroy(c) ncclCommDestroy(c)
 #endif
 
-static size_t parse_size(const char *s)
-{
-    char  *end;
-    size_t v = strtoull(s, &end, 10);
-    if (*end == 'K' || *end == 'k')
-        v <<= 10;
-    else if (*end == 'M' || *end == 'm')
-        v <<= 20;
-    else if (*end == 'G' || *end == 'g')
-        v <<= 30;
-    return v;
-}
-
 int main(int argc, char **argv)
 {
     size_t       minb = 8, maxb = 64 << 20, factor = 8;
-    int          iters = 20, warmup = 3, rank, nranks, c;
+    int          iters = 20, warmup = 3, rank, nranks, c, bad = 0;
     perf_id_t    id;
     perf_comm_t  comm;
 
     while ((c = getopt(argc, argv, "b:e:f:n:w:")) != -1) {
         switch (c) {
-        case 'b': minb = parse_size(optarg); break;
-        case 'e': maxb = parse_size(optarg); break;
-        case 'f': factor = parse_size(optarg); break;
+        case 'b': bad |= perf_parse_size(optarg, &minb); break;
+        case 'e': bad |= perf_parse_size(optarg, &maxb); break;
+        case 'f': bad |= perf_parse_size(optarg, &factor); break;
         case 'n': iters = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
         default: fprintf(stderr, "usage: nccl_perf [-b B] [-e B] [-f F] [-n N] [-w W]\n"); return 2;
         }
     }
-    if (minb < 4 || maxb < minb || factor < 2 || iters < 1 || warmup < 0) {
+    if (bad || minb < 4 || maxb < minb || factor < 2 || iters < 1 || warmup < 0) {
         fprintf(stderr, "nccl_perf: bad sizes or counts\n");
         return 2;
     }

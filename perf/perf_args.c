@@ -4,6 +4,7 @@
  * Copyright (c) 2026 The hcomm authors. SPDX-License-Identifier: BSD-3-Clause
  */
 #include "perf.h"
+#include "perf_size.h"
 
 #include "hcomm_moe.h"
 
@@ -79,36 +80,6 @@ static void usage(FILE *f)
         "= size / time and busbw (GB/s) and #wrong elements, out of place and in place.\n"
         "sendrecv has no in-place run. Exit status: 0 ok, 1 wrong results or a failed call,\n"
         "2 bad usage.\n");
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char              *end;
-    unsigned long long v, mul = 1;
-
-    errno = 0;
-    v     = strtoull(s, &end, 0);
-    if (errno != 0 || end == s || *s == '-')
-        return -1;
-    switch (*end) {
-    case 'G':
-    case 'g':
-        mul <<= 10; /* fall through */
-    case 'M':
-    case 'm':
-        mul <<= 10; /* fall through */
-    case 'K':
-    case 'k':
-        mul <<= 10;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end != '\0' || (v != 0 && v > (unsigned long long)SIZE_MAX / mul))
-        return -1;
-    *out = (size_t)(v * mul);
-    return 0;
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out)
@@ -218,14 +189,14 @@ static int apply_moe_opt(int c, const char *v, perf_args_t *a)
 
     switch (c) {
     case OPT_SEED:
-        if (parse_size(v, &z) != 0)
+        if (perf_parse_size(v, &z) != 0)
             return -1;
         a->seed = (uint64_t)z;
         return 0;
     case OPT_TOKENS:
-        return parse_size(v, &a->moe_tokens) != 0 || a->moe_tokens == 0 ? -1 : 0;
+        return perf_parse_size(v, &a->moe_tokens) != 0 || a->moe_tokens == 0 ? -1 : 0;
     case OPT_HIDDEN:
-        return parse_size(v, &a->moe_hidden) != 0 || a->moe_hidden == 0 ? -1 : 0;
+        return perf_parse_size(v, &a->moe_hidden) != 0 || a->moe_hidden == 0 ? -1 : 0;
     case OPT_TOPK:
         return parse_int(v, 1, HCOMM_MOE_MAX_TOPK, &a->moe_topk);
     case OPT_EXPERTS:
@@ -242,11 +213,11 @@ static int apply_opt(int c, const char *v, perf_args_t *a, int *factor_given)
 
     switch (c) {
     case 'b':
-        return parse_size(v, &a->minbytes);
+        return perf_parse_size(v, &a->minbytes);
     case 'e':
-        return parse_size(v, &a->maxbytes);
+        return perf_parse_size(v, &a->maxbytes);
     case 'i':
-        return parse_size(v, &a->stepbytes) != 0 || a->stepbytes == 0 ? -1 : 0;
+        return perf_parse_size(v, &a->stepbytes) != 0 || a->stepbytes == 0 ? -1 : 0;
     case 'f':
         *factor_given = 1;
         if (parse_int(v, 1, 1 << 20, &f) != 0)

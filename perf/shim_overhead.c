@@ -19,18 +19,12 @@
 #include "hcomm.h"
 #include "hcomm_nccl.h"
 #include "nccl.h"
+#include "perf_size.h"
 
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
-}
-
-static size_t parse_size(const char *s)
-{
-    char  *end;
-    size_t v = strtoull(s, &end, 10);
-    return *end == 'K' ? v << 10 : *end == 'M' ? v << 20 : v;
 }
 
 /* Mean microseconds of n allreduces of count floats through one API. */
@@ -57,23 +51,23 @@ static double block_us(int shim, ncclComm_t nc, hcomm_comm_t hc, float *s, float
 int main(int argc, char **argv)
 {
     size_t            minb = 8, maxb = 64 << 20, factor = 8;
-    int               n = 200, rounds = 9, rank, nranks, c;
+    int               n = 200, rounds = 9, rank, nranks, c, bad = 0;
     ncclUniqueId      nid;
     ncclComm_t        nc;
     hcomm_comm_t      hc;
 
     while ((c = getopt(argc, argv, "b:e:f:n:r:c")) != -1) {
         switch (c) {
-        case 'b': minb = parse_size(optarg); break;
-        case 'e': maxb = parse_size(optarg); break;
-        case 'f': factor = parse_size(optarg); break;
+        case 'b': bad |= perf_parse_size(optarg, &minb); break;
+        case 'e': bad |= perf_parse_size(optarg, &maxb); break;
+        case 'f': bad |= perf_parse_size(optarg, &factor); break;
         case 'n': n = atoi(optarg); break;
         case 'r': rounds = atoi(optarg); break;
         case 'c': control = 1; break;
         default: fprintf(stderr, "usage: shim_overhead [-b B] [-e B] [-f F] [-n N] [-r R] [-c]\n"); return 2;
         }
     }
-    if (minb < 4 || maxb < minb || factor < 2 || n < 1 || rounds < 1)
+    if (bad || minb < 4 || maxb < minb || factor < 2 || n < 1 || rounds < 1)
         return 2;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
