@@ -3,9 +3,9 @@
 # namespaces (issue 6): NODES namespaces x PPN ranks, RATE links, PLACE (rr:
 # rank r on node r % NODES; block: r / PPN). The sweep of
 # `hcomm-perf alltoall -b 8K -e 2M -f 4` (SIZES, whole buffers) runs size by
-# size, HCOMM_ALGO=alltoall:hier then alltoall:pairwise, ROUNDS times (default
-# 3) interleaved so that the machine's swings hit both alike; the first round
-# checks the results, the fastest time of each is kept. Prints per size the
+# size, HCOMM_ALGO=alltoall:hier, alltoall:pairwise and no HCOMM_ALGO (the cost
+# model's choice), ROUNDS times (default 3) interleaved so that the machine's
+# swings hit all alike; the fastest time of each is kept. Prints per size the
 # bytes per peer, both times (out of place, in place) and the speed-up
 # pairwise / hier, then which schedules rank 0 built. As root, from the top of
 # the built tree:
@@ -25,12 +25,14 @@ why=$(netns_setup) || { echo "a2a_bench: $why" >&2; exit 2; }
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=120
 n=$((NODES * PPN))
 
-# run_one ALGO SIZE CHECK: one hcomm-perf run; "ALGO SIZE bytes oop-us ip-us" into
-# rows (bytes: the size hcomm-perf used, a multiple of nranks x 4).
+# run_one ALGO SIZE CHECK: one hcomm-perf run (ALGO auto: the cost model
+# chooses); "ALGO SIZE bytes oop-us ip-us" into rows (bytes: the size
+# hcomm-perf used, a multiple of nranks x 4).
 run_one() {
     rm -f "$netns_dir"/log.*
+    force="alltoall:$1"; [ "$1" = auto ] && force=
     # shellcheck disable=SC2086
-    HCOMM_ALGO="alltoall:$1" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo \
+    HCOMM_ALGO="$force" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo \
         netns_launch "$perf" alltoall -b "$2" -e "$2" $iters -c "$3" ||
         { echo "a2a_bench: alltoall:$1 at $2 B failed:" >&2; tail -5 "$netns_dir/out.0" >&2
           return 1; }
@@ -47,20 +49,25 @@ for round in $(seq 1 "$ROUNDS"); do
     for size in $SIZES; do
         run_one hier "$size" $check || exit 1
         run_one pairwise "$size" $check || exit 1
+        run_one auto "$size" 1 || exit 1
     done
 done
 echo "# $NODES namespaces x $PPN ranks, PLACE=$PLACE, $RATE links:" \
     "hcomm-perf alltoall -b S -e S $iters for S in $SIZES;"
-echo "# fastest of $ROUNDS rounds, hier and pairwise interleaved; results checked in the first"
-echo "#             out of place:                  | in place:"
-echo "#  size(B)  peer(B) |  hier(us) pairwise(us) speed-up |  hier(us) pairwise(us) speed-up"
+echo "# fastest of $ROUNDS rounds, hier, pairwise and the automatic choice interleaved;"
+echo "# results checked in every automatic run and the first round of the others;"
+echo "# auto/best: the automatic runs' time over the faster forced one (out of place)"
+echo "#             out of place:                  | in place:                        |"
+echo "#  size(B)  peer(B) |  hier(us) pairwise(us) speed-up |  hier(us) pairwise(us) speed-up | auto/best"
 for size in $SIZES; do
     awk -v s="$size" -v n="$n" '$2 == s { k = $1; b = $3; if (!(k in o) || $4 < o[k]) o[k] = $4
                                           if (!(k in p) || $5 < p[k]) p[k] = $5 }
         END { if (b == "") exit
               h = o["hier"]; w = o["pairwise"]; hi = p["hier"]; wi = p["pairwise"]
-              printf "%10d %8d | %9.1f %12.1f %8.2f | %9.1f %12.1f %8.2f\n", b, b / n,
-                     h, w, (h > 0 ? w / h : 0), hi, wi, (hi > 0 ? wi / hi : 0) }' "$netns_dir/rows"
+              best = h < w ? h : w
+              printf "%10d %8d | %9.1f %12.1f %8.2f | %9.1f %12.1f %8.2f | %6.2f\n", b, b / n,
+                     h, w, (h > 0 ? w / h : 0), hi, wi, (hi > 0 ? wi / hi : 0),
+                     (best > 0 ? o["auto"] / best : 0) }' "$netns_dir/rows"
 done
-echo "# schedules rank 0 built in the first round (HCOMM_LOG_LEVEL=debug)"
-cat "$netns_dir/chosen"
+echo "# schedules rank 0 built (HCOMM_LOG_LEVEL=debug): forced in the first round, auto in every"
+sort -u "$netns_dir/chosen"
