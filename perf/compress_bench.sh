@@ -13,7 +13,8 @@ trap netns_cleanup EXIT INT TERM
 why=$(netns_setup) || { echo "compress_bench: $why" >&2; exit 2; }
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=120
 args=${*:--b 1M -e 64M -f 4 -n 5 -w 1}
-perf=./perf/.libs/hcomm-perf
+perf="$top/perf/.libs/hcomm-perf"
+[ -x "$perf" ] || perf="$top/perf/hcomm-perf"
 # shellcheck disable=SC2086
 HCOMM_ALGO=ring netns_launch $perf all_reduce $args || { cat "$netns_dir"/out.0; exit 1; }
 cp "$netns_dir/out.0" "$netns_dir/plain"

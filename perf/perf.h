@@ -127,6 +127,7 @@ void   perf_check_store_float(void *buf, hcomm_dtype_t dt, size_t i, double v);
  * bytes for the ratio, and a check against the serial model. */
 hcomm_status_t perf_compress_prepare(perf_ctx_t *ctx, size_t count);
 hcomm_status_t perf_compress_start(const perf_ctx_t *ctx, size_t count, int inplace);
+void           perf_compress_fill(const perf_ctx_t *ctx, size_t count, int inplace);
 hcomm_status_t perf_compress_plain_bytes(perf_ctx_t *ctx, size_t count, uint64_t *bytes);
 hcomm_status_t perf_compress_check(perf_ctx_t *ctx, size_t count, int inplace, uint64_t *wrong);
 

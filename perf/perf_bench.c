@@ -114,9 +114,12 @@ static int time_one(perf_ctx_t *ctx, const perf_counts_t *c, int inplace, perf_r
     double                  t0, sec;
     uint64_t                b0 = 0, b1 = 0;
 
-    /* Zeros are harmless input for every op (no overflow, no subnormals). */
+    /* Zeros are harmless input for every op (no overflow, no subnormals);
+     * compression gets values like gradients, whose cost it depends on. */
     memset(ctx->sbuf, 0, used);
     memset(ctx->rbuf, 0, used);
+    if (a->compressed)
+        perf_compress_fill(ctx, c->param, inplace);
     st = run_iters(ctx, c->param, inplace, a->warmup);
     if (st != HCOMM_SUCCESS)
         return perf_fail(ctx, "warmup", st);

@@ -41,6 +41,17 @@ hcomm_status_t perf_compress_start(const perf_ctx_t *ctx, size_t count, int inpl
     return hcomm_allreduce_compressed(sb, rb, count, HCOMM_FLOAT32, ctx->cstate, ctx->comm, NULL);
 }
 
+/* The timed runs' input: the checked values, so that top-k meets gradients
+ * with varied magnitudes (zeros send it down its all-equal fallback). */
+void perf_compress_fill(const perf_ctx_t *ctx, size_t count, int inplace)
+{
+    void *sb, *rb;
+
+    perf_coll_buffers(ctx, count, inplace, &sb, &rb);
+    for (size_t i = 0; i < count; i++)
+        ((float *)sb)[i] = input_value(ctx->rank, i);
+}
+
 /* Bytes this rank sends for one plain float32 allreduce of count elements. */
 hcomm_status_t perf_compress_plain_bytes(perf_ctx_t *ctx, size_t count, uint64_t *bytes)
 {
