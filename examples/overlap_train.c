@@ -253,12 +253,25 @@ static void usage(FILE *f)
                "--bucket-bytes sets HCOMM_BUCKET_BYTES (default 25M; the first bucket 1M)\n");
 }
 
+/* A whole number of bytes, K or M suffix allowed; 0 for anything else. */
 static size_t parse_bytes(const char *s)
 {
-    char  *end;
-    double v = strtod(s, &end);
-    v *= *end == 'K' || *end == 'k' ? 1024.0 : *end == 'M' || *end == 'm' ? 1048576.0 : 1.0;
-    return v > 0 ? (size_t)v : 0;
+    char              *end;
+    unsigned long long v = s[0] == '-' ? 0 : strtoull(s, &end, 10);
+    if (v == 0 || end == s)
+        return 0;
+    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : 0;
+    if (end[shift != 0] != '\0' || v > (SIZE_MAX >> shift))
+        return 0;
+    return (size_t)v << shift;
+}
+
+/* A whole number in [lo, 1e9]; -1 for anything else. */
+static int parse_count(const char *s, int lo)
+{
+    char *end;
+    long  v = strtol(s, &end, 10);
+    return end == s || *end != '\0' || v < lo || v > 1000000000 ? -1 : (int)v;
 }
 
 static void parse(int argc, char **argv, options_t *o)
@@ -272,11 +285,11 @@ static void parse(int argc, char **argv, options_t *o)
     *o = (options_t){16, 5, 1, MODE_BOTH, (size_t)1 << 20, 2000, {HCOMM_COMPRESS_NONE, 0}};
     while ((c = getopt_long(argc, argv, "l:b:c:s:w:m:C:B:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'l': o->layers = atoi(optarg); break;
+        case 'l': o->layers = parse_count(optarg, 1); break;
         case 'b': o->layer_bytes = parse_bytes(optarg); break;
         case 'c': o->compute_us = atof(optarg); break;
-        case 's': o->steps = atoi(optarg); break;
-        case 'w': o->warmup = atoi(optarg); break;
+        case 's': o->steps = parse_count(optarg, 1); break;
+        case 'w': o->warmup = parse_count(optarg, 0); break;
         case 'm':
             o->mode = !strcmp(optarg, "overlap") ? MODE_OVERLAP
                       : !strcmp(optarg, "serial") ? MODE_SERIAL
@@ -286,10 +299,14 @@ static void parse(int argc, char **argv, options_t *o)
             if (hcomm_compress_parse(optarg, &o->compress) != HCOMM_SUCCESS)
                 o->mode = 0;
             break;
-        case 'B': /* the library reads its parameters at the first call: before init */
-            if (parse_bytes(optarg) == 0 || setenv("HCOMM_BUCKET_BYTES", optarg, 1) != 0)
+        case 'B': { /* the library reads its parameters at the first call: before init */
+            char   num[32];
+            size_t v = parse_bytes(optarg);
+            snprintf(num, sizeof(num), "%zu", v);
+            if (v == 0 || setenv("HCOMM_BUCKET_BYTES", num, 1) != 0)
                 o->mode = 0;
             break;
+        }
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
