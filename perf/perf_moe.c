@@ -152,22 +152,29 @@ static uint64_t check_dispatch(const moe_bench_t *b)
 {
     int32_t  ids[HCOMM_MOE_MAX_TOPK];
     float    w[HCOMM_MOE_MAX_TOPK];
-    int      L     = b->rv.num_local_experts;
-    size_t  *want  = calloc((size_t)L + 1, sizeof(size_t));
+    int      first = -1, L = 0; /* this rank's experts, from the placement itself */
     uint64_t wrong = 0;
 
+    for (int e = 0; e < b->E; e++)
+        if (expert_rank(b, e) == b->ctx->rank) {
+            first = first < 0 ? e : first;
+            L++;
+        }
+    if (b->rv.num_local_experts != L)
+        return b->H + (uint64_t)L;
+    size_t *want = calloc((size_t)L + 1, sizeof(size_t));
     if (want == NULL)
         return 1;
     for (int q = 0; q < b->ctx->nranks; q++)
         for (size_t t = 0; t < b->T; t++) {
             route(b, q, t, ids, w);
             for (int j = 0; j < b->k; j++)
-                if (expert_rank(b, ids[j]) == b->ctx->rank && L > 0)
-                    want[ids[j] - b->rv.local_expert_ids[0]]++;
+                if (ids[j] >= 0 && expert_rank(b, ids[j]) == b->ctx->rank)
+                    want[ids[j] - first]++;
         }
     for (int l = 0; l < L; l++) {
         size_t o = b->rv.expert_offset[l], c = b->rv.expert_count[l];
-        if (c != want[l] || b->rv.local_expert_ids[l] != b->rv.local_expert_ids[0] + l) {
+        if (c != want[l] || b->rv.local_expert_ids[l] != first + l) {
             wrong += (c > want[l] ? c - want[l] : want[l] - c) * b->H + 1;
             continue;
         }
