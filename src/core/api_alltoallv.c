@@ -40,7 +40,7 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
 {
     const char    *name = "hcomm_alltoallv";
     hcomm_status_t st   = hc_comm_check(comm, name);
-    size_t         es = hcomm_dtype_size(dtype), ns, nr;
+    size_t         es   = hcomm_dtype_size(dtype), ns, nr;
 
     if (st != HCOMM_SUCCESS)
         return st;
@@ -54,8 +54,7 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
     if (st != HCOMM_SUCCESS)
         return st;
     if (sendbuf == recvbuf && ns + nr != 0) {
-        hc_error(COLL, "%s: sendbuf and recvbuf are the same buffer (no in-place alltoallv)",
-                 name);
+        hc_error(COLL, "%s: sendbuf and recvbuf are the same buffer (no in-place alltoallv)", name);
         return HCOMM_ERR_INVALID_ARG;
     }
     if (stream != NULL && (st = hc_stream_check(stream, name)) != HCOMM_SUCCESS)
@@ -82,6 +81,40 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
     return st;
 }
 
+/* The local side of a dynamic alltoallv, checked before the count exchange:
+ * a fault found only after it would leave the peers in the data exchange. */
+static hcomm_status_t dyn_local_check(const char *name, const void *sendbuf,
+                                      const size_t *sendcounts, const size_t *sdispls,
+                                      size_t recv_capacity, const size_t *recvcounts,
+                                      hcomm_dtype_t dtype, int n, hcomm_stream_t stream, size_t *ns)
+{
+    size_t es = hcomm_dtype_size(dtype);
+
+    if (stream != NULL) {
+        hc_error(COLL,
+                 "%s: streams are not supported (the data's layout is known only after "
+                 "the counts arrive); pass NULL",
+                 name);
+        return HCOMM_ERR_UNSUPPORTED;
+    }
+    if (es == 0) {
+        hc_error(COLL, "%s: invalid datatype %d", name, (int)dtype);
+        return HCOMM_ERR_INVALID_DTYPE;
+    }
+    if (sendcounts == NULL || recvcounts == NULL) {
+        hc_error(COLL, "%s: NULL counts", name);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    hcomm_status_t st = side_check(name, "send", sendbuf, sendcounts, sdispls, n, es, ns);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    if (recv_capacity > PTRDIFF_MAX / es) {
+        hc_error(COLL, "%s: recv_capacity %zu overflows", name, recv_capacity);
+        return HCOMM_ERR_OVERFLOW;
+    }
+    return HCOMM_SUCCESS;
+}
+
 hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendcounts,
                                        const size_t *sdispls, void *recvbuf, size_t recv_capacity,
                                        size_t *recvcounts, hcomm_dtype_t dtype, hcomm_comm_t comm,
@@ -92,45 +125,57 @@ hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendco
 
     if (st != HCOMM_SUCCESS)
         return st;
-    if (stream != NULL) {
-        hc_error(COLL, "%s: streams are not supported (the data's layout is known only after "
-                       "the counts arrive); pass NULL", name);
-        return HCOMM_ERR_UNSUPPORTED;
-    }
-    if (sendcounts == NULL || recvcounts == NULL) {
-        hc_error(COLL, "%s: NULL counts", name);
-        return HCOMM_ERR_INVALID_ARG;
+    if (hc_group_active()) {
+        hc_error(COLL, "%s: not allowed inside a group", name);
+        return HCOMM_ERR_INVALID_USAGE;
     }
     int       n   = comm->nranks;
     uint64_t *out = malloc(2 * (size_t)n * sizeof(*out));
-    size_t   *rd  = malloc((size_t)n * sizeof(*rd));
+    size_t   *rd  = malloc(2 * (size_t)n * sizeof(*rd));
     if (out == NULL || rd == NULL) {
         free(out);
         free(rd);
         hc_error(COLL, "%s: out of memory", name);
         return HCOMM_ERR_NO_MEMORY;
     }
-    uint64_t *in = out + n, total = 0;
+    /* a local fault still takes part in the exchanges (sending zero counts),
+     * so that every rank fails together instead of waiting for this one */
+    size_t         ns   = 0;
+    hcomm_status_t mine = dyn_local_check(name, sendbuf, sendcounts, sdispls, recv_capacity,
+                                          recvcounts, dtype, n, stream, &ns);
+    uint64_t      *in = out + n, total = 0;
+    size_t        *rc = rd + n;
     for (int p = 0; p < n; p++)
-        out[p] = sendcounts[p];
+        out[p] = mine == HCOMM_SUCCESS ? sendcounts[p] : 0;
     st = hcomm_alltoall(out, in, 1, HCOMM_UINT64, comm, NULL);
-    for (int p = 0; p < n && st == HCOMM_SUCCESS; p++) {
+    for (int p = 0; p < n && st == HCOMM_SUCCESS && mine == HCOMM_SUCCESS; p++) {
+        if (in[p] > recv_capacity - total) {
+            hc_error(COLL, "%s: rank %d sends %llu elements after %llu, recvbuf holds %zu", name, p,
+                     (unsigned long long)in[p], (unsigned long long)total, recv_capacity);
+            mine = HCOMM_ERR_OVERFLOW;
+            break;
+        }
         rd[p] = (size_t)total;
+        rc[p] = (size_t)in[p];
         total += in[p];
     }
-    /* every rank learns whether all can take what comes, so all stop together */
-    int32_t fits = total <= recv_capacity;
-    if (st == HCOMM_SUCCESS)
-        st = hcomm_allreduce(&fits, &fits, 1, HCOMM_INT32, HCOMM_MIN, comm, NULL);
-    if (st == HCOMM_SUCCESS && !fits) {
-        if (total > recv_capacity)
-            hc_error(COLL, "%s: %llu elements arrive, recvbuf holds %zu", name,
-                     (unsigned long long)total, recv_capacity);
-        st = total > recv_capacity ? HCOMM_ERR_OVERFLOW : HCOMM_ERR_REMOTE;
+    if (st == HCOMM_SUCCESS && mine == HCOMM_SUCCESS && total != 0 && recvbuf == NULL) {
+        hc_error(COLL, "%s: NULL recvbuf with %llu elements arriving", name,
+                 (unsigned long long)total);
+        mine = HCOMM_ERR_NULL_BUFFER;
+    } else if (st == HCOMM_SUCCESS && mine == HCOMM_SUCCESS && sendbuf == recvbuf &&
+               ns + total != 0) {
+        hc_error(COLL, "%s: sendbuf and recvbuf are the same buffer (no in-place alltoallv)", name);
+        mine = HCOMM_ERR_INVALID_ARG;
     }
+    /* every rank learns whether all can go on, so all stop together */
+    int32_t ok = mine == HCOMM_SUCCESS;
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_allreduce(&ok, &ok, 1, HCOMM_INT32, HCOMM_MIN, comm, NULL);
+    if (st == HCOMM_SUCCESS && !ok)
+        st = mine != HCOMM_SUCCESS ? mine : HCOMM_ERR_REMOTE;
     if (st == HCOMM_SUCCESS) {
-        for (int p = 0; p < n; p++)
-            recvcounts[p] = (size_t)in[p];
+        memcpy(recvcounts, rc, (size_t)n * sizeof(*rc));
         st = hcomm_alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rd, dtype, comm,
                              NULL);
     }

@@ -5,8 +5,9 @@
  *  - hcomm_alltoallv: random uneven counts with zeros, a rank that receives
  *    nothing, scattered displacements, gaps left untouched, and exactly the
  *    remote blocks' bytes handed to transports (the self block is a copy);
- *  - hcomm_alltoallv_dynamic: the counts it returns, packed data, and a
- *    capacity overflow that every rank reports while no data moves;
+ *  - hcomm_alltoallv_dynamic: the counts it returns, packed data, a
+ *    capacity overflow that every rank reports while no data moves, and bad
+ *    arguments on one rank that every rank reports at once (no timeout);
  *  - hcomm_moe_dispatch / combine: random routings, k = 1..4, float32,
  *    bfloat16, float16, experts sharing ranks, -1 ids, repeated ids, every
  *    token to one expert, a rank that holds no expert, T = 0, placements
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hcomm_moe.h"
 #include "test_comm.h"
@@ -186,6 +188,58 @@ static void dyn_case(hcomm_comm_t comm, uint64_t seed, int short_rank)
     free(rb);
     free(sc);
     free(cnt);
+}
+
+/* alltoallv_dynamic with bad arguments on rank bad only: that rank gets want,
+ * every other rank HCOMM_ERR_REMOTE, all well within HCOMM_TIMEOUT (60 s in
+ * run_moe.sh; a peer left waiting would take that long). */
+static void dyn_bad_case(hcomm_comm_t comm, int bad, int what)
+{
+    static const char *names[] = {"NULL sdispls", "NULL sendbuf", "count overflows",
+                                  "invalid dtype", "NULL recvbuf"};
+    int                n = g_nranks, me = g_rank == bad;
+    size_t            *sc = malloc(3 * (size_t)n * sizeof(size_t)), *sd = sc + n, *got = sc + 2 * n;
+    uint32_t          *sb = malloc((size_t)n * 4), *rb = malloc((size_t)n * 4 + 4);
+    const void        *sbuf = sb;
+    void              *rbuf = rb;
+    const size_t      *sdp  = sd;
+    hcomm_dtype_t      dt   = HCOMM_UINT32;
+    hcomm_status_t     want = HCOMM_ERR_REMOTE;
+    struct timespec    t0, t1;
+
+    g_cases++;
+    for (int p = 0; p < n; p++)
+        sc[p] = 1, sd[p] = (size_t)p, sb[p] = (uint32_t)(g_rank * n + p);
+    memset(rb, 0x77, (size_t)n * 4 + 4);
+    if (me && what == 0)
+        sdp = NULL, want = HCOMM_ERR_INVALID_ARG;
+    if (me && what == 1)
+        sbuf = NULL, want = HCOMM_ERR_NULL_BUFFER;
+    if (me && what == 2)
+        sc[n - 1] = SIZE_MAX / 2, want = HCOMM_ERR_OVERFLOW;
+    if (me && what == 3)
+        dt = (hcomm_dtype_t)99, want = HCOMM_ERR_INVALID_DTYPE;
+    if (me && what == 4)
+        rbuf = NULL, want = HCOMM_ERR_NULL_BUFFER; /* known only after the counts arrive */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    hcomm_status_t st =
+        hcomm_alltoallv_dynamic(sbuf, sc, sdp, rbuf, (size_t)n, got, dt, comm, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (st != want)
+        FAIL("alltoallv_dynamic, %s on rank %d: %s, expected %s", names[what], bad,
+             hcomm_status_name(st), hcomm_status_name(want));
+    else if (s > 10.0)
+        FAIL("alltoallv_dynamic, %s on rank %d: took %.1f s", names[what], bad, s);
+    for (int i = 0; i < n + 1; i++)
+        if (rb[i] != 0x77777777u) {
+            FAIL("alltoallv_dynamic, %s on rank %d: data landed at element %d", names[what], bad,
+                 i);
+            break;
+        }
+    free(sb);
+    free(rb);
+    free(sc);
 }
 
 /* ---- half precision, independent of the library ------------------------- */
@@ -705,6 +759,9 @@ int main(void)
     a2av_case(comm, 9, 0, HCOMM_BFLOAT16);
     dyn_case(comm, 5, g_nranks - 1);
     dyn_case(comm, 6, -1); /* still usable after the overflow */
+    for (int what = 0; what < 5; what++)
+        dyn_bad_case(comm, (what + 1) % g_nranks, what);
+    dyn_case(comm, 7, -1); /* and after the bad arguments */
     /* the count exchange of a dispatch: an alltoall of one uint64 per peer */
     uint64_t c8[2 * 64], b0 = bytes_now(comm);
     if (g_nranks <= 64 && hcomm_alltoall(c8, c8 + 64, 1, HCOMM_UINT64, comm, NULL) == HCOMM_SUCCESS)
