@@ -10,31 +10,19 @@
  * stored as 0, as in codec_onebit.c. */
 #include "compress/codec.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 
 #include "core/reduce.h"
+#include "core/reduce_half.h"
 
 #define HC_AVX2_F16C __attribute__((target("avx2,f16c")))
 
-/* F16C from cpuid (clang's __builtin_cpu_supports does not know it); AVX2
- * already implies that the OS saves the YMM registers. cpuid is slow (a VM
- * exit under a hypervisor): probe once; racing threads store the same value. */
+/* The cached checks of src/core/reduce_half.c: cpuid is slow (a VM exit under
+ * a hypervisor) and these run per message. */
 static int avx2_usable(int half)
 {
-    static int f16c = -1;
-    int        f    = __atomic_load_n(&f16c, __ATOMIC_RELAXED);
-    unsigned   a, b, c, d;
-
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2"))
-        return 0;
-    if (f < 0) {
-        f = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-        __atomic_store_n(&f16c, f, __ATOMIC_RELAXED);
-    }
-    return !half || f;
+    return hc_cpu_has_avx2() && (!half || hc_reduce_f16c_usable());
 }
 
 static inline float residual_of(float v, float d)

@@ -12,6 +12,7 @@
  * of every later step. */
 #include "compress/codec.h"
 #include "core/reduce.h"
+#include "core/reduce_half.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -185,8 +186,7 @@ static void encode_with(encode_block_fn fn, const float *in, float *res, size_t 
 
 int hc_onebit_avx2_usable(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
+    return hc_cpu_has_avx2(); /* cached: this runs per message */
 }
 
 void hc_onebit_encode_generic(const float *in, float *residual, size_t n, uint8_t *out)

@@ -16,6 +16,7 @@
  * from n, so a result never depends on anything but the input. The streaming
  * pass has an AVX2 version (chosen at run time); both collect the same list. */
 #include "compress/codec.h"
+#include "core/reduce_half.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -280,8 +281,7 @@ static int topk_encode(const float *in, float *residual, size_t n, size_t k, voi
 int hc_topk_encode(const float *in, float *residual, size_t n, size_t k, void *scratch,
                    hc_topk_pair_t *out)
 {
-    __builtin_cpu_init();
-    return topk_encode(in, residual, n, k, scratch, out, __builtin_cpu_supports("avx2"));
+    return topk_encode(in, residual, n, k, scratch, out, hc_cpu_has_avx2());
 }
 
 int hc_topk_encode_generic(const float *in, float *residual, size_t n, size_t k, void *scratch,

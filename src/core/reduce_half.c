@@ -197,32 +197,49 @@ static HC_F16C void f16c_reduce(uint16_t *d, const uint16_t *a, const uint16_t *
     memcpy(d + i, td, (n - i) * sizeof(*d));
 }
 
-static int f16c_probe(void)
+/* Bit 0: AVX and F16C, bit 1: AVX2, each with the YMM registers saved by the
+ * OS (XCR0 bits 1 and 2). cpuid rather than __builtin_cpu_supports, which
+ * clang's runtime does not know F16C for. */
+static int cpu_probe(void)
 {
     unsigned a, b, c, d, xcr0_lo, xcr0_hi;
+    int      f16c, avx2;
 
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return 0;
-    if (!(c & bit_OSXSAVE) || !(c & bit_AVX) || !(c & bit_F16C))
+    if (!(c & bit_OSXSAVE) || !(c & bit_AVX))
         return 0;
-    /* the OS must save the YMM registers (XCR0 bits 1 and 2) */
     __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
     (void)xcr0_hi;
-    return (xcr0_lo & 6) == 6;
+    if ((xcr0_lo & 6) != 6)
+        return 0;
+    f16c = (c & bit_F16C) != 0;
+    avx2 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
+    return f16c | avx2 << 1;
 }
 
 /* cpuid is slow (a VM exit under a hypervisor): probe once. Racing threads
  * store the same value. */
+static int cpu_features(void)
+{
+    static int features = -1;
+    int        f        = __atomic_load_n(&features, __ATOMIC_RELAXED);
+
+    if (f < 0) {
+        f = cpu_probe();
+        __atomic_store_n(&features, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
+
 int hc_reduce_f16c_usable(void)
 {
-    static int usable = -1;
-    int        u      = __atomic_load_n(&usable, __ATOMIC_RELAXED);
+    return cpu_features() & 1;
+}
 
-    if (u < 0) {
-        u = f16c_probe();
-        __atomic_store_n(&usable, u, __ATOMIC_RELAXED);
-    }
-    return u;
+int hc_cpu_has_avx2(void)
+{
+    return (cpu_features() >> 1) & 1;
 }
 
 void hc_reduce_f16_generic(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t count,

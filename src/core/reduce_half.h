@@ -1,5 +1,6 @@
 /* reduce_half.h - float16 / bfloat16 kernels behind hc_reduce and hc_reduce_div
- * (internal to src/core/reduce*.c and their tests). */
+ * (internal to src/core/reduce*.c and their tests), and the cached CPU
+ * feature checks that src/compress/ and src/moe/ share. */
 #ifndef HC_CORE_REDUCE_HALF_H
 #define HC_CORE_REDUCE_HALF_H
 
@@ -19,7 +20,9 @@ void hc_reduce_bf16(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t 
 /* buf[i] /= n through float32, n >= 1. */
 void hc_reduce_div_f16(uint16_t *buf, size_t count, int n);
 void hc_reduce_div_bf16(uint16_t *buf, size_t count, int n);
-/* Whether hc_reduce_f16 takes the F16C path on this CPU. */
+/* Whether hc_reduce_f16 takes the F16C path on this CPU (AVX and F16C). */
 int hc_reduce_f16c_usable(void);
+/* Whether the CPU and OS run AVX2 code. Both probed once, then cached. */
+int hc_cpu_has_avx2(void);
 
 #endif
