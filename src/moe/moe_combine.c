@@ -6,9 +6,11 @@
  * wire buffers hold the partial sums: a row of them is shorter than a row. */
 #include <string.h>
 
+#include "compress/codec.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/reduce.h"
+#include "core/reduce_half.h"
 #include "moe/moe.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -29,44 +31,19 @@ __attribute__((target("avx,f16c"))) static void axpy_f16c(float *acc, float w, c
     for (; h < H; h++)
         acc[h] += w * hc_half_to_float(x[h]);
 }
-
-__attribute__((target("avx,f16c"))) static void store_f16c(uint16_t *dst, const float *src,
-                                                           size_t H)
-{
-    size_t h = 0;
-
-    for (; h + 8 <= H; h += 8)
-        _mm_storeu_si128((__m128i *)(dst + h),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(src + h), _MM_FROUND_TO_NEAREST_INT));
-    for (; h < H; h++)
-        dst[h] = hc_float_to_half(src[h]);
-}
-
-static int have_f16c(void)
-{
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-}
 #else
 static void axpy_f16c(float *acc, float w, const uint16_t *x, size_t H)
 {
-    (void)acc, (void)w, (void)x, (void)H;
-}
-
-static void store_f16c(uint16_t *dst, const float *src, size_t H)
-{
-    (void)dst, (void)src, (void)H;
-}
-
-static int have_f16c(void)
-{
-    return 0;
+    for (size_t h = 0; h < H; h++)
+        acc[h] += w * hc_half_to_float(x[h]);
 }
 #endif
 
-/* acc[h] += w * x[h], x a row of dtype. */
-static void axpy_row(float *acc, float w, const void *x, size_t H, hcomm_dtype_t dt)
+/* acc[h] += w * x[h], x a row of dtype; f16c: hc_reduce_f16c_usable(), asked
+ * once per call rather than per row. */
+static void axpy_row(float *acc, float w, const void *x, size_t H, hcomm_dtype_t dt, int f16c)
 {
-    if (dt == HCOMM_FLOAT16 && have_f16c()) {
+    if (dt == HCOMM_FLOAT16 && f16c) {
         axpy_f16c(acc, w, x, H);
     } else if (dt == HCOMM_FLOAT32) {
         const float *f = x;
@@ -83,28 +60,14 @@ static void axpy_row(float *acc, float w, const void *x, size_t H, hcomm_dtype_t
     }
 }
 
-/* hc_float_to_bf16, inlined so that the row loop vectorizes. */
-static inline uint16_t to_bf16(float f)
-{
-    uint32_t x = hc_f32_bits(f), r = (x + 0x7fff + ((x >> 16) & 1)) >> 16;
-
-    return (uint16_t)(f != f ? (x >> 16) | 0x0040 : r); /* NaN stays a quiet NaN */
-}
-
+/* Rounds a float32 row to dtype: the codecs' vectorised casts (nearest even,
+ * NaN quieted, as hc_float_to_half / hc_float_to_bf16). */
 static void store_row(void *dst, const float *src, size_t H, hcomm_dtype_t dt)
 {
-    uint16_t *b = dst;
-
     if (dt == HCOMM_FLOAT32)
         memcpy(dst, src, H * sizeof(float));
-    else if (dt == HCOMM_BFLOAT16)
-        for (size_t h = 0; h < H; h++)
-            b[h] = to_bf16(src[h]);
-    else if (have_f16c())
-        store_f16c(b, src, H);
     else
-        for (size_t h = 0; h < H; h++)
-            b[h] = hc_float_to_half(src[h]);
+        hc_cast_encode(src, NULL, H, dt == HCOMM_FLOAT16, dst);
 }
 
 /* The partial sum of every received row, into rbuf. */
@@ -113,6 +76,7 @@ static void partial_sums(hcomm_moe_t m, const void *expert_out)
     const size_t *map = m->rowmap.p;
     const float  *wt  = m->weight.p;
     size_t        H = m->hidden, k = (size_t)m->topk;
+    int           f16c = hc_reduce_f16c_usable();
 
     for (size_t i = 0; i < m->nrecv; i++) {
         memset(m->frow, 0, H * sizeof(float));
@@ -120,7 +84,7 @@ static void partial_sums(hcomm_moe_t m, const void *expert_out)
             size_t pos = map[i * k + j];
             if (pos != SIZE_MAX)
                 axpy_row(m->frow, wt[pos], (const char *)expert_out + pos * m->tok_bytes, H,
-                         m->dtype);
+                         m->dtype, f16c);
         }
         store_row((char *)m->rbuf.p + i * m->tok_bytes, m->frow, H, m->dtype);
     }
@@ -142,9 +106,10 @@ static hcomm_status_t accumulate(hcomm_moe_t m, void *out)
     if (T == 0)
         return HCOMM_SUCCESS; /* out may be NULL */
     memset(acc, 0, T * H * sizeof(float));
+    int f16c = hc_reduce_f16c_usable();
     for (size_t s = 0; s < m->nsend; s++) /* rows from rank 0 first, then 1, ... */
         axpy_row(acc + (size_t)tok[s] * H, 1.0f, (const char *)m->sbuf.p + s * m->tok_bytes, H,
-                 m->dtype);
+                 m->dtype, f16c);
     if (m->dtype != HCOMM_FLOAT32)
         for (size_t t = 0; t < T; t++)
             store_row((char *)out + t * m->tok_bytes, acc + t * H, H, m->dtype);
