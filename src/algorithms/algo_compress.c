@@ -37,15 +37,14 @@ typedef struct compress_call {
 } compress_call_t;
 
 /* The float32 input: the caller's buffer, or float16/bfloat16 converted into
- * s->work (residuals are float32 anyway). */
+ * s->work (residuals are float32 anyway) by the codecs' vectorised cast,
+ * which widens exactly as hc_half_to_float / hc_bf16_to_float do. */
 static const float *input_f32(const compress_call_t *c)
 {
     struct hcomm_compress *s = c->s;
     if (s->dtype == HCOMM_FLOAT32)
         return c->in;
-    const uint16_t *h = c->in;
-    for (size_t i = 0; i < s->count; i++)
-        s->work[i] = s->dtype == HCOMM_FLOAT16 ? hc_half_to_float(h[i]) : hc_bf16_to_float(h[i]);
+    hc_cast_decode(c->in, s->count, s->dtype == HCOMM_FLOAT16, s->work, 0);
     return s->work;
 }
 
@@ -59,10 +58,9 @@ static float *output_f32(const compress_call_t *c)
 static hcomm_status_t output_done(compress_call_t *c, hcomm_status_t st)
 {
     struct hcomm_compress *s = c->s;
-    uint16_t              *h = c->out;
-    for (size_t i = 0; st == HCOMM_SUCCESS && s->dtype != HCOMM_FLOAT32 && i < s->count; i++)
-        h[i] = s->dtype == HCOMM_FLOAT16 ? hc_float_to_half(s->work[i])
-                                         : hc_float_to_bf16(s->work[i]);
+    /* rounds to nearest even, NaN quieted, as hc_float_to_half / _bf16 */
+    if (st == HCOMM_SUCCESS && s->dtype != HCOMM_FLOAT32)
+        hc_cast_encode(s->work, NULL, s->count, s->dtype == HCOMM_FLOAT16, c->out);
     if (c->owned)
         free(c);
     return st;
