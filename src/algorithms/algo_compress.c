@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "compress/compress.h"
+#include "core/comm.h"
 #include "core/log.h"
 #include "core/reduce.h"
 #include "overlap/overlap.h"
@@ -28,12 +29,15 @@ typedef struct compress_step {
 
 /* One call's buffers: the steps of a call queued on a stream run later, maybe
  * after the next call on the same state was issued. On a stream the context is
- * allocated and freed by the call's last step. */
+ * allocated before anything is queued and freed by whoever drops the last
+ * reference: each queued local step holds one, the issuing call another, so a
+ * call that could queue only some steps neither leaks it nor frees it early. */
 typedef struct compress_call {
     struct hcomm_compress *s;
     const void            *in;
     void                  *out;
-    int                    owned;
+    const compress_step_t *next; /* stream: where the next local step is */
+    int                    refs; /* stream: atomic */
 } compress_call_t;
 
 /* The float32 input: the caller's buffer, or float16/bfloat16 converted into
@@ -54,15 +58,13 @@ static float *output_f32(const compress_call_t *c)
     return c->s->dtype == HCOMM_FLOAT32 ? c->out : c->s->work;
 }
 
-/* The last step of every call: converts half results, frees a stream call. */
+/* The last step of every call: converts half results. */
 static hcomm_status_t output_done(compress_call_t *c, hcomm_status_t st)
 {
     struct hcomm_compress *s = c->s;
     /* rounds to nearest even, NaN quieted, as hc_float_to_half / _bf16 */
     if (st == HCOMM_SUCCESS && s->dtype != HCOMM_FLOAT32)
         hc_cast_encode(s->work, NULL, s->count, s->dtype == HCOMM_FLOAT16, c->out);
-    if (c->owned)
-        free(c);
     return st;
 }
 
@@ -203,12 +205,43 @@ static hcomm_status_t run_coll(const compress_call_t *c, step_kind_t kind, hcomm
     }
 }
 
+static void call_unref(compress_call_t *c)
+{
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(c);
+}
+
+/* A local step on the stream's thread: the call's local steps run there in
+ * program order, so the next one is the first local step after c->next. */
+static hcomm_status_t stream_step(void *arg)
+{
+    compress_call_t       *c = arg;
+    const compress_step_t *p = c->next;
+
+    while (p->kind != STEP_LOCAL)
+        p++;
+    c->next           = p + 1;
+    hcomm_status_t st = p->fn(c);
+    call_unref(c);
+    return st;
+}
+
+/* Whether a collective is at p or after it. */
+static int coll_ahead(const compress_step_t *p)
+{
+    for (; p->kind != STEP_END; p++)
+        if (p->kind != STEP_LOCAL)
+            return 1;
+    return 0;
+}
+
 hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *out,
                                hcomm_stream_t stream)
 {
-    compress_call_t  local = {s, in, out, 0}, *c = &local;
-    hcomm_status_t   st    = HCOMM_SUCCESS;
-    const compress_step_t *p = steps_of(s->cfg.kind);
+    compress_call_t        local = {s, in, out, NULL, 1}, *c = &local;
+    hcomm_status_t         st    = HCOMM_SUCCESS;
+    const compress_step_t *p     = steps_of(s->cfg.kind);
+    int                    colls = 0; /* collectives issued */
 
     if (stream != NULL && p->kind == STEP_LOCAL) {
         c = malloc(sizeof(*c));
@@ -216,18 +249,36 @@ hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *o
             hc_error(COLL, "hcomm_allreduce_compressed: out of memory");
             return HCOMM_ERR_NO_MEMORY;
         }
-        *c       = local;
-        c->owned = 1;
+        *c      = local;
+        c->next = p;
     }
-    for (; p->kind != STEP_END && st == HCOMM_SUCCESS; p++) {
-        if (p->kind != STEP_LOCAL)
+    for (; p->kind != STEP_END; p++) {
+        if (p->kind != STEP_LOCAL) {
             st = run_coll(c, p->kind, stream);
-        else if (stream == NULL)
+            colls += st == HCOMM_SUCCESS;
+        } else if (stream == NULL) {
             st = p->fn(c);
-        else
-            st = hc_stream_launch_step(stream, p->fn, c);
+        } else {
+            __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+            st = hc_stream_launch_step(stream, stream_step, c);
+            if (st != HCOMM_SUCCESS)
+                __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+        }
+        if (st != HCOMM_SUCCESS)
+            break;
     }
-    /* a stream call that failed before its last step was queued leaks its
-     * context (a few bytes): a step already queued may still read it */
+    /* Part of the call's collectives issued and the rest not: the peers would
+     * wait in the next one until HCOMM_TIMEOUT. Failing the communicator
+     * closes its connections, so they get an error at once. */
+    if (st != HCOMM_SUCCESS && colls > 0 && coll_ahead(p)) {
+        hc_error(COLL, "hcomm_allreduce_compressed: %s after %d of the call's collectives; "
+                       "failing the communicator",
+                 hcomm_status_name(st), colls);
+        hc_comm_lock(s->comm);
+        hc_comm_fail(s->comm, st);
+        hc_comm_unlock(s->comm);
+    }
+    if (c != &local)
+        call_unref(c);
     return st;
 }
