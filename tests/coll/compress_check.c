@@ -6,7 +6,8 @@
  * every rank computes from all ranks' inputs, residuals included: onebit and
  * topk must agree bit for bit, the casts (summed in half precision on the
  * wire) within a bound printed at the start; some again on a stream. Then
- * the bad configurations.
+ * the bad configurations, and float16 / bfloat16 tensors out of place with
+ * different inputs per rank, bit for bit against the model.
  * Exit: 0 all passed, 1 a case failed, 2 init failure.
  */
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "compress/compress_model.h"
+#include "core/reduce.h"
 #include "hcomm_compress.h"
 #include "hcomm_stream.h"
 #include "test_comm.h"
@@ -213,25 +215,72 @@ static void bad_configs(hcomm_comm_t comm)
     hcomm_compress_destroy(NULL);
 }
 
-/* A float16 tensor: compressed through float32, the result converted back. */
-static void half_tensor(hcomm_comm_t comm)
+/* A float16 or bfloat16 tensor: compressed through float32, the result
+ * rounded back. Out of place into a buffer of 0xffff (a NaN in both), each
+ * rank its own inputs, STEPS steps so the residuals count; the exact codecs
+ * must give the model's result on the converted inputs, rounded, bit for bit. */
+static void half_tensor(hcomm_comm_t comm, const char *spec, hcomm_dtype_t dt)
 {
-    hcomm_compress_config_t cfg = {HCOMM_COMPRESS_ONEBIT, 0};
-    hcomm_compress_t        st  = NULL;
-    uint16_t                h[64];
-    for (int i = 0; i < 64; i++)
-        h[i] = 0x3c00; /* 1.0: every rank the same, so the average is 1.0 exactly */
-    expect("float16 create", hcomm_compress_create(comm, &cfg, 64, HCOMM_FLOAT16, &st),
-           HCOMM_SUCCESS);
-    expect("float16 onebit", hcomm_allreduce_compressed(h, h, 64, HCOMM_FLOAT16, st, comm, NULL),
-           HCOMM_SUCCESS);
-    for (int i = 0; i < 64; i++)
-        if (h[i] != 0x3c00) {
-            printf("FAIL rank %d: float16 onebit of all-ones gave 0x%04x at %d\n", g_rank, h[i],
-                   i);
-            g_failed++;
+    const size_t            n    = 1003; /* not a multiple of 8: the casts' tails too */
+    int                     half = dt == HCOMM_FLOAT16, fail = 0;
+    hcomm_compress_config_t cfg;
+    hcomm_compress_t        st = NULL;
+    hc_compress_model_t     m;
+    float   **in = calloc((size_t)g_nranks, sizeof(float *)), *want = malloc(n * 4);
+    uint16_t *h = malloc(n * 2), *out = malloc(n * 2), *sent = malloc(n * 2);
+    char      what[64];
+
+    snprintf(what, sizeof(what), "%s %s tensor", spec, hcomm_dtype_name(dt));
+    g_cases++;
+    if (!in || !want || !h || !out || !sent || hcomm_compress_parse(spec, &cfg) != HCOMM_SUCCESS ||
+        hcomm_compress_create(comm, &cfg, n, dt, &st) != HCOMM_SUCCESS ||
+        hc_compress_model_init(&m, &cfg, g_nranks, n) != HCOMM_SUCCESS) {
+        printf("FAIL rank %d: %s: set-up failed\n", g_rank, what);
+        g_failed++;
+        return;
+    }
+    for (int r = 0; r < g_nranks; r++)
+        in[r] = malloc(n * 4);
+    for (int t = 0; t < STEPS && !fail; t++) {
+        /* rank r's inputs as dtype, and the model's float32 copy of them */
+        for (int r = 0; r < g_nranks; r++)
+            for (size_t i = 0; i < n; i++) {
+                float    v = input_value(r, t, i) * (float)(r + 1);
+                uint16_t x = half ? hc_float_to_half(v) : hc_float_to_bf16(v);
+                in[r][i]   = half ? hc_half_to_float(x) : hc_bf16_to_float(x);
+                if (r == g_rank)
+                    h[i] = x;
+            }
+        memcpy(sent, h, n * 2);
+        memset(out, 0xff, n * 2);
+        hcomm_status_t s = hcomm_allreduce_compressed(h, out, n, dt, st, comm, NULL);
+        if (s != HCOMM_SUCCESS) {
+            printf("FAIL rank %d: %s step %d: %s\n", g_rank, what, t, hcomm_status_name(s));
+            fail = 1;
             break;
         }
+        hc_compress_model_step(&m, (const float *const *)in, want);
+        size_t bad = 0, first = n;
+        for (size_t i = 0; i < n; i++)
+            if (out[i] != (half ? hc_float_to_half(want[i]) : hc_float_to_bf16(want[i])) &&
+                bad++ == 0)
+                first = i;
+        if (bad != 0 || memcmp(h, sent, n * 2) != 0) {
+            printf("FAIL rank %d: %s step %d: %zu of %zu elements differ from the model "
+                   "(first %zu: 0x%04x)%s\n", g_rank, what, t, bad, n, first,
+                   first < n ? out[first] : 0, bad ? "" : " (the send buffer changed)");
+            fail = 1;
+        }
+    }
+    g_failed += fail;
+    for (int r = 0; r < g_nranks; r++)
+        free(in[r]);
+    free(in);
+    free(want);
+    free(h);
+    free(out);
+    free(sent);
+    hc_compress_model_free(&m);
     hcomm_compress_destroy(st);
 }
 
@@ -263,7 +312,10 @@ int main(void)
     }
     hcomm_stream_destroy(stream);
     bad_configs(comm);
-    half_tensor(comm);
+    half_tensor(comm, "onebit", HCOMM_FLOAT16);
+    half_tensor(comm, "onebit", HCOMM_BFLOAT16);
+    half_tensor(comm, "topk:0.3", HCOMM_BFLOAT16);
+    half_tensor(comm, "topk:0.3", HCOMM_FLOAT16);
     printf("compress_check rank %d: %d cases, %d failed\n", g_rank, g_cases, g_failed);
     hcomm_comm_destroy(comm);
     return g_failed != 0;
