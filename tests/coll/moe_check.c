@@ -656,12 +656,14 @@ static void bad_calls(hcomm_comm_t comm)
     hcomm_moe_t        moe = NULL;
     hcomm_moe_recv_t   rv;
     hcomm_moe_stats_t  s;
-    float              x[3 * 8] = {0}, w[6] = {1, 1, 1, 1, 1, 1}, out[3 * 8];
+    float              x[3 * 8], w[6] = {1, 1, 1, 1, 1, 1}, out[3 * 8];
     int32_t            ids[6] = {0, 1, 2, 3, -1, 0}, bad[6] = {0, 1, 2, 4, -1, 0};
     int32_t            neg[6] = {0, -2, 1, 2, 3, 0};
     int                last   = g_nranks - 1;
     hcomm_status_t     remote = g_nranks > 1 ? HCOMM_ERR_REMOTE : HCOMM_ERR_INVALID_ARG;
 
+    for (int i = 0; i < 3 * 8; i++)
+        x[i] = (float)(i % 8 + 1);
     expect("create", hcomm_moe_create(comm, &cfg, &moe), HCOMM_SUCCESS);
     if (moe == NULL)
         return;
@@ -699,10 +701,13 @@ static void bad_calls(hcomm_comm_t comm)
     expect("combine: NULL out", hcomm_moe_combine(moe, rv.tokens, NULL), HCOMM_ERR_NULL_BUFFER);
     expect("combine after the errors", hcomm_moe_combine(moe, rv.tokens, out), HCOMM_SUCCESS);
     expect("stats", hcomm_moe_get_stats(moe, &s), HCOMM_SUCCESS);
-    /* identity experts, weights 1: out[t] = x[t] x (valid slots of t) = 0 */
+    /* identity experts, weights 1: out[t] = x[t] x (valid slots of t), and
+     * ids give tokens 0 and 1 two slots, token 2 one (-1 is skipped); small
+     * integers, so the float32 sums are exact */
     for (int i = 0; i < 3 * 8; i++)
-        if (out[i] != 0.0f) {
-            FAIL("combine after the errors: out[%d] = %g", i, (double)out[i]);
+        if (out[i] != (float)((i % 8 + 1) * (i < 16 ? 2 : 1))) {
+            FAIL("combine after the errors: out[%d] = %g, expected %d", i, (double)out[i],
+                 (i % 8 + 1) * (i < 16 ? 2 : 1));
             break;
         }
     hcomm_moe_destroy(moe);
