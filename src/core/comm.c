@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "overlap/overlap.h"
 
 /* ---- registry of live communicators ---- */
 
@@ -297,11 +299,16 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     return st;
 }
 
-/* Waits (at most HCOMM_TIMEOUT) until streams let go of the comm's ops: their
- * threads touch the ops, and the comm, until then. 0, or -1 if they did not. */
+/* Takes back the holds streams keep on the comm's last ops, then waits (at
+ * most HCOMM_TIMEOUT) until streams let go of the ops still running (and users
+ * of their requests): their threads touch the ops, and the comm, until then.
+ * Polls every millisecond: the wait is rare and short. 0, or -1 if they did not. */
 static int comm_wait_streams(hcomm_comm_t c)
 {
-    double deadline = hc_clock_now() + c->timeout;
+    const struct timespec nap      = {0, 1000000L};
+    double                deadline = hc_clock_now() + c->timeout;
+
+    hc_stream_forget_comm(c);
     for (;;) {
         hc_comm_lock(c);
         int held = c->held;
@@ -313,7 +320,7 @@ static int comm_wait_streams(hcomm_comm_t c)
                            "operations; not freed", held);
             return -1;
         }
-        sched_yield();
+        nanosleep(&nap, NULL);
     }
 }
 

@@ -25,6 +25,10 @@ void              hc_stream_task_free(hc_stream_task_t *t);              /* NULL
 /* Queues a filled task; the stream owns it from here. */
 void hc_stream_push(hcomm_stream_t stream, hc_stream_task_t *t);
 
+/* Drops the holds streams keep on comm's ops for hcomm_stream_last_request,
+ * so that destroying comm waits only for ops still running (core/comm.c). */
+void hc_stream_forget_comm(hcomm_comm_t comm);
+
 /* A host function whose failure (a status other than success) becomes the
  * stream's error: the library's own steps between collectives. */
 hcomm_status_t hc_stream_launch_step(hcomm_stream_t stream, hcomm_status_t (*fn)(void *),

@@ -39,12 +39,46 @@ struct hcomm_stream {
     hc_stream_task_t *head, *tail;
     uint64_t          queued, finished;
     hcomm_status_t    error; /* first failure; sticky */
-    hc_op_t          *last_op; /* held for hcomm_stream_last_request */
+    hc_op_t          *last_op; /* held for hcomm_stream_last_request; under g_last_mu */
+    struct hcomm_stream *live_next; /* g_live, under g_last_mu */
     int               stop;
     pthread_t         thread;
     void             *cuda;    /* the cudaStream_t work is ordered with, or NULL */
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
 };
+
+/* Guards every stream's last_op and the list of live streams, so that a
+ * communicator's destroy can take back the holds streams keep on its ops
+ * (hc_stream_forget_comm). A leaf lock: nothing else is taken under it. */
+static pthread_mutex_t      g_last_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hcomm_stream *g_live;
+
+/* Replaces s's last op with op (NULL allowed); the old one, for the caller to drop. */
+static hc_op_t *last_swap(hcomm_stream_t s, hc_op_t *op)
+{
+    pthread_mutex_lock(&g_last_mu);
+    hc_op_t *old = s->last_op;
+    s->last_op   = op;
+    pthread_mutex_unlock(&g_last_mu);
+    return old;
+}
+
+void hc_stream_forget_comm(hcomm_comm_t comm)
+{
+    for (;;) {
+        hc_op_t *op = NULL;
+        pthread_mutex_lock(&g_last_mu);
+        for (hcomm_stream_t s = g_live; s != NULL && op == NULL; s = s->live_next)
+            if (s->last_op != NULL && s->last_op->comm == comm) {
+                op         = s->last_op;
+                s->last_op = NULL;
+            }
+        pthread_mutex_unlock(&g_last_mu);
+        if (op == NULL)
+            return;
+        hc_op_drop(op); /* the op lives on while its task still runs it */
+    }
+}
 
 static void cond_init(pthread_cond_t *c)
 {
@@ -130,14 +164,14 @@ void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
     pthread_mutex_lock(&s->mu);
     if (t->kind == TASK_OPS) {
         /* the stream keeps a hold on its last op for hcomm_stream_last_request
-         * (a group's several ops have no one request) */
-        dropped    = s->last_op;
-        s->last_op = t->nops == 1 ? t->ops[0] : NULL;
+         * (a group's several ops have no one request); taken before the op is
+         * published, as hc_stream_forget_comm may drop it at once */
         if (t->nops == 1) {
             hc_comm_lock(t->ops[0]->comm);
             t->ops[0]->holders++;
             hc_comm_unlock(t->ops[0]->comm);
         }
+        dropped = last_swap(s, t->nops == 1 ? t->ops[0] : NULL);
     }
     t->next = NULL;
     if (s->cuda != NULL) { /* the CUDA stream gets a callback that brackets the task */
@@ -316,6 +350,10 @@ static hcomm_status_t stream_create(void *cuda, hcomm_stream_t *out)
         free(s);
         return HCOMM_ERR_SYSTEM;
     }
+    pthread_mutex_lock(&g_last_mu);
+    s->live_next = g_live;
+    g_live       = s;
+    pthread_mutex_unlock(&g_last_mu);
     *out = s;
     return HCOMM_SUCCESS;
 }
@@ -396,9 +434,16 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
     pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&g_last_mu);
     hc_op_t *last = s->last_op;
     s->last_op    = NULL;
-    pthread_mutex_unlock(&s->mu);
+    for (hcomm_stream_t *p = &g_live; *p != NULL; p = &(*p)->live_next)
+        if (*p == s) {
+            *p = s->live_next;
+            break;
+        }
+    pthread_mutex_unlock(&g_last_mu);
     pthread_join(s->thread, NULL);
     if (last != NULL)
         hc_op_drop(last);
@@ -420,12 +465,10 @@ hcomm_status_t hcomm_stream_last_request(hcomm_stream_t s, hcomm_request_t *req)
         hc_error(COLL, "hcomm_stream_last_request: NULL request pointer");
         return HCOMM_ERR_INVALID_ARG;
     }
-    pthread_mutex_lock(&s->mu);
-    hc_op_t *op = s->last_op;
-    s->last_op  = NULL; /* the stream's hold becomes the request's */
-    pthread_mutex_unlock(&s->mu);
+    hc_op_t *op = last_swap(s, NULL); /* the stream's hold becomes the request's */
     if (op == NULL) {
-        hc_error(COLL, "hcomm_stream_last_request: no operation queued since the last request");
+        hc_error(COLL, "hcomm_stream_last_request: no operation queued since the last request "
+                       "(or its communicator was destroyed)");
         return HCOMM_ERR_INVALID_USAGE;
     }
     hc_comm_lock(op->comm);

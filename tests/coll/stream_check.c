@@ -4,7 +4,8 @@
  * collectives interleaved); an event orders two streams (a slow host function
  * on one, the collective that needs its output on the other); many streams
  * and several communicators at once; the request of a stream's last
- * operation; destroying a stream waits for its work; bad arguments.
+ * operation; destroying a stream waits for its work; destroying a
+ * communicator after its stream work, before the stream; bad arguments.
  * With --kill-peer: the last rank exits without a word after a barrier, and
  * the others' stream operation must fail, on its stream and on its request.
  * Exit: 0 all passed, 1 a check failed, 2 init failure.
@@ -169,6 +170,44 @@ static void check_many(hcomm_comm_t comm)
     free(bufs);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The plain order: an op on a stream, (synchronize,) destroy the communicator,
+ * then the stream. The stream's hold on its last op (kept for
+ * hcomm_stream_last_request) must not keep the communicator's destroy waiting
+ * for HCOMM_TIMEOUT; without the synchronize, destroy waits for the op. */
+static void check_comm_destroy(hcomm_comm_t comm)
+{
+    for (int sync = 1; sync >= 0; sync--) {
+        hcomm_comm_t    c;
+        hcomm_stream_t  s;
+        hcomm_request_t req;
+        float           x = 1;
+
+        if (hcomm_comm_split(comm, 0, g_rank, &c) != HCOMM_SUCCESS) {
+            CHECK(0, "split");
+            return;
+        }
+        hcomm_stream_create(&s);
+        hcomm_allreduce(&x, &x, 1, HCOMM_FLOAT32, HCOMM_SUM, c, s);
+        if (sync)
+            CHECK(hcomm_stream_synchronize(s) == HCOMM_SUCCESS, "synchronize");
+        double t0 = now_s();
+        CHECK(hcomm_comm_destroy(c) == HCOMM_SUCCESS, "comm destroy (synchronized: %d)", sync);
+        double dt = now_s() - t0;
+        CHECK(dt < 5, "comm destroy behind a stream took %.1f s (synchronized: %d)", dt, sync);
+        CHECK(x == (float)g_nranks, "allreduce before comm destroy: got %g", (double)x);
+        CHECK(hcomm_stream_last_request(s, &req) == HCOMM_ERR_INVALID_USAGE,
+              "request of an op whose communicator is gone");
+        CHECK(hcomm_stream_destroy(s) == HCOMM_SUCCESS, "stream destroy after its comm's");
+    }
+}
+
 /* A group on a stream: a ring of send/recv pairs runs as one operation. */
 static void check_group(hcomm_comm_t comm)
 {
@@ -249,6 +288,7 @@ int main(int argc, char **argv)
     check_event(comm);
     check_many(comm);
     check_group(comm);
+    check_comm_destroy(comm);
     check_bad(comm);
     printf("stream_check rank %d: %d checks, %d failed\n", g_rank, g_checks, g_failed);
     hcomm_comm_destroy(comm);
