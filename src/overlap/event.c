@@ -1,8 +1,9 @@
-/* event.c - events: a record numbers the stream's work queued so far; the
- * event completes a record when the recording stream reaches it. Waiters
- * (stream threads, hcomm_event_synchronize) wait on a condition variable.
- * Events are reference-counted so that one destroyed while streams still
- * hold tasks on it lives until those tasks are done. */
+/* event.c - events: each record is an object of its own that completes when
+ * the recording stream reaches it; a wait captures the event's latest record
+ * and waits for that one (CUDA semantics), whatever later records on other
+ * streams do. Waiters (stream threads, hcomm_event_synchronize) wait on a
+ * condition variable. Events are reference-counted so that one destroyed while
+ * streams still hold tasks on it lives until those tasks are done. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -15,14 +16,25 @@
 
 #define EVENT_MAGIC 0x4556544eu
 
+struct hc_event_rec {
+    int done; /* the recording stream reached it */
+    int refs; /* the event (while latest), the record task, waiters; under ev->mu */
+};
+
 struct hcomm_event {
     uint32_t        magic;
     atomic_int      refs;
     pthread_mutex_t mu;
     pthread_cond_t  cv;
-    uint64_t        recorded;  /* records issued */
-    uint64_t        completed; /* highest record that has run */
+    hc_event_rec_t *last; /* the latest record, or NULL: never recorded */
 };
+
+/* The caller holds ev->mu. */
+static void rec_unref(hc_event_rec_t *r)
+{
+    if (r != NULL && --r->refs == 0)
+        free(r);
+}
 
 static hcomm_status_t event_check(hcomm_event_t ev, const char *what)
 {
@@ -68,6 +80,7 @@ void hc_event_unref(hc_event_t *ev)
     if (atomic_fetch_sub(&ev->refs, 1) != 1)
         return;
     ev->magic = 0;
+    rec_unref(ev->last); /* no one else can hold ev->mu now */
     pthread_mutex_destroy(&ev->mu);
     pthread_cond_destroy(&ev->cv);
     free(ev);
@@ -83,40 +96,58 @@ hcomm_status_t hcomm_event_destroy(hcomm_event_t ev)
     return st;
 }
 
-uint64_t hc_event_new_record(hc_event_t *ev)
+hc_event_rec_t *hc_event_new_record(hc_event_t *ev)
 {
+    hc_event_rec_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        hc_error(COLL, "hcomm_event_record: out of memory");
+        return NULL;
+    }
+    r->refs = 2; /* the event's, the caller's */
     pthread_mutex_lock(&ev->mu);
-    uint64_t seq = ++ev->recorded;
+    rec_unref(ev->last);
+    ev->last = r;
     pthread_mutex_unlock(&ev->mu);
-    return seq;
+    return r;
 }
 
-uint64_t hc_event_capture(hc_event_t *ev)
+hc_event_rec_t *hc_event_capture(hc_event_t *ev)
 {
     pthread_mutex_lock(&ev->mu);
-    uint64_t seq = ev->recorded;
+    hc_event_rec_t *r = ev->last;
+    if (r != NULL)
+        r->refs++;
     pthread_mutex_unlock(&ev->mu);
-    return seq;
+    return r;
 }
 
-void hc_event_complete(hc_event_t *ev, uint64_t seq)
+void hc_event_release(hc_event_t *ev, hc_event_rec_t *r)
 {
     pthread_mutex_lock(&ev->mu);
-    if (seq > ev->completed)
-        ev->completed = seq;
+    rec_unref(r);
+    pthread_mutex_unlock(&ev->mu);
+}
+
+void hc_event_complete(hc_event_t *ev, hc_event_rec_t *r)
+{
+    pthread_mutex_lock(&ev->mu);
+    r->done = 1;
     pthread_cond_broadcast(&ev->cv);
+    rec_unref(r);
     pthread_mutex_unlock(&ev->mu);
 }
 
-int hc_event_wait(hc_event_t *ev, uint64_t seq, double timeout)
+int hc_event_wait(hc_event_t *ev, hc_event_rec_t *r, double timeout)
 {
     struct timespec until = hc_clock_abs_in(timeout);
     int             rc    = 0;
 
+    if (r == NULL)
+        return 0;
     pthread_mutex_lock(&ev->mu);
-    while (ev->completed < seq && rc == 0)
+    while (!r->done && rc == 0)
         rc = pthread_cond_timedwait(&ev->cv, &ev->mu, &until);
-    rc = ev->completed >= seq ? 0 : -1;
+    rc = r->done ? 0 : -1;
     pthread_mutex_unlock(&ev->mu);
     return rc;
 }
@@ -127,7 +158,7 @@ hcomm_status_t hcomm_event_query(hcomm_event_t ev)
     if (st != HCOMM_SUCCESS)
         return st;
     pthread_mutex_lock(&ev->mu);
-    st = ev->completed >= ev->recorded ? HCOMM_SUCCESS : HCOMM_IN_PROGRESS;
+    st = ev->last == NULL || ev->last->done ? HCOMM_SUCCESS : HCOMM_IN_PROGRESS;
     pthread_mutex_unlock(&ev->mu);
     return st;
 }
@@ -137,8 +168,12 @@ hcomm_status_t hcomm_event_synchronize(hcomm_event_t ev)
     hcomm_status_t st = event_check(ev, "hcomm_event_synchronize");
     if (st != HCOMM_SUCCESS)
         return st;
-    double timeout = hc_params_get()->timeout;
-    if (hc_event_wait(ev, hc_event_capture(ev), timeout) != 0) {
+    double          timeout = hc_params_get()->timeout;
+    hc_event_rec_t *r       = hc_event_capture(ev);
+    int             rc      = hc_event_wait(ev, r, timeout);
+    if (r != NULL)
+        hc_event_release(ev, r);
+    if (rc != 0) {
         hc_error(COLL, "hcomm_event_synchronize: not complete within HCOMM_TIMEOUT (%g s)",
                  timeout);
         return HCOMM_ERR_TIMEOUT;

@@ -39,14 +39,19 @@ hcomm_status_t hc_stream_launch_step(hcomm_stream_t stream, hcomm_status_t (*fn)
 int hc_stream_cuda_available(void);
 int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg);
 
-/* Events, for the stream's thread (event.c). */
-typedef struct hcomm_event hc_event_t;
-void     hc_event_ref(hc_event_t *ev);
-void     hc_event_unref(hc_event_t *ev);
-uint64_t hc_event_capture(hc_event_t *ev);                   /* the last record's number */
-uint64_t hc_event_new_record(hc_event_t *ev);                /* numbers the next record */
-void     hc_event_complete(hc_event_t *ev, uint64_t seq);    /* record seq has run */
-/* Waits until record seq has run, at most timeout seconds: 0, or -1 on timeout. */
-int      hc_event_wait(hc_event_t *ev, uint64_t seq, double timeout);
+/* Events, for the stream's thread (event.c). A record is one hcomm_event_record;
+ * it completes on its own, so a wait depends on the exact record it captured. */
+typedef struct hcomm_event  hc_event_t;
+typedef struct hc_event_rec hc_event_rec_t;
+void hc_event_ref(hc_event_t *ev);
+void hc_event_unref(hc_event_t *ev);
+/* A new latest record, with a reference for the caller; NULL (logged) when out of memory. */
+hc_event_rec_t *hc_event_new_record(hc_event_t *ev);
+/* The latest record with a reference for the caller, or NULL: never recorded. */
+hc_event_rec_t *hc_event_capture(hc_event_t *ev);
+void hc_event_release(hc_event_t *ev, hc_event_rec_t *r);  /* drops the caller's reference */
+void hc_event_complete(hc_event_t *ev, hc_event_rec_t *r); /* r has run; drops the reference */
+/* Waits until r has run (NULL: at once), at most timeout seconds: 0, or -1 on timeout. */
+int hc_event_wait(hc_event_t *ev, hc_event_rec_t *r, double timeout);
 
 #endif

@@ -23,7 +23,7 @@ struct hc_stream_task {
     hcomm_status_t  (*step)(void *);
     void             *arg;
     hc_event_t       *ev;
-    uint64_t          seq; /* record: its number; wait: the record waited for */
+    hc_event_rec_t   *rec; /* record: the one it completes; wait: the one it waits for */
     int               refs;         /* the thread, and a CUDA callback on CUDA streams */
     int               go, finished; /* CUDA streams: the CUDA stream reached it; it ran */
     struct hcomm_stream *owner;
@@ -246,15 +246,17 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
     case TASK_HOST: t->fn(t->arg); break;
     case TASK_STEP: st = t->step(t->arg); break;
     case TASK_RECORD:
-        hc_event_complete(t->ev, t->seq);
+        hc_event_complete(t->ev, t->rec);
         hc_event_unref(t->ev);
         break;
     case TASK_WAIT:
-        if (hc_event_wait(t->ev, t->seq, hc_params_get()->timeout) != 0) {
+        if (hc_event_wait(t->ev, t->rec, hc_params_get()->timeout) != 0) {
             hc_error(COLL, "stream %p: the event it waits for did not complete within "
                            "HCOMM_TIMEOUT (%g s)", (void *)s, hc_params_get()->timeout);
             st = HCOMM_ERR_TIMEOUT;
         }
+        if (t->rec != NULL)
+            hc_event_release(t->ev, t->rec);
         hc_event_unref(t->ev);
         break;
     }
@@ -286,8 +288,11 @@ static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
         hc_comm_wait_op(t->ops[i]);
         hc_op_drop(t->ops[i]);
     }
-    if (t->ev != NULL)
+    if (t->ev != NULL) {
+        if (t->rec != NULL) /* a skipped record never completes: its waiters time out */
+            hc_event_release(t->ev, t->rec);
         hc_event_unref(t->ev);
+    }
 }
 
 static void *stream_main(void *arg)
@@ -519,9 +524,12 @@ hcomm_status_t hcomm_event_record(hcomm_event_t ev, hcomm_stream_t s)
     hc_stream_task_t *t = task_new(TASK_RECORD, 0);
     if (t == NULL)
         return HCOMM_ERR_NO_MEMORY;
+    if ((t->rec = hc_event_new_record(ev)) == NULL) {
+        free(t);
+        return HCOMM_ERR_NO_MEMORY;
+    }
     hc_event_ref(ev);
-    t->ev  = ev;
-    t->seq = hc_event_new_record(ev);
+    t->ev = ev;
     hc_stream_push(s, t);
     return HCOMM_SUCCESS;
 }
@@ -540,7 +548,7 @@ hcomm_status_t hcomm_stream_wait_event(hcomm_stream_t s, hcomm_event_t ev)
         return HCOMM_ERR_NO_MEMORY;
     hc_event_ref(ev);
     t->ev  = ev;
-    t->seq = hc_event_capture(ev);
+    t->rec = hc_event_capture(ev);
     hc_stream_push(s, t);
     return HCOMM_SUCCESS;
 }

@@ -133,6 +133,59 @@ static void check_event(hcomm_comm_t comm)
     free(x);
 }
 
+/* A host function that blocks its stream until the test opens the gate (at
+ * most 10 s, so that a broken run ends). */
+static atomic_int g_gate, g_c_saw_gate, g_c_ran;
+
+static void gate_wait(void *arg)
+{
+    (void)arg;
+    struct timespec ms = {0, 1000000L};
+    for (int i = 0; i < 10000 && !atomic_load(&g_gate); i++)
+        nanosleep(&ms, NULL);
+}
+
+static void c_mark(void *arg)
+{
+    (void)arg;
+    atomic_store(&g_c_saw_gate, atomic_load(&g_gate));
+    atomic_store(&g_c_ran, 1);
+}
+
+/* One event recorded on A (blocked at a gate), then on B, which runs at once:
+ * a wait that captured A's record must wait for A, not for B's later record. */
+static void check_event_records(void)
+{
+    hcomm_stream_t  a, b, c;
+    hcomm_event_t   ev;
+    struct timespec pause = {0, 50000000L};
+
+    hcomm_stream_create(&a);
+    hcomm_stream_create(&b);
+    hcomm_stream_create(&c);
+    hcomm_event_create(&ev);
+    atomic_store(&g_gate, 0);
+    atomic_store(&g_c_ran, 0);
+    atomic_store(&g_c_saw_gate, 0);
+    hcomm_launch_host_func(a, gate_wait, NULL);
+    hcomm_event_record(ev, a);     /* record 1: behind the gate */
+    hcomm_stream_wait_event(c, ev); /* captures record 1 */
+    hcomm_event_record(ev, b);     /* record 2: runs at once */
+    hcomm_launch_host_func(c, c_mark, NULL);
+    CHECK(hcomm_stream_synchronize(b) == HCOMM_SUCCESS, "synchronize B");
+    CHECK(hcomm_event_query(ev) == HCOMM_SUCCESS, "the latest record (B's) is complete");
+    nanosleep(&pause, NULL); /* room for C to run early, were it to */
+    CHECK(atomic_load(&g_c_ran) == 0, "a wait on A's record ran after B's later record");
+    atomic_store(&g_gate, 1);
+    CHECK(hcomm_stream_synchronize(c) == HCOMM_SUCCESS && atomic_load(&g_c_ran) &&
+              atomic_load(&g_c_saw_gate),
+          "the stream waiting on A's record ran before A reached it");
+    CHECK(hcomm_event_destroy(ev) == HCOMM_SUCCESS, "event destroy");
+    hcomm_stream_destroy(a);
+    hcomm_stream_destroy(b);
+    hcomm_stream_destroy(c);
+}
+
 /* NSTREAMS streams x NCOMMS communicators, ROUNDS allreduces each, issued in
  * the same order on every rank; then a blocking call on each comm. Stream
  * destroy (no synchronize) must wait for the work. */
@@ -286,6 +339,7 @@ int main(int argc, char **argv)
         return check_kill(comm);
     check_order(comm);
     check_event(comm);
+    check_event_records();
     check_many(comm);
     check_group(comm);
     check_comm_destroy(comm);
