@@ -81,33 +81,37 @@ static int buf_ok(const float *b, size_t n, float scale)
     return 1;
 }
 
-/* Host function, allreduce, host function, allreduce: in that order. */
+/* Host function, slow fill, allreduce, host function: in that order. The
+ * allreduce is out of place so that on one rank too (where it is a copy) a
+ * result shows whether it ran after the fill. */
 static void check_order(hcomm_comm_t comm)
 {
     hcomm_stream_t s;
-    float         *b = malloc(COUNT * sizeof(float));
+    float         *b = calloc(COUNT, sizeof(float)), *r = calloc(COUNT, sizeof(float));
     fill_t         f = {b, COUNT, (float)(g_rank + 1), 20};
 
     CHECK(hcomm_stream_create(&s) == HCOMM_SUCCESS, "stream create");
     atomic_store(&g_nlog, 0);
     hcomm_launch_host_func(s, log_mark, (void *)1L);
     hcomm_launch_host_func(s, fill, &f); /* slow: the allreduce must wait for it */
-    hcomm_allreduce(b, b, COUNT, HCOMM_FLOAT32, HCOMM_SUM, comm, s);
+    hcomm_allreduce(b, r, COUNT, HCOMM_FLOAT32, HCOMM_SUM, comm, s);
     hcomm_launch_host_func(s, log_mark, (void *)2L);
     CHECK(hcomm_stream_synchronize(s) == HCOMM_SUCCESS, "synchronize");
     CHECK(atomic_load(&g_nlog) == 2 && g_log[0] == 1 && g_log[1] == 2, "host functions out of order");
-    CHECK(buf_ok(b, COUNT, 1), "allreduce after a host function: wrong result");
+    CHECK(buf_ok(r, COUNT, 1), "allreduce after a host function: wrong result");
     CHECK(hcomm_stream_query(s) == HCOMM_SUCCESS, "query after synchronize");
     CHECK(hcomm_stream_destroy(s) == HCOMM_SUCCESS, "destroy");
     free(b);
+    free(r);
 }
 
-/* Stream B's allreduce needs stream A's slow host function: an event orders them. */
+/* Stream B's allreduce needs stream A's slow host function: an event orders
+ * them (out of place, so that one rank shows the order too). */
 static void check_event(hcomm_comm_t comm)
 {
     hcomm_stream_t a, b;
     hcomm_event_t  ev, never;
-    float         *x = calloc(COUNT, sizeof(float));
+    float         *x = calloc(COUNT, sizeof(float)), *y = calloc(COUNT, sizeof(float));
     fill_t         f = {x, COUNT, (float)(g_rank + 1), 30};
     hcomm_request_t req;
 
@@ -120,10 +124,10 @@ static void check_event(hcomm_comm_t comm)
     hcomm_event_record(ev, a);
     hcomm_stream_wait_event(b, ev);
     hcomm_stream_wait_event(b, never);
-    hcomm_allreduce(x, x, COUNT, HCOMM_FLOAT32, HCOMM_SUM, comm, b);
+    hcomm_allreduce(x, y, COUNT, HCOMM_FLOAT32, HCOMM_SUM, comm, b);
     CHECK(hcomm_stream_last_request(b, &req) == HCOMM_SUCCESS, "last request");
     CHECK(hcomm_wait(&req) == HCOMM_SUCCESS && req == NULL, "wait on the stream's request");
-    CHECK(buf_ok(x, COUNT, 1), "allreduce ran before the event it waited for");
+    CHECK(buf_ok(y, COUNT, 1), "allreduce ran before the event it waited for");
     CHECK(hcomm_event_synchronize(ev) == HCOMM_SUCCESS, "event synchronize");
     CHECK(hcomm_stream_last_request(b, &req) == HCOMM_ERR_INVALID_USAGE, "second last request");
     CHECK(hcomm_event_destroy(ev) == HCOMM_SUCCESS, "event destroy");
@@ -131,6 +135,7 @@ static void check_event(hcomm_comm_t comm)
     CHECK(hcomm_stream_destroy(a) == HCOMM_SUCCESS && hcomm_stream_destroy(b) == HCOMM_SUCCESS,
           "destroy");
     free(x);
+    free(y);
 }
 
 /* A host function that blocks its stream until the test opens the gate (at
@@ -186,13 +191,29 @@ static void check_event_records(void)
     hcomm_stream_destroy(c);
 }
 
+/* Queued last on a stream, a pause then a mark: a destroy that did not wait
+ * for the stream's work would find the mark still clear. */
+static void pause_50ms(void *arg)
+{
+    struct timespec pause = {0, 50000000L};
+    (void)arg;
+    nanosleep(&pause, NULL);
+}
+
+static void mark(void *arg)
+{
+    atomic_store((atomic_int *)arg, 1);
+}
+
 /* NSTREAMS streams x NCOMMS communicators, ROUNDS allreduces each, issued in
- * the same order on every rank; then a blocking call on each comm. Stream
- * destroy (no synchronize) must wait for the work. */
+ * the same order on every rank; then a blocking call on each comm (it orders
+ * the collectives, not the host functions queued last on each stream).
+ * Stream destroy (no synchronize) must wait for those. */
 static void check_many(hcomm_comm_t comm)
 {
     hcomm_comm_t   comms[NCOMMS];
     hcomm_stream_t s[NSTREAMS];
+    atomic_int     marked[NSTREAMS];
     float         *bufs = malloc((size_t)NSTREAMS * ROUNDS * 257 * sizeof(float));
 
     for (int c = 0; c < NCOMMS; c++)
@@ -206,14 +227,21 @@ static void check_many(hcomm_comm_t comm)
                 b[i] = (float)(g_rank + 1) + (float)(i % 7);
             hcomm_allreduce(b, b, 257, HCOMM_FLOAT32, HCOMM_SUM, comms[(k + r) % NCOMMS], s[k]);
         }
+    for (int k = 0; k < NSTREAMS; k++) {
+        atomic_init(&marked[k], 0);
+        hcomm_launch_host_func(s[k], pause_50ms, NULL);
+        hcomm_launch_host_func(s[k], mark, &marked[k]);
+    }
     for (int c = 0; c < NCOMMS; c++) {
         float y = 1;
         CHECK(hcomm_allreduce(&y, &y, 1, HCOMM_FLOAT32, HCOMM_SUM, comms[c], NULL) ==
                       HCOMM_SUCCESS && y == (float)g_nranks,
               "blocking allreduce behind stream work");
     }
-    for (int k = 0; k < NSTREAMS; k++)
+    for (int k = 0; k < NSTREAMS; k++) {
         CHECK(hcomm_stream_destroy(s[k]) == HCOMM_SUCCESS, "destroy stream %d", k);
+        CHECK(atomic_load(&marked[k]) == 1, "stream %d destroyed before its last work ran", k);
+    }
     int bad = 0;
     for (int k = 0; k < NSTREAMS * ROUNDS; k++)
         bad += !buf_ok(bufs + (size_t)k * 257, 257, 1);
@@ -337,6 +365,9 @@ int main(int argc, char **argv)
     }
     if (kill)
         return check_kill(comm);
+    if (g_nranks == 1)
+        printf("stream_check: 1 rank: a collective is a copy, so the ordering checks read "
+               "out-of-place results\n");
     check_order(comm);
     check_event(comm);
     check_event_records();
