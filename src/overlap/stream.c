@@ -283,7 +283,10 @@ static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
     hc_error(COLL, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT", s->cuda);
     stream_fail(s, HCOMM_ERR_TIMEOUT);
     for (size_t i = 0; i < t->nops; i++) {
-        hc_comm_fail(t->ops[i]->comm, HCOMM_ERR_TIMEOUT);
+        hcomm_comm_t c = t->ops[i]->comm;
+        hc_comm_lock(c); /* other streams' threads may progress c meanwhile */
+        hc_comm_fail(c, HCOMM_ERR_TIMEOUT);
+        hc_comm_unlock(c);
         hc_op_open_gate(t->ops[i]);
         hc_comm_wait_op(t->ops[i]);
         hc_op_drop(t->ops[i]);
