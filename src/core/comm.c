@@ -330,8 +330,7 @@ static void comm_free(hcomm_comm_t c)
     hc_comm_topo_free(c);
     if (c->bs != NULL)
         hc_bootstrap_destroy(c->bs);
-    for (int i = 0; i < c->ncache; i++)
-        hc_sched_destroy(c->cache[i].sched);
+    hc_comm_cache_clear(c);
     while (c->op_free != NULL) {
         hc_op_t *op = c->op_free;
         c->op_free  = op->next;
