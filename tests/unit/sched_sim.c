@@ -451,19 +451,22 @@ void sim_place(sim_rank_t *k, const hc_sched_t *s, const lay_t *l, size_t tmp_at
     k->bufoff[HC_BUF_TMP] = tmp_at, k->bufsz[HC_BUF_TMP] = s->tmp_bytes;
 }
 
+void ref_store(void *buf, size_t i, int dt, long v)
+{
+    if (dt == HCOMM_INT8)
+        ((int8_t *)buf)[i] = (int8_t)v;
+    else if (dt == HCOMM_INT32)
+        ((int32_t *)buf)[i] = (int32_t)v;
+    else if (dt == HCOMM_FLOAT32)
+        ((float *)buf)[i] = (float)v;
+    else
+        ((double *)buf)[i] = (double)v;
+}
+
 void ref_fill(void *buf, size_t n, int dt, int r, size_t first)
 {
-    for (size_t i = 0; i < n; i++) {
-        long v = (long)(((size_t)(r + 1) * 37 + (first + i) * 11) % 29) - 14;
-        if (dt == HCOMM_INT8)
-            ((int8_t *)buf)[i] = (int8_t)v;
-        else if (dt == HCOMM_INT32)
-            ((int32_t *)buf)[i] = (int32_t)v;
-        else if (dt == HCOMM_FLOAT32)
-            ((float *)buf)[i] = (float)v;
-        else
-            ((double *)buf)[i] = (double)v;
-    }
+    for (size_t i = 0; i < n; i++)
+        ref_store(buf, i, dt, (long)(((size_t)(r + 1) * 37 + (first + i) * 11) % 29) - 14);
 }
 
 void sim_end(sim_t *sm)

@@ -87,6 +87,8 @@ void  sim_place(sim_rank_t *k, const hc_sched_t *s, const lay_t *l, size_t tmp_a
 /* Reference arithmetic for int8, int32, float32, float64 and sum, min, max,
  * avg (as sum): what the executor's kernels must agree with. */
 size_t ref_esize(int dtype);
+/* buf[i] = v in dtype (int8, int32, float32, float64). */
+void   ref_store(void *buf, size_t i, int dtype, long v);
 /* Rank r's input elements first.. first + n - 1: small integers, exact in
  * every type, so that sums in any order agree. */
 void   ref_fill(void *buf, size_t n, int dtype, int r, size_t first);

@@ -57,14 +57,7 @@ typedef struct tcase {
 static void put_val(void *buf, size_t i, int dt, int r, size_t gi)
 {
     long v = (long)(((uint64_t)(r + 1) * 2654435761u + gi * 40503u) % 100003u);
-    if (dt == HCOMM_INT8)
-        ((int8_t *)buf)[i] = (int8_t)(v % 251 - 125);
-    else if (dt == HCOMM_INT32)
-        ((int32_t *)buf)[i] = (int32_t)v;
-    else if (dt == HCOMM_FLOAT32)
-        ((float *)buf)[i] = (float)v;
-    else
-        ((double *)buf)[i] = (double)v;
+    ref_store(buf, i, dt, dt == HCOMM_INT8 ? v % 251 - 125 : v);
 }
 
 static hc_sched_t *build(const tcase_t *tc, int r)
