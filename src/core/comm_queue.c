@@ -68,13 +68,16 @@ static hc_algo_t comm_select(hcomm_comm_t comm, const hc_coll_args_t *args,
                    : HC_ALGO_PAIRWISE;
     if (comm->cluster == NULL || comm->cluster->nnodes < 2 || args->coll != HC_COLL_ALLREDUCE)
         return hc_algo_select(args, comm->nranks, p);
-    int    best  = HC_COST_RING;
-    double tbest = hc_cost_allreduce_us(comm->cluster, HC_COST_RING, bytes, p->chunk_bytes);
-    for (int a = 1; a < HC_COST_ALGO_COUNT; a++) {
-        double t = hc_cost_allreduce_us(comm->cluster, (hc_cost_algo_t)a, bytes, p->chunk_bytes);
-        if (t < tbest)
-            tbest = t, best = a;
+    int    best = HC_COST_RING;
+    double t[HC_COST_ALGO_COUNT];
+    for (int a = 0; a < HC_COST_ALGO_COUNT; a++) {
+        t[a] = hc_cost_allreduce_us(comm->cluster, (hc_cost_algo_t)a, bytes, p->chunk_bytes);
+        if (t[a] < t[best])
+            best = a;
     }
+    hc_debug(ALGO, "allreduce of %zu bytes, predicted us: ring %.1f rd %.1f rabenseifner %.1f "
+             "tree %.1f hier %.1f", bytes, t[HC_COST_RING], t[HC_COST_RD],
+             t[HC_COST_RABENSEIFNER], t[HC_COST_TREE], t[HC_COST_HIER]);
     return cost_to_algo[best];
 }
 
