@@ -406,6 +406,17 @@ static void check_errors(ncclComm_t comm)
           "stream accepted");
     CHECK(strstr(ncclGetLastError(comm), "CUDA streams") != NULL, "stream message");
     CHECK(ncclBroadcast(&x, &y, 1, ncclInt, nranks, comm, NULL) == ncclInvalidArgument, "bad root");
+    /* the same checks on the other calls' fast paths */
+    CHECK(ncclAllGather(&x, &y, 1, ncclFloat8e5m2, comm, NULL) == ncclInvalidArgument,
+          "fp8 allgather accepted");
+    CHECK(ncclSend(&x, 1, ncclInt, 0, comm, (cudaStream_t)&x) == ncclInvalidUsage,
+          "stream send accepted");
+    CHECK(ncclSend(&x, 1, ncclInt, 0, NULL, NULL) == ncclInvalidArgument, "NULL comm send");
+    CHECK(ncclReduce(&x, &y, 1, ncclInt, (ncclRedOp_t)77, 0, comm, NULL) == ncclInvalidArgument,
+          "bad op reduce");
+    CHECK(ncclReduceScatter(&x, &y, 1, (ncclDataType_t)99, ncclSum, comm, NULL) ==
+              ncclInvalidArgument,
+          "bad dtype reduce_scatter");
     CHECK(ncclCommCuDevice(comm, &y) == ncclInvalidUsage, "CuDevice without CUDA");
     CHECK(ncclCommInitAll(&c2, 2, NULL) == ncclInvalidUsage, "InitAll(2)");
     CHECK(ncclGroupEnd() == ncclInvalidUsage, "unmatched GroupEnd");

@@ -26,16 +26,23 @@ void hc_nccl_temps_release(void)
     }
 }
 
-/* Common argument checks; fills *hdt. */
+/* Common argument checks; fills *hdt. The failure path never returns
+ * success, which the compiler is told, so that a valid call keeps nothing
+ * across it (no frame to save and restore around the hcomm call). */
 static inline ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
-                          hcomm_dtype_t *hdt, const char *what)
+                                 hcomm_dtype_t *hdt, const char *what)
 {
-    *hdt = HCOMM_UINT8; /* set on every path: callers read it only on success */
-    ncclResult_t res = hc_nccl_check_comm(comm, what);
+    if (__builtin_expect(comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
+                             !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED) &&
+                             stream == NULL && (unsigned)dt < HC_NCCL_NDTYPES,
+                         1)) {
+        *hdt = hc_nccl_dtype_map[dt];
+        return ncclSuccess;
+    }
+    *hdt             = HCOMM_UINT8;
+    ncclResult_t res = hc_nccl_check_failed(comm, dt, stream, what);
     if (res == ncclSuccess)
-        res = hc_nccl_check_stream(stream, what);
-    if (res == ncclSuccess)
-        res = hc_nccl_dtype(dt, hdt);
+        __builtin_unreachable();
     return res;
 }
 
@@ -176,9 +183,23 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     return ncclSuccess;
 }
 
-ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t stream)
+/* The common call: a live communicator, no stream, a datatype and a built-in
+ * op hcomm has, no scaled copies pending. Checked without calls, so that its
+ * path through the shim keeps nothing across the hcomm call (no frame to
+ * save and restore); anything else takes the full checks. */
+static inline int plain_call(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op,
+                             cudaStream_t stream)
+{
+    return comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
+           !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED) && stream == NULL &&
+           (unsigned)dt < HC_NCCL_NDTYPES && (unsigned)op < ncclNumOps && temps == NULL;
+}
+
+static const hcomm_op_t op_map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
+
+static __attribute__((noinline)) ncclResult_t
+allreduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
     const char *what = "ncclAllReduce";
     hcomm_dtype_t hdt;
@@ -189,9 +210,21 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
     return finish(hcomm_allreduce(sendbuff, recvbuff, count, hdt, hop, comm->hc, NULL), what);
 }
 
-ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream)
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+    if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
+        return hc_nccl_status(hcomm_allreduce(sendbuff, recvbuff, count,
+                                              hc_nccl_dtype_map[datatype], op_map[op], comm->hc,
+                                              NULL),
+                              "ncclAllReduce");
+    return allreduce_checked(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+static __attribute__((noinline)) ncclResult_t
+reduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
     const char *what = "ncclReduce";
     hcomm_dtype_t hdt;
@@ -202,9 +235,22 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
     return finish(hcomm_reduce(sendbuff, recvbuff, count, hdt, hop, root, comm->hc, NULL), what);
 }
 
-ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                               cudaStream_t stream)
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t stream)
+{
+    if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
+        return hc_nccl_status(hcomm_reduce(sendbuff, recvbuff, count,
+                                           hc_nccl_dtype_map[datatype], op_map[op], root,
+                                           comm->hc, NULL),
+                              "ncclReduce");
+    return reduce_checked(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+static __attribute__((noinline)) ncclResult_t
+reduce_scatter_checked(const void *sendbuff, void *recvbuff, size_t recvcount,
+                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                       cudaStream_t stream)
 {
     const char *what = "ncclReduceScatter";
     hcomm_dtype_t hdt;
@@ -219,6 +265,18 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
         return res;
     return finish(hcomm_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, comm->hc, NULL),
                   what);
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
+        return hc_nccl_status(hcomm_reduce_scatter(sendbuff, recvbuff, recvcount,
+                                                   hc_nccl_dtype_map[datatype], op_map[op],
+                                                   comm->hc, NULL),
+                              "ncclReduceScatter");
+    return reduce_scatter_checked(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,

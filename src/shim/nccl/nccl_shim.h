@@ -40,6 +40,9 @@ ncclResult_t hc_nccl_status_fail(hcomm_status_t st, const char *what);
 ncclResult_t hc_nccl_bad_comm(ncclComm_t comm, const char *what);
 ncclResult_t hc_nccl_bad_dtype(ncclDataType_t dt);
 ncclResult_t hc_nccl_bad_stream(const char *what);
+/* Why a call with these arguments is invalid (never ncclSuccess). */
+ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
+                                  const char *what);
 
 /* The checks every call makes are inline, so that a valid call costs the shim
  * a few compares (perf/shim_overhead) and only failures leave the fast path. */
@@ -61,14 +64,16 @@ static inline ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
 }
 
 /* NCCL's datatypes in enum order up to bfloat16; the fp8 ones have no hcomm type. */
+static const hcomm_dtype_t hc_nccl_dtype_map[] = {
+    HCOMM_INT8,    HCOMM_UINT8,   HCOMM_INT32,   HCOMM_UINT32,  HCOMM_INT64,
+    HCOMM_UINT64,  HCOMM_FLOAT16, HCOMM_FLOAT32, HCOMM_FLOAT64, HCOMM_BFLOAT16};
+#define HC_NCCL_NDTYPES (sizeof(hc_nccl_dtype_map) / sizeof(hc_nccl_dtype_map[0]))
+
 static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
 {
-    static const hcomm_dtype_t map[] = {HCOMM_INT8,    HCOMM_UINT8,   HCOMM_INT32, HCOMM_UINT32,
-                                        HCOMM_INT64,   HCOMM_UINT64,  HCOMM_FLOAT16,
-                                        HCOMM_FLOAT32, HCOMM_FLOAT64, HCOMM_BFLOAT16};
-    if (__builtin_expect((unsigned)dt >= sizeof(map) / sizeof(map[0]), 0))
+    if (__builtin_expect((unsigned)dt >= HC_NCCL_NDTYPES, 0))
         return hc_nccl_bad_dtype(dt);
-    *out = map[dt];
+    *out = hc_nccl_dtype_map[dt];
     return ncclSuccess;
 }
 
