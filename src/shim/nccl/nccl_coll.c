@@ -26,16 +26,16 @@ void hc_nccl_temps_release(void)
     }
 }
 
+/* NCCL's built-in ops in enum order. */
+static const hcomm_op_t op_map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
+
 /* Common argument checks; fills *hdt. The failure path never returns
  * success, which the compiler is told, so that a valid call keeps nothing
  * across it (no frame to save and restore around the hcomm call). */
 static inline ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
                                  hcomm_dtype_t *hdt, const char *what)
 {
-    if (__builtin_expect(comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
-                             !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED) &&
-                             stream == NULL && (unsigned)dt < HC_NCCL_NDTYPES,
-                         1)) {
+    if (__builtin_expect(hc_nccl_call_ok(comm, dt, stream), 1)) {
         *hdt = hc_nccl_dtype_map[dt];
         return ncclSuccess;
     }
@@ -130,12 +130,11 @@ static inline ncclResult_t reducing(ncclComm_t comm, ncclDataType_t dt, ncclRedO
                                     size_t count, cudaStream_t stream, const void **sendbuff,
                                     hcomm_dtype_t *hdt, hcomm_op_t *hop, const char *what)
 {
-    static const hcomm_op_t map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
     ncclResult_t res = check(comm, dt, stream, hdt, what);
     if (res != ncclSuccess)
         return res;
     if (__builtin_expect((unsigned)op < (unsigned)ncclNumOps, 1)) {
-        *hop = map[op];
+        *hop = op_map[op];
         return ncclSuccess;
     }
     return prepare_premul(comm, op, dt, count, sendbuff, hop, what);
@@ -183,19 +182,14 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     return ncclSuccess;
 }
 
-/* The common call: a live communicator, no stream, a datatype and a built-in
- * op hcomm has, no scaled copies pending. Checked without calls, so that its
- * path through the shim keeps nothing across the hcomm call (no frame to
- * save and restore); anything else takes the full checks. */
+/* The common reducing call: every check passes, a built-in op, no scaled
+ * copies pending; it goes straight to hcomm (no frame, no finish). Anything
+ * else takes the full checks. */
 static inline int plain_call(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op,
                              cudaStream_t stream)
 {
-    return comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
-           !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED) && stream == NULL &&
-           (unsigned)dt < HC_NCCL_NDTYPES && (unsigned)op < ncclNumOps && temps == NULL;
+    return hc_nccl_call_ok(comm, dt, stream) && (unsigned)op < ncclNumOps && temps == NULL;
 }
-
-static const hcomm_op_t op_map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
 
 static __attribute__((noinline)) ncclResult_t
 allreduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,

@@ -83,9 +83,9 @@ ncclResult_t hc_nccl_bad_stream(const char *what)
 ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
                                   const char *what)
 {
-    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC ||
-        __atomic_load_n(&comm->revoked, __ATOMIC_RELAXED))
-        return hc_nccl_bad_comm(comm, what);
+    ncclResult_t res = hc_nccl_check_comm(comm, what);
+    if (res != ncclSuccess)
+        return res;
     if (stream != NULL)
         return hc_nccl_bad_stream(what);
     return hc_nccl_bad_dtype(dt);

@@ -69,6 +69,15 @@ static const hcomm_dtype_t hc_nccl_dtype_map[] = {
     HCOMM_UINT64,  HCOMM_FLOAT16, HCOMM_FLOAT32, HCOMM_FLOAT64, HCOMM_BFLOAT16};
 #define HC_NCCL_NDTYPES (sizeof(hc_nccl_dtype_map) / sizeof(hc_nccl_dtype_map[0]))
 
+/* A call every check passes: a live communicator, no stream, a datatype hcomm
+ * has. Tested without calls, so that the shim's path to hcomm needs no frame. */
+static inline int hc_nccl_call_ok(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream)
+{
+    return comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
+           !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED) && stream == NULL &&
+           (unsigned)dt < HC_NCCL_NDTYPES;
+}
+
 static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
 {
     if (__builtin_expect((unsigned)dt >= HC_NCCL_NDTYPES, 0))
