@@ -417,6 +417,10 @@ static void check_errors(ncclComm_t comm)
     CHECK(ncclReduceScatter(&x, &y, 1, (ncclDataType_t)99, ncclSum, comm, NULL) ==
               ncclInvalidArgument,
           "bad dtype reduce_scatter");
+    /* recvcount x ranks overflows: hcomm's own checks catch it on the fast path */
+    CHECK(ncclReduceScatter(&x, &y, SIZE_MAX / 2, ncclInt, ncclSum, comm, NULL) ==
+              ncclInvalidArgument,
+          "overflowing reduce_scatter accepted");
     CHECK(ncclCommCuDevice(comm, &y) == ncclInvalidUsage, "CuDevice without CUDA");
     CHECK(ncclCommInitAll(&c2, 2, NULL) == ncclInvalidUsage, "InitAll(2)");
     CHECK(ncclGroupEnd() == ncclInvalidUsage, "unmatched GroupEnd");

@@ -53,12 +53,17 @@ static inline ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what)
     return __builtin_expect(st == HCOMM_SUCCESS, 1) ? ncclSuccess : hc_nccl_status_fail(st, what);
 }
 
+/* A communicator made by the shim and not revoked. */
+static inline int hc_nccl_comm_live(ncclComm_t comm)
+{
+    return comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
+           !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED);
+}
+
 /* Validates a communicator handle (not revoked). */
 static inline ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
 {
-    if (__builtin_expect(comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
-                             !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED),
-                         1))
+    if (__builtin_expect(hc_nccl_comm_live(comm), 1))
         return ncclSuccess;
     return hc_nccl_bad_comm(comm, what);
 }
@@ -73,9 +78,7 @@ static const hcomm_dtype_t hc_nccl_dtype_map[] = {
  * has. Tested without calls, so that the shim's path to hcomm needs no frame. */
 static inline int hc_nccl_call_ok(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream)
 {
-    return comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
-           !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED) && stream == NULL &&
-           (unsigned)dt < HC_NCCL_NDTYPES;
+    return hc_nccl_comm_live(comm) && stream == NULL && (unsigned)dt < HC_NCCL_NDTYPES;
 }
 
 static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
@@ -84,11 +87,6 @@ static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
         return hc_nccl_bad_dtype(dt);
     *out = hc_nccl_dtype_map[dt];
     return ncclSuccess;
-}
-
-static inline ncclResult_t hc_nccl_check_stream(cudaStream_t stream, const char *what)
-{
-    return __builtin_expect(stream == NULL, 1) ? ncclSuccess : hc_nccl_bad_stream(what);
 }
 
 /* Frees the calling thread's temporaries once its outermost group ended. */
