@@ -16,17 +16,37 @@ const char *hc_cost_algo_name(hc_cost_algo_t a)
 
 /* Seconds-free helpers: alpha in us, bandwidths in GB/s = 1e3 bytes per us. */
 
-/* A step's fixed cost on link l: its alpha, but never below the measured cost
- * of a step with every rank busy (on a host with fewer cores than ranks, each
- * step waits for its peers to be scheduled, whatever the link). */
-static double alpha(const hc_cluster_t *c, const hc_link_cost_t *l)
+static double wire_us(const hc_link_cost_t *l, double bytes)
 {
-    return fmax(l->alpha_us, c->step_us);
+    return bytes / (l->bw_gbps * 1e3);
+}
+
+/* steps dependent steps on link l that put wire_us of bytes on it, every rank
+ * busy in each: each pays the link's alpha, but the whole never costs less
+ * than the measured floor of a step with every rank busy (on a host with fewer
+ * cores than ranks each step waits for its peers to be scheduled). The two
+ * overlap: while a rank's bytes are on the wire its core serves the others.
+ * Measured across namespaces (perf/RESULTS.md), rd's time follows
+ * max(floor, alpha + wire) per round, not floor + wire. */
+static double busy_us(const hc_cluster_t *c, const hc_link_cost_t *l, double steps,
+                      double wire)
+{
+    return fmax(steps * c->step_us, steps * l->alpha_us + wire);
 }
 
 static double xfer_us(const hc_cluster_t *c, const hc_link_cost_t *l, double bytes)
 {
-    return alpha(c, l) + bytes / (l->bw_gbps * 1e3);
+    return busy_us(c, l, 1, wire_us(l, bytes));
+}
+
+/* The alltoall model adds the floor to the wire time instead: measured with
+ * perf/a2a_bench.sh it picks the faster of pairwise and hier that way, where
+ * busy_us's overlap let pairwise's n - 1 floors hide behind bytes that small
+ * runs send within the tbf burst. */
+static double a2a_steps_us(const hc_cluster_t *c, const hc_link_cost_t *l, double steps,
+                           double wire)
+{
+    return steps * fmax(l->alpha_us, c->step_us) + wire;
 }
 
 static double reduce_us(const hc_cluster_t *c, double bytes)
@@ -62,7 +82,7 @@ static double ring_us(const hc_cluster_t *c, double S, double chunk)
     /* 2(n-1) steps of one block; chunking adds per-chunk latency */
     double nchunks = fmax(1.0, ceil(b / chunk));
     const hc_link_cost_t *l = worst_link(c);
-    return 2.0 * (n - 1) * (b / (l->bw_gbps * 1e3)) + (2.0 * (n - 1) + nchunks - 1) * alpha(c, l) +
+    return busy_us(c, l, 2.0 * (n - 1) + nchunks - 1, 2.0 * (n - 1) * wire_us(l, b)) +
            (n - 1) * reduce_us(c, b);
 }
 
@@ -97,6 +117,15 @@ static int pow2(int n)
     return (n & (n - 1)) == 0;
 }
 
+/* One round of rd: every rank sends S; share ranks of a node send theirs over
+ * its link. They start at different moments (each waits to be scheduled), so
+ * one's latency hides behind another's bytes: the round takes a rank's own
+ * transfer or the link's bytes, whichever is longer. */
+static double rd_round_us(const hc_cluster_t *c, const hc_link_cost_t *l, double share, double S)
+{
+    return fmax(xfer_us(c, l, S), wire_us(l, share * S)) + reduce_us(c, S);
+}
+
 /* Rounds at distances 1, 2, 4, ...: each exchanges and reduces S. Only some
  * rounds cross nodes (partners of one node are often local), so each is priced
  * by its own link; with folding (n not a power of two) all by the worst. */
@@ -106,11 +135,11 @@ static double rd_us(const hc_cluster_t *c, double S)
     if (!pow2(c->nranks)) {
         double steps = ceil(log2((double)c->nranks)) + 2; /* fold in and out */
         const hc_link_cost_t *l = worst_link(c);
-        return steps * (alpha(c, l) + link_share(c) * S / (l->bw_gbps * 1e3) + reduce_us(c, S));
+        return steps * rd_round_us(c, l, link_share(c), S);
     }
     for (int d = 1; d < c->nranks; d *= 2) {
         const hc_link_cost_t *l = round_link(c, d, &share);
-        t += alpha(c, l) + share * S / (l->bw_gbps * 1e3) + reduce_us(c, S);
+        t += rd_round_us(c, l, share, S);
     }
     return t;
 }
@@ -125,16 +154,18 @@ static double rabenseifner_us(const hc_cluster_t *c, double S)
     const hc_link_cost_t *l = worst_link(c);
     if (n == 1)
         return 0;
-    return 2.0 * steps * alpha(c, l) + link_share(c) * 2.0 * (n - 1) / n * S / (l->bw_gbps * 1e3) +
+    return busy_us(c, l, 2.0 * steps, link_share(c) * 2.0 * (n - 1) / n * wire_us(l, S)) +
            (double)(n - 1) / n * reduce_us(c, S);
 }
 
-/* Double binary trees across nodes, a chain inside each node. Filling the
- * pipeline, each edge on the way up and then down carries one piece of each
- * tree (the two trees' pieces travel on different links); once it is full,
- * every piece index sends 2 S / nch out of an interior node, over its one link.
- * Measured across namespaces at one piece (S / 2 <= chunk): 64 KiB took 4
- * pieces' time on the link, not the 16 a per-step 2 S would say. */
+/* Double binary trees across nodes, a chain inside each node. Inside one
+ * node: the chain's steps, piece after piece. Across nodes the two trees share
+ * every node's link and each fills the gaps of the other, so the time is the
+ * larger of the latency path (up and down the trees, each network edge at the
+ * step floor, each chain step at its alpha; one more step per further piece)
+ * and the node's link bytes: 2 S out of a node interior in one tree and a
+ * leaf in the other. Measured across namespaces (4 x 2 ranks, 1 Gbit/s): 8 and
+ * 16 KiB took 130 and 275 us, 2 S / bw; 8 B to 4 KiB 63-128 us, the path. */
 static double tree_us(const hc_cluster_t *c, double S, double chunk)
 {
     int    N  = c->nnodes > 0 ? c->nnodes : 1, ppn = c->nranks / N;
@@ -144,11 +175,12 @@ static double tree_us(const hc_cluster_t *c, double S, double chunk)
     const hc_link_cost_t *x = worst_link(c), *lo = &c->link[HC_LINK_SAME_NUMA];
     if (c->nranks == 1)
         return 0;
-    double fill   = 2.0 * (dx * xfer_us(c, x, piece) + dl * xfer_us(c, lo, piece)) +
-                  (dx + dl) * reduce_us(c, piece);
-    double steady = N > 1 ? alpha(c, x) + 4.0 * piece / (x->bw_gbps * 1e3) + reduce_us(c, piece)
-                          : xfer_us(c, lo, piece) + reduce_us(c, piece);
-    return fill + (nch - 1) * steady;
+    double reduce = (dx + dl + nch - 1) * reduce_us(c, piece);
+    if (N == 1)
+        return (2.0 * dl + nch - 1) * xfer_us(c, lo, piece) + reduce;
+    double step = fmax(x->alpha_us, c->step_us);
+    double path = 2.0 * (dx * step + dl * lo->alpha_us) + (nch - 1) * step;
+    return fmax(path, wire_us(x, 2.0 * S)) + reduce;
 }
 
 static double hier_us(const hc_cluster_t *c, double S, double chunk)
@@ -160,8 +192,9 @@ static double hier_us(const hc_cluster_t *c, double S, double chunk)
         t += 2.0 * (p - 1) * xfer_us(c, lo, b) + (p - 1) * reduce_us(c, b);
     if (N > 1) { /* p rails run at once, each a ring over N nodes on b bytes */
         double nb = b / N, nch = fmax(1.0, ceil(nb / chunk));
-        t += 2.0 * (N - 1) * (nb / (x->bw_gbps * 1e3 / p)) + (2.0 * (N - 1) + nch - 1) * alpha(c, x) +
-             (N - 1) * reduce_us(c, nb);
+        double steps = 2.0 * (N - 1) + nch - 1, wire = 2.0 * (N - 1) * wire_us(x, nb);
+        /* the p rails share the node's link, each filling the others' gaps */
+        t += fmax(busy_us(c, x, steps, wire), p * wire) + (N - 1) * reduce_us(c, nb);
     }
     return t;
 }
@@ -188,9 +221,9 @@ double hc_cost_allreduce_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t b
 static double a2a_pairwise_us(const hc_cluster_t *c, int N, int p, double B)
 {
     const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = &c->link[HC_LINK_CROSS_NODE];
-    double t = (p - 1) * xfer_us(c, lo, B);
+    double t = a2a_steps_us(c, lo, p - 1, (p - 1) * wire_us(lo, B));
     if (N > 1)
-        t += (double)p * (N - 1) * alpha(c, x) + (double)p * p * (N - 1) * B / (x->bw_gbps * 1e3);
+        t += a2a_steps_us(c, x, (double)p * (N - 1), (double)p * p * (N - 1) * wire_us(x, B));
     return t;
 }
 
@@ -206,9 +239,9 @@ static double a2a_hier_us(const hc_cluster_t *c, int N, int p, double B)
 {
     const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = &c->link[HC_LINK_CROSS_NODE];
     double fwd = ceil((double)(N - 1) / p), msgs = (N - 1) * (p - 1.0) / p;
-    double net = fwd * alpha(c, x) + (double)p * p * (N - 1) * B / (x->bw_gbps * 1e3);
-    double loc = ((p - 1) + 2.0 * msgs) * alpha(c, lo) +
-                 ((p - 1) * B + 2.0 * msgs * p * B) / (lo->bw_gbps * 1e3) +
+    double net = a2a_steps_us(c, x, fwd, (double)p * p * (N - 1) * wire_us(x, B));
+    double lb  = (p - 1) * B + 2.0 * msgs * p * B; /* bytes over the node's own links */
+    double loc = a2a_steps_us(c, lo, (p - 1) + 2.0 * msgs, wire_us(lo, lb)) +
                  (p > 1 ? 2.0 : 0.0) * (N - 1) * p * B / (c->reduce_gbps * 1e3);
     if (N == 1)
         return a2a_pairwise_us(c, N, p, B);
