@@ -1,7 +1,8 @@
 /* comm_calibrate.c - measures the cross-node link at init (when the ranks span
  * nodes and no topology file gave the costs): rank 0 and the first rank of
- * another node ping-pong small and two sizes of large messages; then every rank times a
- * small recursive-doubling allreduce, the cost of a step with all ranks busy.
+ * another node ping-pong a small message and two large ones; then every rank
+ * times a small recursive-doubling allreduce, the cost of a step with all
+ * ranks busy.
  * Every rank takes rank 0's figures into its cluster model, where the cost
  * model and selection read them. */
 #include <math.h>

@@ -21,6 +21,14 @@ static double wire_us(const hc_link_cost_t *l, double bytes)
     return bytes / (l->bw_gbps * 1e3);
 }
 
+/* A step's fixed cost on link l where nothing hides it: its alpha, but never
+ * below the measured cost of a step with every rank busy (on a host with fewer
+ * cores than ranks each step waits for its peers to be scheduled). */
+static double floor_us(const hc_cluster_t *c, const hc_link_cost_t *l)
+{
+    return fmax(l->alpha_us, c->step_us);
+}
+
 /* steps dependent steps on link l that put wire_us of bytes on it, every rank
  * busy in each: each pays the link's alpha, but the whole never costs less
  * than the measured floor of a step with every rank busy (on a host with fewer
@@ -46,7 +54,7 @@ static double xfer_us(const hc_cluster_t *c, const hc_link_cost_t *l, double byt
 static double a2a_steps_us(const hc_cluster_t *c, const hc_link_cost_t *l, double steps,
                            double wire)
 {
-    return steps * fmax(l->alpha_us, c->step_us) + wire;
+    return steps * floor_us(c, l) + wire;
 }
 
 static double reduce_us(const hc_cluster_t *c, double bytes)
@@ -178,7 +186,7 @@ static double tree_us(const hc_cluster_t *c, double S, double chunk)
     double reduce = (dx + dl + nch - 1) * reduce_us(c, piece);
     if (N == 1)
         return (2.0 * dl + nch - 1) * xfer_us(c, lo, piece) + reduce;
-    double step = fmax(x->alpha_us, c->step_us);
+    double step = floor_us(c, x);
     double path = 2.0 * (dx * step + dl * lo->alpha_us) + (nch - 1) * step;
     return fmax(path, wire_us(x, 2.0 * S)) + reduce;
 }
