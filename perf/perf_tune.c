@@ -22,12 +22,14 @@ typedef struct tune_best {
     int    algo, chunk;
 } tune_best_t;
 
+#define TUNE_MAX_ALGOS 6
+
 /* hcomm's name of each benchmark and the algorithms worth trying for it. */
 static const struct {
     const char *coll;
-    const char *algos[6];
+    const char *algos[TUNE_MAX_ALGOS];
 } tune_cands[PERF_COLL_COUNT] = {
-    [PERF_ALL_REDUCE]     = {"allreduce", {"rd", "ring", "rabenseifner", "tree", "hier"}},
+    [PERF_ALL_REDUCE]     = {"allreduce", {"rd", "ring", "rabenseifner", "tree", "hier", "leader"}},
     [PERF_ALL_GATHER]     = {"allgather", {"ring", "bruck", "hier"}},
     [PERF_REDUCE_SCATTER] = {"reduce_scatter", {"ring", "hier"}},
     [PERF_BROADCAST]      = {"broadcast", {"chain", "tree", "hier"}},
@@ -116,7 +118,7 @@ static int tune_write(const perf_args_t *a, const tune_best_t *best, int nsizes,
 }
 
 #define TUNE_ROUNDS 3 /* every candidate runs once per round: noise hits all alike */
-#define TUNE_MAX_CANDS (6 * TUNE_NCHUNKS)
+#define TUNE_MAX_CANDS (TUNE_MAX_ALGOS * TUNE_NCHUNKS)
 
 /* Runs every candidate TUNE_ROUNDS times, interleaved, keeping each one's
  * fastest time per size; returns the number of sizes. */
@@ -126,7 +128,7 @@ static int tune_measure(char **v, int ci, double best_t[][TUNE_MAX_SIZES], size_
     double tm[TUNE_MAX_SIZES];
     int    nsizes = 0, n;
     for (int round = 0; round < TUNE_ROUNDS; round++)
-        for (int al = 0; al < 6 && tune_cands[ci].algos[al] != NULL; al++)
+        for (int al = 0; al < TUNE_MAX_ALGOS && tune_cands[ci].algos[al] != NULL; al++)
             for (int ch = 0; ch < TUNE_NCHUNKS; ch++) {
                 char spec[64];
                 snprintf(spec, sizeof(spec), "%s:%s", tune_cands[ci].coll, tune_cands[ci].algos[al]);
@@ -172,7 +174,7 @@ int perf_tune(int argc, char **argv, const perf_args_t *a)
         best[i] = (tune_best_t){sizes[i], 0, -1, 0};
         for (int c = 0; c < TUNE_MAX_CANDS; c++) {
             int al = c / TUNE_NCHUNKS, ch = c % TUNE_NCHUNKS;
-            if (al >= 6 || tune_cands[ci].algos[al] == NULL || times[c][i] <= 0)
+            if (al >= TUNE_MAX_ALGOS || tune_cands[ci].algos[al] == NULL || times[c][i] <= 0)
                 continue;
             printf("  %-14s %6s %12zu %12.2f\n", tune_cands[ci].algos[al], tune_chunks[ch],
                    sizes[i], times[c][i]);

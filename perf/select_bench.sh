@@ -9,10 +9,10 @@
 #   RANKS=4 perf/select_bench.sh [-n 20 -w 3]               local ranks (forked)
 #   NODES=4 PPN=2 PLACE=rr RATE=1gbit perf/select_bench.sh   namespaces (root)
 # SIZES (bytes; default 8 to 64M by 8x) lists the sizes; CANDS (default "ring
-# rd rabenseifner tree hier") names HCOMM_ALGO values, a candidate
+# rd rabenseifner tree hier leader") names HCOMM_ALGO values, a candidate
 # NAME@VAR=VAL also sets HCOMM_VAR=VAL; ROUNDS defaults to 5.
 top=.
-CANDS=${CANDS:-ring rd rabenseifner tree hier} ROUNDS=${ROUNDS:-5}
+CANDS=${CANDS:-ring rd rabenseifner tree hier leader} ROUNDS=${ROUNDS:-5}
 SIZES=${SIZES:-8 64 512 4096 32768 262144 2097152 16777216 67108864}
 iters=${*:--n 20 -w 3}
 perf="$top/perf/.libs/hcomm-perf"
@@ -44,7 +44,10 @@ run_one() {
     fi
     [ $rc -eq 0 ] || { echo "select_bench: $label failed:" >&2; tail -5 "$out" >&2; return 1; }
     awk -v l="$label" '/^ *[0-9]/ { print l, $1, $6 }' "$out" >> "$work/rows"
-    [ "$label" = auto ] && grep -h 'allreduce of' "$log" >> "$work/chosen"
+    # choices after calibration: its own small allreduces are forced or picked
+    # before the step floor is known
+    [ "$label" = auto ] && awk '/every rank busy/ { n = 0 } /allreduce of/ { l[n++] = $0 }
+        END { for (i = 0; i < n; i++) print l[i] }' "$log" >> "$work/chosen"
     return 0
 }
 

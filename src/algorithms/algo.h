@@ -32,6 +32,7 @@ typedef enum {
     HC_ALGO_BRUCK,        /* Bruck allgather: ceil(log2 n) rounds, any rank count */
     HC_ALGO_TREE,         /* plan-based (algo_plan.h): double tree allreduce, tree bcast/reduce */
     HC_ALGO_HIER,         /* plan-based: node groups then rails (algo_plan.h) */
+    HC_ALGO_LEADER,       /* plan-based allreduce: through one leader per node (algo_plan.h) */
     HC_ALGO_COUNT
 } hc_algo_t;
 

@@ -410,13 +410,17 @@ static hcomm_status_t hier_geo(const hc_hier_t *h, int rank, int *nranks, hc_hie
     return HCOMM_SUCCESS;
 }
 
-static hcomm_status_t hier_check_args(const hc_coll_args_t *a, int nranks, size_t *esize)
+static hcomm_status_t hier_check_args(const hc_coll_args_t *a, int leader, int nranks,
+                                      size_t *esize)
 {
     size_t es = hcomm_dtype_size(a->dtype);
 
-    if (a->coll != HC_COLL_ALLREDUCE && a->coll != HC_COLL_BROADCAST && a->coll != HC_COLL_REDUCE &&
-        a->coll != HC_COLL_ALLGATHER && a->coll != HC_COLL_REDUCE_SCATTER) {
-        hc_error(ALGO, "hier does not implement %s", hc_coll_name(a->coll));
+    if (leader ? a->coll != HC_COLL_ALLREDUCE
+               : a->coll != HC_COLL_ALLREDUCE && a->coll != HC_COLL_BROADCAST &&
+                     a->coll != HC_COLL_REDUCE && a->coll != HC_COLL_ALLGATHER &&
+                     a->coll != HC_COLL_REDUCE_SCATTER) {
+        hc_error(ALGO, "%s does not implement %s", leader ? "leader" : "hier",
+                 hc_coll_name(a->coll));
         return HCOMM_ERR_UNSUPPORTED;
     }
     if (es == 0 || (a->coll != HC_COLL_BROADCAST && a->coll != HC_COLL_ALLGATHER &&
@@ -438,10 +442,13 @@ static hcomm_status_t hier_check_args(const hc_coll_args_t *a, int nranks, size_
     return HCOMM_SUCCESS;
 }
 
-static hcomm_status_t hier_run(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo, hc_sched_t *s)
+static hcomm_status_t hier_run(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo, int leader,
+                               hc_sched_t *s)
 {
     if (c->nranks == 1)
         return hc_algo_local_copy(c, s);
+    if (leader)
+        return hc_algo_hier_leader_allreduce(c, geo, s);
     switch (c->args->coll) {
     case HC_COLL_ALLREDUCE:
         return hier_allreduce(c, geo, s);
@@ -456,8 +463,9 @@ static hcomm_status_t hier_run(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo,
     }
 }
 
-hcomm_status_t hc_algo_hier(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
-                            size_t chunk_bytes, hc_sched_t **sched_p)
+/* Both public builders: the hier collectives, or (leader) the leaders' allreduce. */
+static hcomm_status_t hier_build(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
+                                 size_t chunk_bytes, int leader, hc_sched_t **sched_p)
 {
     hc_algo_ctx_t  c = {.args = args, .rank = rank};
     hc_hier_geo_t  geo;
@@ -470,7 +478,7 @@ hcomm_status_t hc_algo_hier(const hc_coll_args_t *args, const hc_hier_t *h, int 
     }
     status = hier_geo(h, rank, &c.nranks, &geo);
     if (status == HCOMM_SUCCESS)
-        status = hier_check_args(args, c.nranks, &c.esize);
+        status = hier_check_args(args, leader, c.nranks, &c.esize);
     if (status != HCOMM_SUCCESS)
         return status;
     /* chunk_bytes 0: no pipelining */
@@ -480,9 +488,10 @@ hcomm_status_t hc_algo_hier(const hc_coll_args_t *args, const hc_hier_t *h, int 
     s = hc_sched_create(c.nranks, rank);
     if (s == NULL)
         return HCOMM_ERR_NO_MEMORY;
-    status = hier_run(&c, &geo, s);
+    status = hier_run(&c, &geo, leader, s);
     if (status != HCOMM_SUCCESS)
-        hc_error(ALGO, "%s/hier: out of memory building the schedule", hc_coll_name(args->coll));
+        hc_error(ALGO, "%s/%s: out of memory building the schedule", hc_coll_name(args->coll),
+                 leader ? "leader" : "hier");
     else
         status = hc_sched_finalize(s);
     if (status != HCOMM_SUCCESS) {
@@ -491,4 +500,16 @@ hcomm_status_t hc_algo_hier(const hc_coll_args_t *args, const hc_hier_t *h, int 
     }
     *sched_p = s;
     return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_algo_hier(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
+                            size_t chunk_bytes, hc_sched_t **sched_p)
+{
+    return hier_build(args, h, rank, chunk_bytes, 0, sched_p);
+}
+
+hcomm_status_t hc_algo_hier_leader(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
+                                   size_t chunk_bytes, hc_sched_t **sched_p)
+{
+    return hier_build(args, h, rank, chunk_bytes, 1, sched_p);
 }

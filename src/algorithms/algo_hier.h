@@ -31,5 +31,7 @@ static inline int hc_hier_rail_member(const hc_hier_t *h, int n, int l)
 hcomm_status_t hc_algo_hier_broadcast(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo,
                                       hc_sched_t *s);
 hcomm_status_t hc_algo_hier_reduce(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo, hc_sched_t *s);
+hcomm_status_t hc_algo_hier_leader_allreduce(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo,
+                                             hc_sched_t *s);
 
 #endif

@@ -33,6 +33,12 @@ hcomm_status_t hc_algo_double_tree(const hc_coll_args_t *args, const hc_tree_t t
 hcomm_status_t hc_algo_hier(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
                             size_t chunk_bytes, hc_sched_t **sched_p);
 
+/* Allreduce through the nodes' leaders (the first rank of each node group of
+ * h): binomial reduce inside each node, recursive doubling among the leaders,
+ * binomial broadcast. For small messages across nodes. */
+hcomm_status_t hc_algo_hier_leader(const hc_coll_args_t *args, const hc_hier_t *h, int rank,
+                                   size_t chunk_bytes, hc_sched_t **sched_p);
+
 /* Hierarchical alltoall on h: gather per node pair, one message per node pair
  * across nodes, scatter. HCOMM_ERR_UNSUPPORTED (no error logged) when the
  * nodes have different rank counts (selection never asks for it then). */

@@ -37,7 +37,7 @@ static const hc_algo_t algo_default[HC_COLL_COUNT] = {
 
 static const char *const algo_names[HC_ALGO_COUNT] = {
     "auto", "ring", "rd", "chain", "pairwise", "direct", "dissem", "rabenseifner", "bruck",
-    "tree", "hier"};
+    "tree", "hier", "leader"};
 
 static const char *const coll_names[HC_COLL_COUNT] = {
     "allreduce", "broadcast", "reduce",  "allgather", "reduce_scatter",
@@ -84,7 +84,7 @@ static void algo_warn_once(const char *spec, const char *p, size_t len)
     if (!atomic_flag_test_and_set(&warned))
         hc_warn(ALGO,
                 "HCOMM_ALGO=%s: ignoring '%.*s' (names: ring, rd, chain, pairwise, "
-                "direct, dissem, rabenseifner, bruck, tree, hier; optionally COLL:NAME)",
+                "direct, dissem, rabenseifner, bruck, tree, hier, leader; optionally COLL:NAME)",
                 spec, (int)len, p);
 }
 
@@ -92,6 +92,8 @@ int hc_algo_needs_plan(hc_coll_t coll, hc_algo_t algo)
 {
     if (algo == HC_ALGO_TREE)
         return coll == HC_COLL_ALLREDUCE || coll == HC_COLL_BROADCAST || coll == HC_COLL_REDUCE;
+    if (algo == HC_ALGO_LEADER)
+        return coll == HC_COLL_ALLREDUCE;
     if (algo == HC_ALGO_HIER)
         return coll == HC_COLL_ALLREDUCE || coll == HC_COLL_BROADCAST ||
                coll == HC_COLL_REDUCE || coll == HC_COLL_ALLGATHER ||

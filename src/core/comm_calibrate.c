@@ -51,7 +51,7 @@ static hcomm_status_t cal_step(hcomm_comm_t comm, double *step_us)
     double         best  = INFINITY;
     hcomm_status_t st    = HCOMM_SUCCESS;
     int            n = comm->nranks, rounds = 0;
-    while ((1 << rounds) < n)
+    while ((2 << rounds) <= n) /* rounds among the largest power of two <= n */
         rounds++;
     if ((n & (n - 1)) != 0)
         rounds += 2; /* fold in and out */

@@ -38,7 +38,7 @@ static int cache_match(const hc_sched_cache_entry_t *e, const hc_coll_args_t *a,
 static const hc_algo_t cost_to_algo[HC_COST_ALGO_COUNT] = {
     [HC_COST_RING] = HC_ALGO_RING, [HC_COST_RD] = HC_ALGO_RD,
     [HC_COST_RABENSEIFNER] = HC_ALGO_RABENSEIFNER, [HC_COST_TREE] = HC_ALGO_TREE,
-    [HC_COST_HIER] = HC_ALGO_HIER};
+    [HC_COST_HIER] = HC_ALGO_HIER, [HC_COST_LEADER] = HC_ALGO_LEADER};
 
 /* HCOMM_ALGO first, then the tuning file; inside one node the measured size
  * rule; across nodes the cost model picks the allreduce algorithm. */
@@ -76,8 +76,8 @@ static hc_algo_t comm_select(hcomm_comm_t comm, const hc_coll_args_t *args,
             best = a;
     }
     hc_debug(ALGO, "allreduce of %zu bytes, predicted us: ring %.1f rd %.1f rabenseifner %.1f "
-             "tree %.1f hier %.1f", bytes, t[HC_COST_RING], t[HC_COST_RD],
-             t[HC_COST_RABENSEIFNER], t[HC_COST_TREE], t[HC_COST_HIER]);
+             "tree %.1f hier %.1f leader %.1f", bytes, t[HC_COST_RING], t[HC_COST_RD],
+             t[HC_COST_RABENSEIFNER], t[HC_COST_TREE], t[HC_COST_HIER], t[HC_COST_LEADER]);
     return cost_to_algo[best];
 }
 
@@ -93,6 +93,8 @@ static hcomm_status_t comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, 
         return hc_algo_hier_alltoall(args, &comm->hier, comm->rank, chunk, s);
     if (algo == HC_ALGO_HIER)
         return hc_algo_hier(args, &comm->hier, comm->rank, chunk, s);
+    if (algo == HC_ALGO_LEADER)
+        return hc_algo_hier_leader(args, &comm->hier, comm->rank, chunk, s);
     if (algo == HC_ALGO_TREE && args->coll == HC_COLL_ALLREDUCE)
         return hc_algo_double_tree(args, comm->trees, comm->rank, chunk, s);
     if (algo == HC_ALGO_TREE) {

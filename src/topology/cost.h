@@ -13,6 +13,7 @@ typedef enum {
     HC_COST_RABENSEIFNER, /* recursive halving + doubling */
     HC_COST_TREE,         /* pipelined double binary tree */
     HC_COST_HIER,         /* intra-node reduce-scatter, rails, intra-node allgather */
+    HC_COST_LEADER,       /* reduce to node leaders, rd among them, broadcast */
     HC_COST_ALGO_COUNT
 } hc_cost_algo_t;
 

@@ -52,6 +52,7 @@ for f in rr2x2.xml:4 uneven.xml:6; do
     one "${f#*:}" "${f%:*}" "allreduce:hier,broadcast:hier,reduce:hier,allgather:hier,reduce_scatter:hier" --quick
     one "${f#*:}" "${f%:*}" "allreduce:tree,broadcast:tree,reduce:tree" --quick
     one "${f#*:}" "${f%:*}" "allreduce:rabenseifner,allgather:bruck" --quick
+    one "${f#*:}" "${f%:*}" "allreduce:leader" --coll allreduce --quick
     one "${f#*:}" "${f%:*}" "ring" --quick
 done
 # the same algorithms inside one node, over shm only and over tcp only
@@ -62,6 +63,7 @@ one 5 - "allreduce:tree,reduce:tree,allgather:bruck" --quick
 export HCOMM_TRANSPORT=tcp
 one 3 - "$plan" --quick
 one 4 - "allreduce:rabenseifner" --quick
+one 5 - "allreduce:leader" --coll allreduce --quick
 unset HCOMM_TRANSPORT
 
 # the file's nodes decide the transports: tcp between virtual nodes, shm inside

@@ -22,6 +22,8 @@ result() { # NAME STATUS
     else fail=$((fail + 1)); echo "FAIL $1"; tail -5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -40; fi
 }
 netns_launch timeout 300 "$check" --quick; result "coll_check --quick on $NODES nodes x $PPN ranks" $?
+HCOMM_ALGO=allreduce:leader netns_launch timeout 300 "$check" --quick --coll allreduce --no-extras
+result "leaders' allreduce (forced) exact on $NODES nodes x $PPN ranks" $?
 HCOMM_ALGO=alltoall:hier HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo \
     netns_launch timeout 300 "$check" --quick --coll alltoall --no-extras
 result "hierarchical alltoall (forced) exact on $NODES nodes x $PPN ranks" $?

@@ -35,6 +35,8 @@ static const layout_t layouts[] = {
     {"1/3/2 interleaved", 3, {1, 3, 2}, {3, 0, 2, 5, 1, 4}},
     {"4x2 round-robin", 4, {2, 2, 2, 2}, {0, 4, 1, 5, 2, 6, 3, 7}},
     {"2/1", 2, {2, 1}, {1, 2, 0}},
+    {"5 x 1-3", 5, {3, 1, 2, 3, 1}, {9, 0, 4, 1, 2, 5, 3, 7, 8, 6}},
+    {"6x2", 6, {2, 2, 2, 2, 2, 2}, {0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11}},
 };
 
 typedef struct hier_store {
@@ -77,7 +79,7 @@ typedef struct tcase {
     const hier_store_t *hs;
     hc_coll_args_t      a; /* root as given; in_place */
     size_t              chunk;
-    int                 eager;
+    int                 eager, leader; /* leader: hc_algo_hier_leader */
 } tcase_t;
 
 /* Expected RECV of rank r; returns its size. */
@@ -142,7 +144,8 @@ static int setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
     for (int r = 0; r < n; r++) {
         sim_rank_t    *k  = &sm->rk[r];
         hc_sched_t    *s  = NULL;
-        hcomm_status_t st = hc_algo_hier(&tc->a, &tc->hs->h, r, tc->chunk, &s);
+        hcomm_status_t st = tc->leader ? hc_algo_hier_leader(&tc->a, &tc->hs->h, r, tc->chunk, &s)
+                                       : hc_algo_hier(&tc->a, &tc->hs->h, r, tc->chunk, &s);
         if (st != HCOMM_SUCCESS) {
             sim_fail("rank %d: build failed: %s", r, hcomm_status_name(st));
             return -1;
@@ -207,8 +210,8 @@ static void run_case(const tcase_t *tc)
     g_runs++;
     if (sim_err[0] != '\0')
         fail_msg("%s n=%d %s count=%zu dt=%d op=%d root=%d inplace=%d chunk=%zu eager=%d\n  -> %s",
-                 "hier", n, hc_coll_name(tc->a.coll), tc->a.count, tc->a.dtype, tc->a.op,
-                 tc->a.root, tc->a.in_place, tc->chunk, tc->eager, sim_err);
+                 tc->leader ? "leader" : "hier", n, hc_coll_name(tc->a.coll), tc->a.count,
+                 tc->a.dtype, tc->a.op, tc->a.root, tc->a.in_place, tc->chunk, tc->eager, sim_err);
 }
 
 /* ---- the matrix ---- */
@@ -221,7 +224,7 @@ static const struct {
 } red_types[] = {{HCOMM_INT32, HCOMM_SUM}, {HCOMM_FLOAT32, HCOMM_SUM}, {HCOMM_INT32, HCOMM_AVG}};
 static const hcomm_dtype_t move_types[] = {HCOMM_INT32, HCOMM_FLOAT64};
 
-static void run_matrix(hc_coll_t coll)
+static void run_matrix(hc_coll_t coll, int leader)
 {
     int reduces =
         coll == HC_COLL_ALLREDUCE || coll == HC_COLL_REDUCE || coll == HC_COLL_REDUCE_SCATTER;
@@ -235,7 +238,7 @@ static void run_matrix(hc_coll_t coll)
         for (size_t ci = 0; ci < sizeof(count_list) / sizeof(count_list[0]); ci++) {
             for (int ti = 0; ti < ntypes; ti++) {
                 for (int v = 0; v < 4; v++) { /* in place x chunk */
-                    tcase_t tc = {.hs = &hs, .chunk = (v & 2) ? 256 * 1024 : 64};
+                    tcase_t tc = {.hs = &hs, .chunk = (v & 2) ? 256 * 1024 : 64, .leader = leader};
                     tc.a       = (hc_coll_args_t){
                               coll,
                               count_list[ci],
@@ -249,34 +252,40 @@ static void run_matrix(hc_coll_t coll)
             }
         }
     }
-    print_message("%s/hier: %u runs, %.1f s\n", hc_coll_name(coll), g_runs - before,
-                  (double)(clock() - t0) / CLOCKS_PER_SEC);
+    print_message("%s/%s: %u runs, %.1f s\n", hc_coll_name(coll), leader ? "leader" : "hier",
+                  g_runs - before, (double)(clock() - t0) / CLOCKS_PER_SEC);
 }
 
 static void test_allreduce(void **state)
 {
     (void)state;
-    run_matrix(HC_COLL_ALLREDUCE);
+    run_matrix(HC_COLL_ALLREDUCE, 0);
+}
+/* The leaders' allreduce, on the same layouts (folded leaders on 3 and 5 nodes). */
+static void test_leader_allreduce(void **state)
+{
+    (void)state;
+    run_matrix(HC_COLL_ALLREDUCE, 1);
 }
 static void test_broadcast(void **state)
 {
     (void)state;
-    run_matrix(HC_COLL_BROADCAST);
+    run_matrix(HC_COLL_BROADCAST, 0);
 }
 static void test_reduce(void **state)
 {
     (void)state;
-    run_matrix(HC_COLL_REDUCE);
+    run_matrix(HC_COLL_REDUCE, 0);
 }
 static void test_allgather(void **state)
 {
     (void)state;
-    run_matrix(HC_COLL_ALLGATHER);
+    run_matrix(HC_COLL_ALLGATHER, 0);
 }
 static void test_reduce_scatter(void **state)
 {
     (void)state;
-    run_matrix(HC_COLL_REDUCE_SCATTER);
+    run_matrix(HC_COLL_REDUCE_SCATTER, 0);
 }
 
 /* Every root of broadcast and reduce on the uneven layout. */
@@ -313,6 +322,8 @@ static void test_refused(void **state)
     make_hier(&layouts[1], &hs);
     a.coll = HC_COLL_ALLTOALL;
     assert_int_equal(hc_algo_hier(&a, &hs.h, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
+    a.coll = HC_COLL_BROADCAST;
+    assert_int_equal(hc_algo_hier_leader(&a, &hs.h, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
     a.coll = HC_COLL_REDUCE, a.root = 6;
     assert_int_equal(hc_algo_hier(&a, &hs.h, 0, 64, &s), HCOMM_ERR_INVALID_RANK);
     assert_null(s);
@@ -324,10 +335,10 @@ int main(void)
     if (seed != NULL)
         g_seed ^= strtoull(seed, NULL, 0) * 0x2545f4914f6cdd1dull;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_allreduce),      cmocka_unit_test(test_broadcast),
-        cmocka_unit_test(test_reduce),         cmocka_unit_test(test_allgather),
-        cmocka_unit_test(test_reduce_scatter), cmocka_unit_test(test_all_roots),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_allreduce),  cmocka_unit_test(test_leader_allreduce),
+        cmocka_unit_test(test_broadcast),  cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_allgather),  cmocka_unit_test(test_reduce_scatter),
+        cmocka_unit_test(test_all_roots),  cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
