@@ -55,7 +55,7 @@ run_one() {
 for size in $SIZES; do
     args="-b $size -e $size $iters"
     for round in $(seq 1 "$ROUNDS"); do
-        run_one auto HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo || exit 1
+        run_one auto HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo,init || exit 1
         for c in $CANDS; do
             algo=${c%%@*} extra=
             [ "$algo" != "$c" ] && extra="HCOMM_${c#*@}"

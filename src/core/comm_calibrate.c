@@ -17,6 +17,7 @@
 #define CAL_BIG_BYTES    ((size_t)1 << 20)
 #define CAL_BIG_ROUNDS   3
 #define CAL_STEP_ROUNDS  10
+#define CAL_STEP_BATCHES 3
 
 /* Round trips of bytes between rank 0 and peer; returns seconds per round trip. */
 static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_t bytes,
@@ -41,10 +42,13 @@ static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_
     return st;
 }
 
-/* The fastest of CAL_STEP_ROUNDS 8-byte recursive-doubling allreduces, per
- * round: each round needs every rank, so where ranks outnumber cores it
- * includes their waits to be scheduled, which the ping-pong (two ranks busy,
- * the others asleep) does not see. */
+/* 8-byte recursive-doubling allreduces in CAL_STEP_BATCHES batches of
+ * CAL_STEP_ROUNDS back to back; the fastest batch's mean, per round. Each
+ * round needs every rank, so where ranks outnumber cores it includes their
+ * waits to be scheduled, which the ping-pong (two ranks busy, the others
+ * asleep) does not see. A batch's mean is what a loop of calls pays; the
+ * fastest single call read 3-22 us a round across launches of one layout
+ * where the batch read 17-35 and the launch's own calls followed it. */
 static hcomm_status_t cal_step(hcomm_comm_t comm, double *step_us)
 {
     float          in[2] = {0, 0}, out[2];
@@ -56,11 +60,12 @@ static hcomm_status_t cal_step(hcomm_comm_t comm, double *step_us)
     if ((n & (n - 1)) != 0)
         rounds += 2; /* fold in and out */
     comm->cal_algo = HC_ALGO_RD;
-    for (int i = -1; i < CAL_STEP_ROUNDS && st == HCOMM_SUCCESS; i++) { /* -1 warms up */
+    st = hcomm_allreduce(in, out, 2, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL); /* warm up */
+    for (int b = 0; b < CAL_STEP_BATCHES && st == HCOMM_SUCCESS; b++) {
         double t0 = hc_clock_now();
-        st        = hcomm_allreduce(in, out, 2, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
-        if (i >= 0)
-            best = fmin(best, hc_clock_now() - t0);
+        for (int i = 0; i < CAL_STEP_ROUNDS && st == HCOMM_SUCCESS; i++)
+            st = hcomm_allreduce(in, out, 2, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
+        best = fmin(best, (hc_clock_now() - t0) / CAL_STEP_ROUNDS);
     }
     comm->cal_algo = HC_ALGO_AUTO;
     hc_comm_cache_clear(comm); /* selection may pick another for this size */
@@ -121,6 +126,7 @@ hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm)
         st = cal_step(comm, &step);
         if (st == HCOMM_SUCCESS) /* the slowest rank's figure, the same on all */
             st = hcomm_allreduce(&step, &slowest, 1, HCOMM_FLOAT64, HCOMM_MAX, comm, NULL);
+        hc_comm_cache_clear(comm); /* that allreduce was chosen without the floor */
         if (st == HCOMM_SUCCESS) {
             comm->cluster->step_us = slowest;
             hc_info(INIT, "a step with every rank busy: %.1f us", slowest);

@@ -169,11 +169,13 @@ static double rabenseifner_us(const hc_cluster_t *c, double S)
 /* Double binary trees across nodes, a chain inside each node. Inside one
  * node: the chain's steps, piece after piece. Across nodes the two trees share
  * every node's link and each fills the gaps of the other, so the time is the
- * larger of the latency path (up and down the trees, each network edge at the
- * step floor, each chain step at its alpha; one more step per further piece)
- * and the node's link bytes: 2 S out of a node interior in one tree and a
- * leaf in the other. Measured across namespaces (4 x 2 ranks, 1 Gbit/s): 8 and
- * 16 KiB took 130 and 275 us, 2 S / bw; 8 B to 4 KiB 63-128 us, the path. */
+ * larger of the latency path and the node's link bytes: 2 S out of a node
+ * interior in one tree and a leaf in the other. The path runs up and down the
+ * trees, each network edge at the step floor, each chain step at its alpha,
+ * one more floor per further piece, and the first piece's bytes once (nothing
+ * is forwarded before it arrives). Measured across namespaces (4 x 2 ranks,
+ * 1 Gbit/s): 8 B to 2 KiB 63-128 us, the path; 4 KiB 95-133, the path and a
+ * piece; 8 and 16 KiB 130 and 275 us, 2 S / bw. */
 static double tree_us(const hc_cluster_t *c, double S, double chunk)
 {
     int    N  = c->nnodes > 0 ? c->nnodes : 1, ppn = c->nranks / N;
@@ -187,7 +189,7 @@ static double tree_us(const hc_cluster_t *c, double S, double chunk)
     if (N == 1)
         return (2.0 * dl + nch - 1) * xfer_us(c, lo, piece) + reduce;
     double step = floor_us(c, x);
-    double path = 2.0 * (dx * step + dl * lo->alpha_us) + (nch - 1) * step;
+    double path = 2.0 * (dx * step + dl * lo->alpha_us) + (nch - 1) * step + wire_us(x, piece);
     return fmax(path, wire_us(x, 2.0 * S)) + reduce;
 }
 
@@ -210,10 +212,11 @@ static double hier_us(const hc_cluster_t *c, double S, double chunk)
 /* Through the nodes' leaders: a binomial reduce and broadcast inside each node
  * and recursive doubling among the N leaders, one message per node and round.
  * Priced as the tree: the longer of the latency path (each chain step at the
- * local alpha, each round at the step floor; one more floor per further
- * piece) and the leader's link bytes, S per round. Measured across namespaces
- * (4 x 2 ranks, 1 Gbit/s): 8 B to 2 KiB 50-59 us where rd took 55-95 and the
- * tree 66-108; 4 KiB 61 us, the tree 95; 8 KiB 133 us, as the tree. */
+ * local alpha, each round at the step floor, one more floor per further
+ * piece, the first piece's bytes once) and the leader's link bytes, S per
+ * round. Measured across namespaces (4 x 2 ranks, 1 Gbit/s): 8 B to 2 KiB
+ * 40-72 us where rd took 58-106; 4 KiB 61 us, the tree 95-133; 8 KiB 133 us,
+ * as the tree. */
 static double leader_us(const hc_cluster_t *c, double S, double chunk)
 {
     int    N = c->nnodes > 0 ? c->nnodes : 1, p = c->nranks / N;
@@ -222,7 +225,7 @@ static double leader_us(const hc_cluster_t *c, double S, double chunk)
     double rounds = N > 1 ? floor(log2((double)N)) + (pow2(N) ? 0 : 2) : 0; /* fold in, out */
     const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = worst_link(c);
     double chain = 2.0 * up * (lo->alpha_us + wire_us(lo, piece));
-    double path  = chain + (rounds + nch - 1) * floor_us(c, x);
+    double path  = chain + (rounds + nch - 1) * floor_us(c, x) + (rounds > 0) * wire_us(x, piece);
     return fmax(path, wire_us(x, rounds * S)) + (up + rounds + nch - 1) * reduce_us(c, piece);
 }
 
