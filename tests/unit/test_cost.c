@@ -40,7 +40,7 @@ static hc_cost_algo_t cheapest(const hc_cluster_t *c, size_t bytes)
 /* Sizes where one algorithm won by more than the launches' spread
  * (perf/RESULTS.md, "Selection measured a sixth time" and the sweeps before):
  * the leaders' allreduce over rd, Rabenseifner, the tree and hier at 8 B to
- * 4 KiB (rd 1.1-2.2x as long, the tree 1.6-2.1x at 4 KiB), hier from 16 KiB
+ * 4 KiB (rd 1.05-2.5x as long, the tree 1.6-2.1x at 4 KiB), hier from 16 KiB
  * (the tree 1.2-1.4x). The step floor (a batch's mean) read 17-35 us across
  * twelve launches of the same layout; these choices must hold from 15 to 30
  * us (from about 33 the tree takes 16 KiB). At 8 KiB the leaders and the tree
