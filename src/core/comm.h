@@ -116,12 +116,27 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
 /* Destroys every cached schedule (no op may still hold one). */
 void hc_comm_cache_clear(hcomm_comm_t comm);
 
+/* The algorithm for args on comm (comm_select.c): HCOMM_ALGO, then the tuning
+ * file, then the size rule inside one node or the cost model across nodes;
+ * *chunk gets the chunk size to build with. */
+hc_algo_t hc_comm_select(hcomm_comm_t comm, const hc_coll_args_t *args, const hc_params_t *p,
+                         size_t *chunk);
+/* Builds args' schedule with algo, on comm's plans where the algorithm follows one. */
+hcomm_status_t hc_comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, hc_algo_t algo,
+                             size_t chunk, hc_sched_t **s);
+
 /* Operations: allocate (reusing the comm's spare), queue, progress, wait, recycle. */
 hc_op_t       *hc_comm_op_alloc(hcomm_comm_t comm);
 void           hc_comm_op_recycle(hcomm_comm_t comm, hc_op_t *op);
 void           hc_comm_enqueue(hcomm_comm_t comm, hc_op_t *op);
 hcomm_status_t hc_comm_progress(hcomm_comm_t comm);
+/* The same, with comm's lock already held (one hold per spin, not two). */
+hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm);
 hcomm_status_t hc_comm_wait_op(hc_op_t *op);
+/* Progresses ops, of one or several communicators that may depend on each
+ * other, together until every one has finished (each fails after HCOMM_TIMEOUT
+ * without progress); their statuses are left in the ops. */
+void hc_comm_wait_ops(hc_op_t *const *ops, size_t nops);
 void           hc_comm_drain(hcomm_comm_t comm);
 
 /* Creates a communicator (hcomm_comm_init's work). host_ids, when not NULL,

@@ -155,19 +155,7 @@ static hcomm_stream_t group_stream(int *mixed)
  * each other) together until all finished; recycles them; the first error. */
 static hcomm_status_t group_wait(hc_op_t **ops, size_t nops, hcomm_status_t first)
 {
-    hc_backoff_t b = {0, 0};
-    for (int pending = 1; pending;) {
-        pending = 0;
-        if (nops > 0)
-            hc_backoff(ops[0]->comm, &b);
-        for (size_t i = 0; i < nops; i++) {
-            hc_comm_lock(ops[i]->comm);
-            if (ops[i]->status == HCOMM_IN_PROGRESS)
-                hc_comm_progress(ops[i]->comm);
-            pending |= (ops[i]->status == HCOMM_IN_PROGRESS);
-            hc_comm_unlock(ops[i]->comm);
-        }
-    }
+    hc_comm_wait_ops(ops, nops);
     for (size_t i = 0; i < nops; i++) {
         hcomm_comm_t c = ops[i]->comm;
         hc_comm_lock(c);

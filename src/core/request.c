@@ -73,7 +73,7 @@ hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, cons
     if (st == HCOMM_SUCCESS && req != NULL) {
         op->user_req = 1;
         *req         = op;
-        hc_comm_progress(comm);
+        hc_comm_progress_locked(comm);
     } else if (st == HCOMM_SUCCESS) {
         op->user_req = 0;
     }
@@ -116,7 +116,7 @@ hcomm_status_t hcomm_test(hcomm_request_t *req, int *done)
     hc_op_t *op = *req;
     hc_comm_lock(op->comm);
     if (op->status == HCOMM_IN_PROGRESS)
-        hc_comm_progress(op->comm);
+        hc_comm_progress_locked(op->comm);
     int pending = op->status == HCOMM_IN_PROGRESS;
     hc_comm_unlock(op->comm);
     if (pending) {

@@ -208,23 +208,10 @@ static void stream_fail(hcomm_stream_t s, hcomm_status_t st)
 static hcomm_status_t run_ops(hc_stream_task_t *t)
 {
     hcomm_status_t first = HCOMM_SUCCESS;
-    hc_backoff_t   b     = {0, 0};
 
     for (size_t i = 0; i < t->nops; i++)
         hc_op_open_gate(t->ops[i]);
-    for (int pending = 1; pending;) {
-        pending = 0;
-        for (size_t i = 0; i < t->nops; i++) {
-            hcomm_comm_t c = t->ops[i]->comm;
-            hc_comm_lock(c);
-            if (t->ops[i]->status == HCOMM_IN_PROGRESS)
-                hc_comm_progress(c);
-            pending |= t->ops[i]->status == HCOMM_IN_PROGRESS;
-            hc_comm_unlock(c);
-        }
-        if (pending)
-            hc_backoff(t->ops[0]->comm, &b);
-    }
+    hc_comm_wait_ops(t->ops, t->nops);
     for (size_t i = 0; i < t->nops; i++) {
         hcomm_comm_t c = t->ops[i]->comm;
         hc_comm_lock(c);
