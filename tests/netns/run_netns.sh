@@ -38,6 +38,9 @@ result "rank 0: $tcp tcp and $shm shm connections" $?
 grep -h 'cross-node link measured' "$dir/log.0" | sed 's/.*cross-node/  cross-node/'
 grep -q 'cross-node link measured' "$dir/log.0"
 result "the cross-node link was measured at init" $?
+grep -h 'every rank busy' "$dir/log.0" | sed 's/.*a step/  a step/'
+grep 'every rank busy' "$dir/log.0" | awk '{ v = $(NF - 1) + 0 } END { exit !(NR > 0 && v > 0) }'
+result "the step floor was measured at init" $?
 grep 'allreduce of' "$dir/log.0" | sed 's/.*allreduce of/  allreduce of/' | sort -u | sort -t' ' -k5n
 grep -q 'allreduce of .*: hier' "$dir/log.0"
 result "hierarchical allreduce selected without HCOMM_ALGO" $?
