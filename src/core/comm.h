@@ -136,7 +136,7 @@ hcomm_status_t hc_comm_wait_op(hc_op_t *op);
 /* Progresses ops, of one or several communicators that may depend on each
  * other, together until every one has finished (each fails after HCOMM_TIMEOUT
  * without progress); their statuses are left in the ops. */
-void hc_comm_wait_ops(hc_op_t *const *ops, size_t nops);
+void           hc_comm_wait_ops(hc_op_t *const *ops, size_t nops);
 void           hc_comm_drain(hcomm_comm_t comm);
 
 /* Creates a communicator (hcomm_comm_init's work). host_ids, when not NULL,

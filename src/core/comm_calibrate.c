@@ -48,7 +48,7 @@ static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_
  * waits to be scheduled, which the ping-pong (two ranks busy, the others
  * asleep) does not see. A batch's mean is what a loop of calls pays; the
  * fastest single call read 3-22 us a round across launches of one layout
- * where the batch read 17-35 and the launch's own calls followed it. */
+ * where the batch read 17-38 and the launch's own calls followed it. */
 static hcomm_status_t cal_step(hcomm_comm_t comm, double *step_us)
 {
     float          in[2] = {0, 0}, out[2];

@@ -174,7 +174,7 @@ static double rabenseifner_us(const hc_cluster_t *c, double S)
  * trees, each network edge at the step floor, each chain step at its alpha,
  * one more floor per further piece, and the first piece's bytes once (nothing
  * is forwarded before it arrives). Measured across namespaces (4 x 2 ranks,
- * 1 Gbit/s): 8 B to 2 KiB 63-128 us, the path; 4 KiB 95-133, the path and a
+ * 1 Gbit/s): 8 B to 2 KiB 57-128 us, the path; 4 KiB 95-133, the path and a
  * piece; 8 and 16 KiB 130 and 275 us, 2 S / bw. */
 static double tree_us(const hc_cluster_t *c, double S, double chunk)
 {
