@@ -94,9 +94,32 @@ static double ring_us(const hc_cluster_t *c, double S, double chunk)
            (n - 1) * reduce_us(c, b);
 }
 
-/* A recursive round at distance d with n a power of two (partner r ^ d): the
- * slowest link any pair uses, and in *share the most ranks of one node whose
- * partners are on other nodes (they share the node's network link). */
+static int pow2(int n)
+{
+    return (n & (n - 1)) == 0;
+}
+
+/* rd's partner of rank r (-1: none) on n ranks, as algo_rd.c pairs them: with
+ * p the largest power of two <= n and rem = n - p, d = 0 is the fold (rank
+ * 2i hands its data to 2i + 1 for i < rem), d > 0 the round at distance d
+ * among the p that remain. */
+static int rd_partner(int r, int n, int d)
+{
+    int p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    int rem = n - p;
+    if (d == 0)
+        return r < 2 * rem ? r ^ 1 : -1;
+    if (r < 2 * rem && r % 2 == 0)
+        return -1;
+    int q = (r < 2 * rem ? r / 2 : r - rem) ^ d;
+    return q < rem ? 2 * q + 1 : q + rem;
+}
+
+/* One rd step (rd_partner's d): the slowest link any pair uses, and in *share
+ * the most ranks of one node whose partners are on other nodes (they share
+ * the node's network link). */
 static const hc_link_cost_t *round_link(const hc_cluster_t *c, int d, double *share)
 {
     int cls = HC_LINK_SELF, most = 0;
@@ -104,8 +127,8 @@ static const hc_link_cost_t *round_link(const hc_cluster_t *c, int d, double *sh
     for (int nd = 0; nd < c->nnodes; nd++) {
         int off = 0;
         for (int i = c->node_first[nd]; i < c->node_first[nd + 1]; i++) {
-            int r = c->node_ranks[i], q = r ^ d;
-            if (q >= c->nranks)
+            int r = c->node_ranks[i], q = rd_partner(r, c->nranks, d);
+            if (q < 0)
                 continue;
             if (c->node_of[q] != nd)
                 off++;
@@ -120,11 +143,6 @@ static const hc_link_cost_t *round_link(const hc_cluster_t *c, int d, double *sh
     return &c->link[most > 0 ? HC_LINK_CROSS_NODE : cls];
 }
 
-static int pow2(int n)
-{
-    return (n & (n - 1)) == 0;
-}
-
 /* One round of rd: every rank sends S; share ranks of a node send theirs over
  * its link. They start at different moments (each waits to be scheduled), so
  * one's latency hides behind another's bytes: the round takes a rank's own
@@ -136,16 +154,18 @@ static double rd_round_us(const hc_cluster_t *c, const hc_link_cost_t *l, double
 
 /* Rounds at distances 1, 2, 4, ...: each exchanges and reduces S. Only some
  * rounds cross nodes (partners of one node are often local), so each is priced
- * by its own link; with folding (n not a power of two) all by the worst. */
+ * by its own link; so are the fold in (with a reduce) and out (without) when n
+ * is not a power of two: with nodes of consecutive ranks the folded pairs
+ * share a node. */
 static double rd_us(const hc_cluster_t *c, double S)
 {
     double t = 0, share;
     if (!pow2(c->nranks)) {
-        double steps = floor(log2((double)c->nranks)) + 2; /* fold in and out */
-        const hc_link_cost_t *l = worst_link(c);
-        return steps * rd_round_us(c, l, link_share(c), S);
+        const hc_link_cost_t *l = round_link(c, 0, &share);
+        double fold = rd_round_us(c, l, share, S);
+        t += 2.0 * fold - reduce_us(c, S);
     }
-    for (int d = 1; d < c->nranks; d *= 2) {
+    for (int d = 1; d * 2 <= c->nranks; d *= 2) {
         const hc_link_cost_t *l = round_link(c, d, &share);
         t += rd_round_us(c, l, share, S);
     }

@@ -84,6 +84,25 @@ static void test_never_below_the_wire(void **state)
     hc_cluster_destroy(c);
 }
 
+/* rd on 6 ranks folds pairs (0,1), (2,3) and exchanges among 4: with nodes of
+ * consecutive ranks (3 x 2) the folds stay inside a node, round-robin they
+ * cross; the model prices each step by its own pairs. */
+static void test_rd_fold_links(void **state)
+{
+    (void)state;
+    hc_cluster_t *block = NULL, *rr = NULL;
+    assert_int_equal(hc_cluster_synthetic(3, 2, 1, 0, &block), HCOMM_SUCCESS);
+    assert_int_equal(hc_cluster_synthetic(3, 2, 1, 1, &rr), HCOMM_SUCCESS);
+    double lo = block->link[HC_LINK_SAME_NUMA].alpha_us,
+           x  = block->link[HC_LINK_CROSS_NODE].alpha_us;
+    double tb = hc_cost_allreduce_us(block, HC_COST_RD, 8, CHUNK);
+    double tr = hc_cost_allreduce_us(rr, HC_COST_RD, 8, CHUNK);
+    assert_true(tb > 2 * lo + 2 * x && tb < 2 * lo + 2 * x + 1.0); /* 2 folds + 2 rounds */
+    assert_true(tr > 4 * x);
+    hc_cluster_destroy(block);
+    hc_cluster_destroy(rr);
+}
+
 /* The alltoall model: hier at 1 KiB per peer (2.1-3x faster measured),
  * pairwise at 256 KiB per peer (hier 0.89-0.93x as fast). */
 static void test_alltoall_choice(void **state)
@@ -100,6 +119,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selection_matches_measured),
         cmocka_unit_test(test_never_below_the_wire),
+        cmocka_unit_test(test_rd_fold_links),
         cmocka_unit_test(test_alltoall_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
