@@ -121,6 +121,8 @@ void hc_comm_cache_clear(hcomm_comm_t comm);
  * *chunk gets the chunk size to build with. */
 hc_algo_t hc_comm_select(hcomm_comm_t comm, const hc_coll_args_t *args, const hc_params_t *p,
                          size_t *chunk);
+/* The algorithm the cost model's algorithm cost_algo (hc_cost_algo_t) stands for. */
+hc_algo_t hc_comm_algo_of_cost(int cost_algo);
 /* Builds args' schedule with algo, on comm's plans where the algorithm follows one. */
 hcomm_status_t hc_comm_build(hcomm_comm_t comm, const hc_coll_args_t *args, hc_algo_t algo,
                              size_t chunk, hc_sched_t **s);

@@ -1,8 +1,9 @@
 /* comm_calibrate.c - measures the cross-node link at init (when the ranks span
  * nodes and no topology file gave the costs): rank 0 and the first rank of
  * another node ping-pong a small message and two large ones; then every rank
- * times a small recursive-doubling allreduce, the cost of a step with all
- * ranks busy.
+ * times an 8-byte allreduce with each algorithm the cost model weighs: rd's
+ * gives the cost of a step with all ranks busy, and each is a floor on its
+ * algorithm's predicted time.
  * Every rank takes rank 0's figures into its cluster model, where the cost
  * model and selection read them. */
 #include <math.h>
@@ -11,6 +12,7 @@
 #include "core/clock.h"
 #include "core/comm.h"
 #include "core/log.h"
+#include "topology/cost.h"
 
 #define CAL_SMALL_ROUNDS 20
 #define CAL_MID_BYTES    ((size_t)1 << 19)
@@ -42,24 +44,20 @@ static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_
     return st;
 }
 
-/* 8-byte recursive-doubling allreduces in CAL_STEP_BATCHES batches of
- * CAL_STEP_ROUNDS back to back; the fastest batch's mean, per round. Each
- * round needs every rank, so where ranks outnumber cores it includes their
- * waits to be scheduled, which the ping-pong (two ranks busy, the others
- * asleep) does not see. A batch's mean is what a loop of calls pays; the
- * fastest single call read 3-22 us a round across launches of one layout
- * where the batch read 17-38 and the launch's own calls followed it. */
-static hcomm_status_t cal_step(hcomm_comm_t comm, double *step_us)
+/* Seconds of an 8-byte allreduce with algo forced: CAL_STEP_BATCHES batches
+ * of CAL_STEP_ROUNDS back to back, the fastest batch's mean (what a loop of
+ * calls pays; the fastest single call read 3-22 us a round across launches of
+ * one layout where the batches read 17-38 and followed the launch's speed). */
+static hcomm_status_t cal_batch(hcomm_comm_t comm, hc_algo_t algo, double *sec)
 {
     float          in[2] = {0, 0}, out[2];
     double         best  = INFINITY;
-    hcomm_status_t st    = HCOMM_SUCCESS;
-    int            n = comm->nranks, rounds = 0;
-    while ((2 << rounds) <= n) /* rounds among the largest power of two <= n */
-        rounds++;
-    if ((n & (n - 1)) != 0)
-        rounds += 2; /* fold in and out */
-    comm->cal_algo = HC_ALGO_RD;
+    hcomm_status_t st;
+
+    /* the schedule cache answers a repeat of the last call without selection,
+     * so a cached schedule of another algorithm would be timed instead */
+    hc_comm_cache_clear(comm);
+    comm->cal_algo = algo;
     st = hcomm_allreduce(in, out, 2, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL); /* warm up */
     for (int b = 0; b < CAL_STEP_BATCHES && st == HCOMM_SUCCESS; b++) {
         double t0 = hc_clock_now();
@@ -68,9 +66,44 @@ static hcomm_status_t cal_step(hcomm_comm_t comm, double *step_us)
         best = fmin(best, (hc_clock_now() - t0) / CAL_STEP_ROUNDS);
     }
     comm->cal_algo = HC_ALGO_AUTO;
-    hc_comm_cache_clear(comm); /* selection may pick another for this size */
-    *step_us     = st == HCOMM_SUCCESS && rounds > 0 ? best * 1e6 / rounds : 0;
+    *sec = st == HCOMM_SUCCESS ? best : 0;
     return st;
+}
+
+/* Every algorithm the cost model weighs (the ring aside: it never wins small)
+ * times its 8-byte allreduce; rd's per round is also the step floor: each of
+ * its rounds needs every rank, so where ranks outnumber cores it includes
+ * their waits to be scheduled, which the ping-pong (two ranks busy, the others
+ * asleep) does not see. The slowest rank's figures go to every rank. */
+static hcomm_status_t cal_small(hcomm_comm_t comm)
+{
+    double         t[HC_COST_ALGO_COUNT] = {0}, slowest[HC_COST_ALGO_COUNT];
+    hcomm_status_t st = HCOMM_SUCCESS;
+    int            n = comm->nranks, rounds = 0;
+    while ((2 << rounds) <= n) /* rounds among the largest power of two <= n */
+        rounds++;
+    if ((n & (n - 1)) != 0)
+        rounds += 2; /* fold in and out */
+    for (int a = 0; a < HC_COST_ALGO_COUNT && st == HCOMM_SUCCESS; a++)
+        if (a != HC_COST_RING)
+            st = cal_batch(comm, hc_comm_algo_of_cost(a), &t[a]);
+    comm->cal_algo = HC_ALGO_RD; /* the same schedule on every rank, whatever the model says */
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_allreduce(t, slowest, HC_COST_ALGO_COUNT, HCOMM_FLOAT64, HCOMM_MAX, comm,
+                             NULL);
+    comm->cal_algo = HC_ALGO_AUTO;
+    hc_comm_cache_clear(comm); /* selection may pick another for these sizes now */
+    if (st != HCOMM_SUCCESS)
+        return st;
+    hc_cluster_t *cl = comm->cluster;
+    cl->step_us      = rounds > 0 ? slowest[HC_COST_RD] * 1e6 / rounds : 0;
+    for (int a = 0; a < HC_COST_ALGO_COUNT; a++)
+        cl->small_us[a] = slowest[a] * 1e6;
+    hc_info(INIT, "a step with every rank busy: %.1f us", cl->step_us);
+    hc_info(INIT, "8-byte allreduce measured (us): rd %.1f rabenseifner %.1f tree %.1f hier %.1f "
+            "leader %.1f", cl->small_us[HC_COST_RD], cl->small_us[HC_COST_RABENSEIFNER],
+            cl->small_us[HC_COST_TREE], cl->small_us[HC_COST_HIER], cl->small_us[HC_COST_LEADER]);
+    return HCOMM_SUCCESS;
 }
 
 hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm)
@@ -121,16 +154,7 @@ hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm)
         hc_info(INIT, "cross-node link measured: %.1f us, %.3f GB/s", link[0], link[1]);
     }
     /* every rank knows rank 0's figures now, so all take this step or none */
-    if (st == HCOMM_SUCCESS && link[1] > 0) {
-        double step = 0, slowest = 0;
-        st = cal_step(comm, &step);
-        if (st == HCOMM_SUCCESS) /* the slowest rank's figure, the same on all */
-            st = hcomm_allreduce(&step, &slowest, 1, HCOMM_FLOAT64, HCOMM_MAX, comm, NULL);
-        hc_comm_cache_clear(comm); /* that allreduce was chosen without the floor */
-        if (st == HCOMM_SUCCESS) {
-            comm->cluster->step_us = slowest;
-            hc_info(INIT, "a step with every rank busy: %.1f us", slowest);
-        }
-    }
+    if (st == HCOMM_SUCCESS && link[1] > 0)
+        st = cal_small(comm);
     return st;
 }

@@ -14,6 +14,11 @@ static const hc_algo_t cost_to_algo[HC_COST_ALGO_COUNT] = {
     [HC_COST_RABENSEIFNER] = HC_ALGO_RABENSEIFNER, [HC_COST_TREE] = HC_ALGO_TREE,
     [HC_COST_HIER] = HC_ALGO_HIER, [HC_COST_LEADER] = HC_ALGO_LEADER};
 
+hc_algo_t hc_comm_algo_of_cost(int cost_algo)
+{
+    return (unsigned)cost_algo < HC_COST_ALGO_COUNT ? cost_to_algo[cost_algo] : HC_ALGO_AUTO;
+}
+
 /* HCOMM_ALGO first, then the tuning file; inside one node the measured size
  * rule; across nodes the cost model picks the allreduce algorithm. */
 hc_algo_t hc_comm_select(hcomm_comm_t comm, const hc_coll_args_t *args, const hc_params_t *p,

@@ -233,8 +233,8 @@ static double hier_us(const hc_cluster_t *c, double S, double chunk)
  * and recursive doubling among the N leaders, one message per node and round.
  * Priced as the tree: the longer of the latency path (each chain step at the
  * local alpha, each round at the step floor, one more floor per further
- * piece, the first piece's bytes once) and the leader's link bytes, S per
- * round. Measured across namespaces (4 x 2 ranks, 1 Gbit/s): 8 B to 2 KiB
+ * piece, the first piece's bytes once) and the busiest leader's link bytes:
+ * S per round, and once more where it folded another in (the result back). Measured across namespaces (4 x 2 ranks, 1 Gbit/s): 8 B to 2 KiB
  * 40-72 us where rd took 58-106; 4 KiB 61 us, the tree 95-133; 8 KiB 133 us,
  * as the tree. */
 static double leader_us(const hc_cluster_t *c, double S, double chunk)
@@ -242,19 +242,19 @@ static double leader_us(const hc_cluster_t *c, double S, double chunk)
     int    N = c->nnodes > 0 ? c->nnodes : 1, p = c->nranks / N;
     double piece = fmin(chunk, S), nch = fmax(1.0, ceil(S / chunk));
     double up = p > 1 ? ceil(log2((double)p)) : 0;
-    double rounds = N > 1 ? floor(log2((double)N)) + (pow2(N) ? 0 : 2) : 0; /* fold in, out */
+    double lg = N > 1 ? floor(log2((double)N)) : 0, rounds = lg + (pow2(N) ? 0 : 2);
+    /* the busiest leader sends S per round, and folded in, the result back too */
+    double sent = lg + (pow2(N) ? 0 : 1);
     const hc_link_cost_t *lo = &c->link[HC_LINK_SAME_NUMA], *x = worst_link(c);
     double chain = 2.0 * up * (lo->alpha_us + wire_us(lo, piece));
     double path  = chain + (rounds + nch - 1) * floor_us(c, x) + (rounds > 0) * wire_us(x, piece);
-    return fmax(path, wire_us(x, rounds * S)) + (up + rounds + nch - 1) * reduce_us(c, piece);
+    return fmax(path, wire_us(x, sent * S)) + (up + rounds + nch - 1) * reduce_us(c, piece);
 }
 
-double hc_cost_allreduce_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t bytes,
-                            size_t chunk_bytes)
+_Static_assert(HC_COST_ALGO_COUNT <= HC_CLUSTER_COST_SLOTS, "hc_cluster_t.small_us too short");
+
+static double model_us(const hc_cluster_t *c, hc_cost_algo_t algo, double S, double chunk)
 {
-    double S = (double)bytes, chunk = chunk_bytes ? (double)chunk_bytes : S;
-    if (c->nranks <= 1 || bytes == 0)
-        return 0;
     switch (algo) {
     case HC_COST_RING: return ring_us(c, S, chunk);
     case HC_COST_RD: return rd_us(c, S);
@@ -264,6 +264,19 @@ double hc_cost_allreduce_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t b
     case HC_COST_LEADER: return leader_us(c, S, chunk);
     default: return INFINITY;
     }
+}
+
+/* The model, but never below what the algorithm measured for 8 bytes at init
+ * (time only grows with size): where ranks outnumber cores, which steps wait
+ * to be scheduled depends on the layout more than any per-step price says. */
+double hc_cost_allreduce_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t bytes,
+                            size_t chunk_bytes)
+{
+    double S = (double)bytes, chunk = chunk_bytes ? (double)chunk_bytes : S;
+    if (c->nranks <= 1 || bytes == 0)
+        return 0;
+    double t = model_us(c, algo, S, chunk);
+    return (unsigned)algo < HC_COST_ALGO_COUNT ? fmax(t, c->small_us[algo]) : t;
 }
 
 /* Pairwise alltoall: n - 1 exchanges one after another; the p (N - 1) across

@@ -51,6 +51,8 @@ typedef struct hc_rank_topo {
 
 /* The model. Nodes are numbered in order of their lowest rank; within a node,
  * ranks keep rank order (local rank 0, 1, ...). */
+#define HC_CLUSTER_COST_SLOTS 8 /* >= HC_COST_ALGO_COUNT (cost.h) */
+
 typedef struct hc_cluster {
     int             nranks, nnodes;
     int            *node_of;       /* [nranks]: node index of each rank */
@@ -63,6 +65,9 @@ typedef struct hc_cluster {
     double          reduce_gbps;   /* gamma: local reduction bandwidth, GB/s */
     double          step_us;       /* least cost of any dependent step, measured with
                                     * every rank busy (0: unknown; links' alphas) */
+    double          small_us[HC_CLUSTER_COST_SLOTS]; /* per hc_cost_algo_t: its measured
+                                    * 8-byte allreduce, a floor on its time at any size
+                                    * (0: not measured) */
     hc_rank_topo_t *ranks;         /* [nranks] or NULL (synthetic models) */
 } hc_cluster_t;
 

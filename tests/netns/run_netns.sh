@@ -41,6 +41,11 @@ result "the cross-node link was measured at init" $?
 grep -h 'every rank busy' "$dir/log.0" | sed 's/.*a step/  a step/'
 grep 'every rank busy' "$dir/log.0" | awk '{ v = $(NF - 1) + 0 } END { exit !(NR > 0 && v > 0) }'
 result "the step floor was measured at init" $?
+grep -h '8-byte allreduce measured' "$dir/log.0" | sed 's/.*8-byte/  8-byte/'
+grep '8-byte allreduce measured' "$dir/log.0" | tail -1 |
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^(rd|rabenseifner|tree|hier|leader)$/) { n++; if ($(i + 1) + 0 <= 0) bad = 1 } }
+         END { exit !(n == 5 && !bad) }'
+result "each algorithm's small allreduce was measured at init" $?
 grep 'allreduce of' "$dir/log.0" | sed 's/.*allreduce of/  allreduce of/' | sort -u | sort -t' ' -k5n
 grep -q 'allreduce of .*: hier' "$dir/log.0"
 result "hierarchical allreduce selected without HCOMM_ALGO" $?

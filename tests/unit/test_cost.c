@@ -103,6 +103,22 @@ static void test_rd_fold_links(void **state)
     hc_cluster_destroy(rr);
 }
 
+/* An algorithm's 8-byte time measured at init is a floor on its price at
+ * every size: a tree measured slow takes no small size, and at large sizes the
+ * model, above the floor, decides as before. */
+static void test_measured_small_floor(void **state)
+{
+    (void)state;
+    hc_cluster_t *c = namespace_layout();
+    assert_int_equal(cheapest(c, 8), HC_COST_LEADER);
+    c->small_us[HC_COST_LEADER] = 500.0;
+    c->small_us[HC_COST_RD]     = 20.0;
+    assert_int_equal(cheapest(c, 8), HC_COST_RD);
+    assert_true(hc_cost_allreduce_us(c, HC_COST_LEADER, 8, CHUNK) == 500.0);
+    assert_int_equal(cheapest(c, (size_t)64 << 20), HC_COST_HIER);
+    hc_cluster_destroy(c);
+}
+
 /* The alltoall model: hier at 1 KiB per peer (2.1-3x faster measured),
  * pairwise at 256 KiB per peer (hier 0.89-0.93x as fast). */
 static void test_alltoall_choice(void **state)
@@ -120,6 +136,7 @@ int main(void)
         cmocka_unit_test(test_selection_matches_measured),
         cmocka_unit_test(test_never_below_the_wire),
         cmocka_unit_test(test_rd_fold_links),
+        cmocka_unit_test(test_measured_small_floor),
         cmocka_unit_test(test_alltoall_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
