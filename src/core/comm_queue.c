@@ -51,10 +51,11 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
     int cacheable = args->coll != HC_COLL_ALLTOALLV;
 
     /* the algorithm follows from args and the parameters, so a repeat of the
-     * last call needs no selection */
+     * last call needs no selection (unless calibration forces another) */
     if (cacheable && comm->cache_mru < comm->ncache) {
         hc_sched_cache_entry_t *e = &comm->cache[comm->cache_mru];
-        if (cache_match(e, args, e->algo, e->chunk_bytes) && e->algo_setting == p->algo) {
+        if (cache_match(e, args, e->algo, e->chunk_bytes) && e->algo_setting == p->algo &&
+            (comm->cal_algo == HC_ALGO_AUTO || comm->cal_algo == e->algo)) {
             e->last_use = ++comm->cache_clock;
             *sched_p    = e->sched;
             *owned_p    = 0;
