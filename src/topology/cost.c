@@ -234,9 +234,10 @@ static double hier_us(const hc_cluster_t *c, double S, double chunk)
  * Priced as the tree: the longer of the latency path (each chain step at the
  * local alpha, each round at the step floor, one more floor per further
  * piece, the first piece's bytes once) and the busiest leader's link bytes:
- * S per round, and once more where it folded another in (the result back). Measured across namespaces (4 x 2 ranks, 1 Gbit/s): 8 B to 2 KiB
- * 40-72 us where rd took 58-106; 4 KiB 61 us, the tree 95-133; 8 KiB 133 us,
- * as the tree. */
+ * S per round, and once more where it folded another in (the result back).
+ * Measured across namespaces (4 x 2 ranks, 1 Gbit/s): 8 B to 2 KiB 40-72 us
+ * where rd took 58-106; 4 KiB 61 us, the tree 95-133; 8 KiB 133 us, as the
+ * tree. */
 static double leader_us(const hc_cluster_t *c, double S, double chunk)
 {
     int    N = c->nnodes > 0 ? c->nnodes : 1, p = c->nranks / N;
