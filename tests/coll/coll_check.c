@@ -256,6 +256,9 @@ int main(int argc, char **argv)
     if (ctx.rank == 0)
         print_tolerances(&ctx);
     run_matrix(&ctx);
+    if (ctx.extras && !ctx.broken && (ctx.coll_filter < 0 || ctx.coll_filter == CT_ALLREDUCE) &&
+        (ctx.dtype_filter < 0 || ctx.dtype_filter == HCOMM_FLOAT32))
+        ct_run_identical(&ctx);
     if (ctx.extras && ctx.coll_filter < 0 && ctx.dtype_filter < 0)
         ct_run_extras(&ctx);
     if (ctx.broken) {

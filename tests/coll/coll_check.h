@@ -33,6 +33,9 @@ void ct_call_failed(ct_ctx_t *ctx, const ct_run_t *run, const char *what, hcomm_
 /* Nonblocking variants, groups, comm_split, barrier timing, API names. */
 void ct_run_extras(ct_ctx_t *ctx);
 
+/* Allreduce of random fractions: every rank's result has the same bits. */
+void ct_run_identical(ct_ctx_t *ctx);
+
 /* hcomm_comm_split: even/odd colors with reversed keys, and NOCOLOR. */
 void ct_run_split(ct_ctx_t *ctx);
 
