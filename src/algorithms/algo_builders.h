@@ -45,6 +45,41 @@ static inline int hc_algo_mod(int a, int n)
     return ((a % n) + n) % n;
 }
 
+/* Recursive doubling on n ranks folds when n is not a power of two: with p the
+ * largest power of two <= n and rem = n - p, rank 2i (i < rem) hands its data
+ * to 2i + 1 and gets the result back; the p ranks that remain exchange,
+ * numbered 0 .. p - 1 (rd, Rabenseifner, the leaders' allreduce). */
+typedef struct hc_fold {
+    int p, rem;
+} hc_fold_t;
+
+static inline hc_fold_t hc_fold(int n)
+{
+    hc_fold_t f = {1, 0};
+    while (f.p * 2 <= n)
+        f.p *= 2;
+    f.rem = n - f.p;
+    return f;
+}
+
+/* Does rank r hand its data away (and take no part in the exchange)? */
+static inline int hc_fold_out(hc_fold_t f, int r)
+{
+    return r < 2 * f.rem && r % 2 == 0;
+}
+
+/* r's number among the p that exchange (r not folded out). */
+static inline int hc_fold_index(hc_fold_t f, int r)
+{
+    return r < 2 * f.rem ? r / 2 : r - f.rem;
+}
+
+/* The rank numbered nr among the p that exchange. */
+static inline int hc_fold_rank(hc_fold_t f, int nr)
+{
+    return nr < f.rem ? 2 * nr + 1 : nr + f.rem;
+}
+
 /* Validates args for nranks ranks and fills c (chunks of at most chunk_bytes,
  * 0: unchunked); logs and returns the error otherwise. */
 hcomm_status_t hc_algo_ctx_init(hc_algo_ctx_t *c, const hc_coll_args_t *args, int nranks, int rank,

@@ -79,12 +79,10 @@ static void leader_exchange(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo, hc
                             leader_chunk_t *k)
 {
     const hc_coll_args_t *a = c->args;
-    int                   m = geo->nnodes, v = geo->node, p = 1, rem, nv;
+    int                   v = geo->node;
+    hc_fold_t             f = hc_fold(geo->nnodes);
 
-    while (p * 2 <= m)
-        p *= 2;
-    rem = m - p;
-    if (v < 2 * rem && v % 2 == 0) { /* folded out: data to v + 1, the result back */
+    if (hc_fold_out(f, v)) { /* data to v + 1, the result back */
         int sd     = hc_sched_send(s, leader_of(geo, v + 1), chunk_data(c, k), k->bytes, k->cur,
                                    HC_STEP_NODEP);
         k->cur     = hc_sched_recv(s, leader_of(geo, v + 1), hc_algo_at(c, HC_BUF_RECV, k->co),
@@ -92,15 +90,15 @@ static void leader_exchange(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo, hc
         k->in_recv = 1;
         return;
     }
-    if (v < 2 * rem) {
+    if (v < 2 * f.rem) {
         k->cur = hc_sched_recv_reduce(s, leader_of(geo, v - 1), hc_algo_at(c, HC_BUF_RECV, k->co),
                                       chunk_data(c, k), k->bytes, a->dtype, a->op, k->cur,
                                       HC_STEP_NODEP);
         k->in_recv = 1;
     }
-    nv = v < 2 * rem ? v / 2 : v - rem;
-    for (int mask = 1; mask < p; mask <<= 1) {
-        int        q = nv ^ mask, peer = leader_of(geo, q < rem ? 2 * q + 1 : q + rem);
+    int nv = hc_fold_index(f, v);
+    for (int mask = 1; mask < f.p; mask <<= 1) {
+        int        peer = leader_of(geo, hc_fold_rank(f, nv ^ mask));
         hc_slice_t mine = chunk_data(c, k), theirs = hc_algo_at(c, HC_BUF_TMP, k->co);
         int        sd = hc_sched_send(s, peer, mine, k->bytes, k->cur, HC_STEP_NODEP);
         /* TMP's chunk was last read by the reduce that is k->cur */
@@ -110,7 +108,7 @@ static void leader_exchange(const hc_algo_ctx_t *c, const hc_hier_geo_t *geo, hc
                                  low ? theirs : mine, k->bytes, a->dtype, a->op, sd, rv);
         k->in_recv = 1;
     }
-    if (v < 2 * rem)
+    if (v < 2 * f.rem)
         hc_sched_send(s, leader_of(geo, v - 1), hc_algo_at(c, HC_BUF_RECV, k->co), k->bytes, k->cur,
                       HC_STEP_NODEP);
 }

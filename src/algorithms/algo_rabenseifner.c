@@ -23,7 +23,8 @@ typedef struct rab {
     const hc_algo_ctx_t *c;
     hc_sched_t          *s;
     size_t               cell, ncells; /* elements per cell, cells */
-    int                  p, rem, nr, rounds;
+    hc_fold_t            fold;    /* ranks that fold, and the p that exchange */
+    int                  nr, rounds;
     size_t               keep_lo[RAB_MAX_ROUNDS], keep_hi[RAB_MAX_ROUNDS];
     size_t               send_lo[RAB_MAX_ROUNDS], send_hi[RAB_MAX_ROUNDS];
     int                  peer[RAB_MAX_ROUNDS];
@@ -31,12 +32,6 @@ typedef struct rab {
     int                 *wy;      /* [ncells] second step that, with w, completes the cell */
     int                 *rs_send; /* [rounds * ncells] halving sends, read RECV until done */
 } rab_t;
-
-/* Communicator rank of the rank numbered nr among the p that exchange. */
-static int rab_real_rank(int nr, int rem)
-{
-    return nr < rem ? 2 * nr + 1 : nr + rem;
-}
 
 /* The piece of [lo, hi) in cell g: sets *off and returns its length (0: none). */
 static size_t rab_piece(const rab_t *R, size_t lo, size_t hi, size_t g, size_t *off)
@@ -55,13 +50,13 @@ static void rab_plan_rounds(rab_t *R)
     size_t cnt  = R->c->args->count;
     int    base = 0, t = 0;
 
-    for (int d = R->p / 2; d >= 1; d /= 2, t++) {
+    for (int d = R->fold.p / 2; d >= 1; d /= 2, t++) {
         int low = (R->nr & d) == 0, kb = low ? base : base + d, sb = low ? base + d : base;
-        R->peer[t]    = rab_real_rank(R->nr ^ d, R->rem);
-        R->keep_lo[t] = hc_part_off(cnt, R->p, kb);
-        R->keep_hi[t] = hc_part_off(cnt, R->p, kb + d);
-        R->send_lo[t] = hc_part_off(cnt, R->p, sb);
-        R->send_hi[t] = hc_part_off(cnt, R->p, sb + d);
+        R->peer[t]    = hc_fold_rank(R->fold, R->nr ^ d);
+        R->keep_lo[t] = hc_part_off(cnt, R->fold.p, kb);
+        R->keep_hi[t] = hc_part_off(cnt, R->fold.p, kb + d);
+        R->send_lo[t] = hc_part_off(cnt, R->fold.p, sb);
+        R->send_hi[t] = hc_part_off(cnt, R->fold.p, sb + d);
         base          = kb;
     }
     R->rounds = t;
@@ -142,7 +137,7 @@ static void rab_run(rab_t *R)
 {
     const hc_algo_ctx_t  *c = R->c;
     const hc_coll_args_t *a = c->args;
-    int                   r = c->rank, folds = r < 2 * R->rem;
+    int                   r = c->rank, folds = r < 2 * R->fold.rem;
 
     for (size_t g = 0; g < R->ncells; g++)
         R->w[g] = HC_STEP_NODEP;
@@ -170,17 +165,17 @@ static void rab_run(rab_t *R)
 hcomm_status_t hc_algo_rabenseifner_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
 {
     size_t cnt = c->args->count;
-    rab_t  R   = {.c = c, .s = s, .p = 1};
+    rab_t  R   = {.c = c, .s = s};
     int    lg  = 0;
 
     if (c->nranks == 1)
         return hc_algo_local_copy(c, s);
     if (cnt == 0)
         return HCOMM_SUCCESS;
-    while (R.p * 2 <= c->nranks)
-        R.p *= 2, lg++;
-    R.rem     = c->nranks - R.p;
-    R.nr      = c->rank < 2 * R.rem ? c->rank / 2 : c->rank - R.rem;
+    R.fold = hc_fold(c->nranks);
+    R.nr   = hc_fold_index(R.fold, c->rank);
+    while ((2 << lg) <= R.fold.p)
+        lg++;
     R.cell    = c->chunk_elems < cnt ? c->chunk_elems : cnt;
     R.ncells  = cnt / R.cell + (cnt % R.cell != 0);
     R.w       = malloc(R.ncells * sizeof(*R.w));

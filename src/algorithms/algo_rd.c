@@ -11,21 +11,15 @@
 
 #include "algorithms/algo_builders.h"
 
-/* Communicator rank of the rank numbered nr among the p that exchange. */
-static int rd_real_rank(int nr, int rem)
-{
-    return nr < rem ? 2 * nr + 1 : nr + rem;
-}
-
 /* The exchange rounds over the p ranks; data starts in SEND (in_recv == 0) or
  * in RECV, cur[k] is the step that last wrote chunk k. */
-static void rd_rounds(const hc_algo_ctx_t *c, hc_sched_t *s, size_t nc, int nr, int p, int rem,
+static void rd_rounds(const hc_algo_ctx_t *c, hc_sched_t *s, size_t nc, int nr, hc_fold_t f,
                       int in_recv, int *cur)
 {
     const hc_coll_args_t *a = c->args;
 
-    for (int mask = 1; mask < p; mask <<= 1) {
-        int      peer = rd_real_rank(nr ^ mask, rem);
+    for (int mask = 1; mask < f.p; mask <<= 1) {
+        int      peer = hc_fold_rank(f, nr ^ mask);
         uint32_t from = in_recv ? HC_BUF_RECV : HC_BUF_SEND;
         int      low  = (nr & mask) == 0;
         for (size_t k = 0; k < nc; k++) {
@@ -47,7 +41,8 @@ static void rd_rounds(const hc_algo_ctx_t *c, hc_sched_t *s, size_t nc, int nr, 
 hcomm_status_t hc_algo_rd_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
 {
     const hc_coll_args_t *a = c->args;
-    int                   n = c->nranks, r = c->rank, p = 1, rem, nr, in_recv = 0;
+    int                   n = c->nranks, r = c->rank, in_recv = 0;
+    hc_fold_t             f = hc_fold(n);
     size_t                nc = hc_algo_nchunks(c, a->count);
     int                  *cur;
 
@@ -55,16 +50,13 @@ hcomm_status_t hc_algo_rd_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
         return hc_algo_local_copy(c, s);
     if (nc == 0)
         return HCOMM_SUCCESS;
-    while (p * 2 <= n)
-        p *= 2;
-    rem = n - p;
     cur = malloc(nc * sizeof(*cur));
     if (cur == NULL)
         return HCOMM_ERR_NO_MEMORY;
     for (size_t k = 0; k < nc; k++)
         cur[k] = HC_STEP_NODEP;
 
-    if (r < 2 * rem && r % 2 == 0) {
+    if (hc_fold_out(f, r)) {
         /* folded out: give the data away, get the result back (after the send,
          * since in place the result lands where the data was) */
         for (size_t k = 0; k < nc; k++) {
@@ -84,8 +76,7 @@ hcomm_status_t hc_algo_rd_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
     }
 
     s->tmp_bytes = a->count * c->esize;
-    nr           = r < 2 * rem ? r / 2 : r - rem;
-    if (r < 2 * rem) {
+    if (r < 2 * f.rem) {
         for (size_t k = 0; k < nc; k++) {
             size_t     co    = hc_algo_chunk_off(a->count, nc, k);
             size_t     bytes = hc_algo_chunk_len(a->count, nc, k) * c->esize;
@@ -95,8 +86,8 @@ hcomm_status_t hc_algo_rd_allreduce(const hc_algo_ctx_t *c, hc_sched_t *s)
         }
         in_recv = 1;
     }
-    rd_rounds(c, s, nc, nr, p, rem, in_recv, cur);
-    if (r < 2 * rem) {
+    rd_rounds(c, s, nc, hc_fold_index(f, r), f, in_recv, cur);
+    if (r < 2 * f.rem) {
         for (size_t k = 0; k < nc; k++) {
             size_t co    = hc_algo_chunk_off(a->count, nc, k);
             size_t bytes = hc_algo_chunk_len(a->count, nc, k) * c->esize;

@@ -31,9 +31,8 @@ static double floor_us(const hc_cluster_t *c, const hc_link_cost_t *l)
 
 /* steps dependent steps on link l that put wire_us of bytes on it, every rank
  * busy in each: each pays the link's alpha, but the whole never costs less
- * than the measured floor of a step with every rank busy (on a host with fewer
- * cores than ranks each step waits for its peers to be scheduled). The two
- * overlap: while a rank's bytes are on the wire its core serves the others.
+ * than steps floors (floor_us). The two overlap: while a rank's bytes are on
+ * the wire its core serves the others.
  * Measured across namespaces (perf/RESULTS.md), rd's time follows
  * max(floor, alpha + wire) per round, not floor + wire. */
 static double busy_us(const hc_cluster_t *c, const hc_link_cost_t *l, double steps,
@@ -99,7 +98,8 @@ static int pow2(int n)
     return (n & (n - 1)) == 0;
 }
 
-/* rd's partner of rank r (-1: none) on n ranks, as algo_rd.c pairs them: with
+/* rd's partner of rank r (-1: none) on n ranks, as algo_rd.c pairs them
+ * (hc_fold in algorithms/algo_builders.h, which topology/ does not include): with
  * p the largest power of two <= n and rem = n - p, d = 0 is the fold (rank
  * 2i hands its data to 2i + 1 for i < rem), d > 0 the round at distance d
  * among the p that remain. */
