@@ -2,7 +2,7 @@
  * hcomm_nccl.h - reaching hcomm from a communicator made by hcomm's
  * libnccl.so.2, so that one program can mix NCCL calls with hcomm's own
  * (compressed allreduce, MoE dispatch, streams) on the same ranks and
- * connections. Link with -lnccl (hcomm's).
+ * connections. Link with -lnccl (hcomm's) and -lhcomm.
  */
 #ifndef HCOMM_NCCL_H
 #define HCOMM_NCCL_H

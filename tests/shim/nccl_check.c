@@ -5,7 +5,12 @@
  * come from HCOMM_RANK / HCOMM_NRANKS; rank 0 publishes the ncclUniqueId in
  * the file named by NCCL_CHECK_ID_FILE. Built with NCCL_CHECK_MPI (as
  * nccl_check_mpi) it runs under mpirun instead: rank and size from MPI, the id
- * sent with MPI_Bcast, MPI used for nothing else. */
+ * sent with MPI_Bcast, MPI used for nothing else. Also checks that every NCCL
+ * name is bound straight to hcomm's implementation in libhcomm. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_DEFAULT, dladdr */
+#endif
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -481,11 +486,39 @@ static int get_id(ncclUniqueId *id)
 }
 #endif
 
+/* Each NCCL name and its pncclXxx twin resolve to hcomm_nccl_Xxx in libhcomm:
+ * a call goes straight into hcomm, with no wrapper in libnccl.so.2 between
+ * (src/shim/nccl/nccl_names.c). A wrapper would give libnccl's address. */
+static void check_binding(void)
+{
+    static const char *const names[] = {
+#define HC_NCCL_API(name) #name,
+#include "shim/nccl/nccl_api.def"
+#undef HC_NCCL_API
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char nccl[64], pnccl[64], impl[64];
+        snprintf(nccl, sizeof(nccl), "nccl%s", names[i]);
+        snprintf(pnccl, sizeof(pnccl), "pnccl%s", names[i]);
+        snprintf(impl, sizeof(impl), "hcomm_nccl_%s", names[i]);
+        void   *f = dlsym(RTLD_DEFAULT, nccl), *p = dlsym(RTLD_DEFAULT, pnccl);
+        void   *h = dlsym(RTLD_DEFAULT, impl);
+        Dl_info info;
+        CHECK(f != NULL && f == p && f == h, "%s at %p, %s at %p, %s at %p", nccl, f, pnccl, p,
+              impl, h);
+        CHECK(f != NULL && dladdr(f, &info) != 0 && info.dli_fname != NULL &&
+                  strstr(info.dli_fname, "libhcomm.so") != NULL,
+              "%s lives in %s, not libhcomm", nccl, f && info.dli_fname ? info.dli_fname : "?");
+    }
+}
+
 static int run_checks(void)
 {
     int version = 0;
     NCCLOK(ncclGetVersion(&version));
     CHECK(version / 10000 == 2 && version % 10000 / 100 == 28, "version %d", version);
+    if (rank == 0)
+        check_binding();
     ncclUniqueId id;
     if (get_id(&id) != 0)
         return 1;

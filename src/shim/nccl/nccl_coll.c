@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/api_coll.h" /* hcomm's checks and issue, inline: no call layer */
 #include "core/log.h"
 #include "core/reduce.h" /* the library's half / bfloat16 conversions */
 #include "nccl_shim.h"
@@ -25,6 +26,10 @@ void hc_nccl_temps_release(void)
         free(t);
     }
 }
+
+/* The arguments that make an hcomm call (core/api_coll.h) blocking: no
+ * stream, no request. */
+#define HC_BLOCKING NULL, NULL, 0
 
 /* NCCL's built-in ops in enum order. */
 static const hcomm_op_t op_map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
@@ -140,8 +145,8 @@ static inline ncclResult_t reducing(ncclComm_t comm, ncclDataType_t dt, ncclRedO
     return prepare_premul(comm, op, dt, count, sendbuff, hop, what);
 }
 
-ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
-                                      ncclScalarResidence_t residence, ncclComm_t comm)
+ncclResult_t hcomm_nccl_RedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                             ncclScalarResidence_t residence, ncclComm_t comm)
 {
     const char *what = "ncclRedOpCreatePreMulSum";
     hcomm_dtype_t hdt;
@@ -169,7 +174,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTyp
                         what, HC_NCCL_MAX_PREMUL);
 }
 
-ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+ncclResult_t hcomm_nccl_RedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclRedOpDestroy");
     if (res != ncclSuccess)
@@ -201,17 +206,18 @@ allreduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataTy
     ncclResult_t res = reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
-    return finish(hcomm_allreduce(sendbuff, recvbuff, count, hdt, hop, comm->hc, NULL), what);
+    return finish(hc_api_allreduce(sendbuff, recvbuff, count, hdt, hop, comm->hc, HC_BLOCKING),
+                  what);
 }
 
-ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t stream)
+ncclResult_t hcomm_nccl_AllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                  cudaStream_t stream)
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
-        return hc_nccl_status(hcomm_allreduce(sendbuff, recvbuff, count,
-                                              hc_nccl_dtype_map[datatype], op_map[op], comm->hc,
-                                              NULL),
+        return hc_nccl_status(hc_api_allreduce(sendbuff, recvbuff, count,
+                                               hc_nccl_dtype_map[datatype], op_map[op], comm->hc,
+                                               HC_BLOCKING),
                               "ncclAllReduce");
     return allreduce_checked(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
@@ -226,17 +232,18 @@ reduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_
     ncclResult_t res = reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
-    return finish(hcomm_reduce(sendbuff, recvbuff, count, hdt, hop, root, comm->hc, NULL), what);
+    return finish(hc_api_reduce(sendbuff, recvbuff, count, hdt, hop, root, comm->hc, HC_BLOCKING),
+                  what);
 }
 
-ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream)
+ncclResult_t hcomm_nccl_Reduce(const void *sendbuff, void *recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                               cudaStream_t stream)
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
-        return hc_nccl_status(hcomm_reduce(sendbuff, recvbuff, count,
-                                           hc_nccl_dtype_map[datatype], op_map[op], root,
-                                           comm->hc, NULL),
+        return hc_nccl_status(hc_api_reduce(sendbuff, recvbuff, count,
+                                            hc_nccl_dtype_map[datatype], op_map[op], root,
+                                            comm->hc, HC_BLOCKING),
                               "ncclReduce");
     return reduce_checked(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
@@ -257,79 +264,85 @@ reduce_scatter_checked(const void *sendbuff, void *recvbuff, size_t recvcount,
                        &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
-    return finish(hcomm_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, comm->hc, NULL),
+    return finish(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, comm->hc,
+                                        HC_BLOCKING),
                   what);
 }
 
-ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                               cudaStream_t stream)
+ncclResult_t hcomm_nccl_ReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                      cudaStream_t stream)
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
-        return hc_nccl_status(hcomm_reduce_scatter(sendbuff, recvbuff, recvcount,
-                                                   hc_nccl_dtype_map[datatype], op_map[op],
-                                                   comm->hc, NULL),
+        return hc_nccl_status(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount,
+                                                    hc_nccl_dtype_map[datatype], op_map[op],
+                                                    comm->hc, HC_BLOCKING),
                               "ncclReduceScatter");
     return reduce_scatter_checked(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
-ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+ncclResult_t hcomm_nccl_Broadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
     ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclBroadcast");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hcomm_broadcast(sendbuff, recvbuff, count, hdt, root, comm->hc, NULL),
-                          "ncclBroadcast");
+    return hc_nccl_status(
+        hc_api_broadcast(sendbuff, recvbuff, count, hdt, root, comm->hc, HC_BLOCKING),
+        "ncclBroadcast");
 }
 
-ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream)
+ncclResult_t hcomm_nccl_Bcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                              ncclComm_t comm, cudaStream_t stream)
 {
-    return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+    return hcomm_nccl_Broadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
-ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
-                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+ncclResult_t hcomm_nccl_AllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
     ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclAllGather");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hcomm_allgather(sendbuff, recvbuff, sendcount, hdt, comm->hc, NULL),
-                          "ncclAllGather");
+    return hc_nccl_status(
+        hc_api_allgather(sendbuff, recvbuff, sendcount, hdt, comm->hc, HC_BLOCKING),
+        "ncclAllGather");
 }
 
-ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
-                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+ncclResult_t hcomm_nccl_AlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
     ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclAlltoAll");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hcomm_alltoall(sendbuff, recvbuff, count, hdt, comm->hc, NULL),
+    return hc_nccl_status(hc_api_alltoall(sendbuff, recvbuff, count, hdt, comm->hc, HC_BLOCKING),
                           "ncclAlltoAll");
 }
 
-ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t stream)
+ncclResult_t hcomm_nccl_Send(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                             ncclComm_t comm, cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
     ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclSend");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hcomm_send(sendbuff, count, hdt, peer, comm->hc, NULL), "ncclSend");
+    return hc_nccl_status(hc_api_p2p(1, sendbuff, NULL, count, hdt, peer, comm->hc, HC_BLOCKING),
+                          "ncclSend");
 }
 
-ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t stream)
+ncclResult_t hcomm_nccl_Recv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                             ncclComm_t comm, cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
     ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclRecv");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hcomm_recv(recvbuff, count, hdt, peer, comm->hc, NULL), "ncclRecv");
+    return hc_nccl_status(hc_api_p2p(0, NULL, recvbuff, count, hdt, peer, comm->hc, HC_BLOCKING),
+                          "ncclRecv");
 }
 
 /* Gather (gather != 0) or scatter as sends and receives in one hcomm group;
@@ -378,21 +391,16 @@ static ncclResult_t rooted(int gather, const void *sendbuff, void *recvbuff, siz
     return hc_nccl_status(st != HCOMM_SUCCESS ? st : est, what);
 }
 
-ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+ncclResult_t hcomm_nccl_Gather(const void *sendbuff, void *recvbuff, size_t count,
+                               ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream)
 {
     return rooted(1, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather");
 }
 
-ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+ncclResult_t hcomm_nccl_Scatter(const void *sendbuff, void *recvbuff, size_t count,
+                                ncclDataType_t datatype, int root, ncclComm_t comm,
+                                cudaStream_t stream)
 {
     return rooted(0, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatter");
 }
-
-#define HC_NCCL_ALIAS_(f) extern __typeof__(f) p##f __attribute__((alias(#f)));
-HC_NCCL_ALIAS_(ncclRedOpCreatePreMulSum) HC_NCCL_ALIAS_(ncclRedOpDestroy)
-HC_NCCL_ALIAS_(ncclAllReduce) HC_NCCL_ALIAS_(ncclReduce) HC_NCCL_ALIAS_(ncclReduceScatter)
-HC_NCCL_ALIAS_(ncclBroadcast) HC_NCCL_ALIAS_(ncclBcast) HC_NCCL_ALIAS_(ncclAllGather)
-HC_NCCL_ALIAS_(ncclAlltoAll) HC_NCCL_ALIAS_(ncclSend) HC_NCCL_ALIAS_(ncclRecv)
-HC_NCCL_ALIAS_(ncclGather) HC_NCCL_ALIAS_(ncclScatter)

@@ -91,7 +91,7 @@ ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, cudaStream
     return hc_nccl_bad_dtype(dt);
 }
 
-const char *ncclGetErrorString(ncclResult_t result)
+const char *hcomm_nccl_GetErrorString(ncclResult_t result)
 {
     switch (result) {
     case ncclSuccess: return "no error";
@@ -106,18 +106,18 @@ const char *ncclGetErrorString(ncclResult_t result)
     }
 }
 
-const char *ncclGetLastError(ncclComm_t comm)
+const char *hcomm_nccl_GetLastError(ncclComm_t comm)
 {
     (void)comm;
     return last_error;
 }
 
-void ncclResetDebugInit(void)
+void hcomm_nccl_ResetDebugInit(void)
 {
     /* hcomm reads its log settings once; there is nothing to reset. */
 }
 
-ncclResult_t ncclGetVersion(int *version)
+ncclResult_t hcomm_nccl_GetVersion(int *version)
 {
     if (version == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
@@ -125,7 +125,7 @@ ncclResult_t ncclGetVersion(int *version)
     return ncclSuccess;
 }
 
-ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+ncclResult_t hcomm_nccl_GetUniqueId(ncclUniqueId *uniqueId)
 {
     hcomm_unique_id_t id;
     _Static_assert(sizeof(id) == sizeof(*uniqueId), "unique id sizes differ");
@@ -184,8 +184,8 @@ static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const char *what
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
-                                    ncclConfig_t *config)
+ncclResult_t hcomm_nccl_CommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
+                                           int rank, ncclConfig_t *config)
 {
     const char *what = "ncclCommInitRank";
     if (comm == NULL)
@@ -204,21 +204,21 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     return wrap_comm(hc, comm, what);
 }
 
-ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+ncclResult_t hcomm_nccl_CommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
-    return ncclCommInitRankConfig(comm, nranks, commId, rank, NULL);
+    return hcomm_nccl_CommInitRankConfig(comm, nranks, commId, rank, NULL);
 }
 
 /* Every rank is given all nId ids; the first belongs to rank 0, hcomm's root. */
-ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
-                                      ncclUniqueId *commIds, ncclConfig_t *config)
+ncclResult_t hcomm_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                             ncclUniqueId *commIds, ncclConfig_t *config)
 {
     if (nId < 1 || commIds == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: no unique ids");
-    return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+    return hcomm_nccl_CommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
 }
 
-ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
+ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
     (void)devlist;
     if (comm == NULL || ndev < 1)
@@ -228,8 +228,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
                             "ncclCommInitAll: hcomm runs one rank per process; start %d "
                             "processes and use ncclCommInitRank", ndev);
     ncclUniqueId id;
-    ncclResult_t res = ncclGetUniqueId(&id);
-    return res != ncclSuccess ? res : ncclCommInitRank(comm, 1, id, 0);
+    ncclResult_t res = hcomm_nccl_GetUniqueId(&id);
+    return res != ncclSuccess ? res : hcomm_nccl_CommInitRank(comm, 1, id, 0);
 }
 
 static void free_comm(ncclComm_t comm)
@@ -238,7 +238,7 @@ static void free_comm(ncclComm_t comm)
     free(comm);
 }
 
-ncclResult_t ncclCommFinalize(ncclComm_t comm)
+ncclResult_t hcomm_nccl_CommFinalize(ncclComm_t comm)
 {
     /* Every operation completed before its call returned: nothing to flush. */
     if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC)
@@ -246,7 +246,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommDestroy(ncclComm_t comm)
+ncclResult_t hcomm_nccl_CommDestroy(ncclComm_t comm)
 {
     if (comm == NULL)
         return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
@@ -257,7 +257,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
     return res;
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t comm)
+ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
 {
     if (comm == NULL)
         return ncclSuccess;
@@ -269,7 +269,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 }
 
 /* Nothing is ever in flight between calls; revoking only forbids further use. */
-ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
+ncclResult_t hcomm_nccl_CommRevoke(ncclComm_t comm, int revokeFlags)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommRevoke");
     if (res != ncclSuccess)
@@ -280,8 +280,8 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                           ncclConfig_t *config)
+ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                  ncclConfig_t *config)
 {
     const char *what = "ncclCommSplit";
     ncclResult_t res = hc_nccl_check_comm(comm, what);
@@ -306,8 +306,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 
 /* The excluded ranks do not call; survivors keep their order (hcomm_comm_shrink).
  * NCCL_SHRINK_ABORT would first abort work in flight: none is, between calls. */
-ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                   ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
     const char  *what = "ncclCommShrink";
     ncclResult_t res  = hc_nccl_check_comm(comm, what);
@@ -336,7 +336,7 @@ hcomm_status_t hcomm_comm_from_nccl(struct ncclComm *comm, hcomm_comm_t *hc)
     return HCOMM_SUCCESS;
 }
 
-ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+ncclResult_t hcomm_nccl_CommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC || asyncError == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: invalid arguments");
@@ -345,7 +345,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+ncclResult_t hcomm_nccl_CommCount(const ncclComm_t comm, int *count)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommCount");
     if (res == ncclSuccess && count == NULL)
@@ -355,7 +355,7 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
     return res;
 }
 
-ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+ncclResult_t hcomm_nccl_CommUserRank(const ncclComm_t comm, int *rank)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommUserRank");
     if (res == ncclSuccess && rank == NULL)
@@ -365,7 +365,7 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
     return res;
 }
 
-ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+ncclResult_t hcomm_nccl_CommCuDevice(const ncclComm_t comm, int *device)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommCuDevice");
     if (res != ncclSuccess)
@@ -376,7 +376,7 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 }
 
 /* Host buffers need no registration; the handle only pairs the two calls. */
-ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+ncclResult_t hcomm_nccl_CommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommRegister");
     if (res != ncclSuccess)
@@ -390,7 +390,7 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, vo
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+ncclResult_t hcomm_nccl_CommDeregister(const ncclComm_t comm, void *handle)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommDeregister");
     if (res == ncclSuccess && handle == NULL)
@@ -400,22 +400,22 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
     return res;
 }
 
-ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
-                                    int winFlags)
+ncclResult_t hcomm_nccl_CommWindowRegister(ncclComm_t comm, void *buff, size_t size,
+                                           ncclWindow_t *win, int winFlags)
 {
     (void)comm, (void)buff, (void)size, (void)win, (void)winFlags;
     return hc_nccl_fail(ncclInvalidUsage, "ncclCommWindowRegister: symmetric memory windows "
                                           "need hcomm's device support");
 }
 
-ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+ncclResult_t hcomm_nccl_CommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
     (void)comm, (void)win;
     return hc_nccl_fail(ncclInvalidUsage, "ncclCommWindowDeregister: symmetric memory windows "
                                           "need hcomm's device support");
 }
 
-ncclResult_t ncclMemAlloc(void **ptr, size_t size)
+ncclResult_t hcomm_nccl_MemAlloc(void **ptr, size_t size)
 {
     if (ptr == NULL || size == 0)
         return hc_nccl_fail(ncclInvalidArgument, "ncclMemAlloc: invalid arguments");
@@ -427,19 +427,19 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     return ncclSuccess;
 }
 
-ncclResult_t ncclMemFree(void *ptr)
+ncclResult_t hcomm_nccl_MemFree(void *ptr)
 {
     free(ptr);
     return ncclSuccess;
 }
 
-ncclResult_t ncclGroupStart(void)
+ncclResult_t hcomm_nccl_GroupStart(void)
 {
     return hc_nccl_status(hcomm_group_start(), "ncclGroupStart");
 }
 
 /* hcomm keeps the one group depth (an hcomm group around NCCL calls counts). */
-ncclResult_t ncclGroupEnd(void)
+ncclResult_t hcomm_nccl_GroupEnd(void)
 {
     ncclResult_t res = hc_nccl_status(hcomm_group_end(), "ncclGroupEnd");
     if (!hc_group_active())
@@ -447,31 +447,9 @@ ncclResult_t ncclGroupEnd(void)
     return res;
 }
 
-ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+ncclResult_t hcomm_nccl_GroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
     (void)simInfo;
     return hc_nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd: hcomm has no cost model to "
                                           "simulate with; the group stays open");
 }
-
-/* The pncclXxx profiling entry points NCCL also exports. */
-#define HC_NCCL_ALIAS_(f) extern __typeof__(f) p##f __attribute__((alias(#f)));
-HC_NCCL_ALIAS_(ncclGetErrorString) HC_NCCL_ALIAS_(ncclGetLastError)
-/* NVIDIA's header marks ncclResetDebugInit deprecated; it is still exported */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-HC_NCCL_ALIAS_(ncclResetDebugInit)
-#pragma GCC diagnostic pop
-HC_NCCL_ALIAS_(ncclGetVersion)
-HC_NCCL_ALIAS_(ncclGetUniqueId) HC_NCCL_ALIAS_(ncclCommInitRankConfig)
-HC_NCCL_ALIAS_(ncclCommInitRank) HC_NCCL_ALIAS_(ncclCommInitRankScalable)
-HC_NCCL_ALIAS_(ncclCommInitAll) HC_NCCL_ALIAS_(ncclCommFinalize)
-HC_NCCL_ALIAS_(ncclCommDestroy) HC_NCCL_ALIAS_(ncclCommAbort)
-HC_NCCL_ALIAS_(ncclCommRevoke) HC_NCCL_ALIAS_(ncclCommSplit)
-HC_NCCL_ALIAS_(ncclCommShrink) HC_NCCL_ALIAS_(ncclCommGetAsyncError)
-HC_NCCL_ALIAS_(ncclCommCount) HC_NCCL_ALIAS_(ncclCommUserRank)
-HC_NCCL_ALIAS_(ncclCommCuDevice) HC_NCCL_ALIAS_(ncclCommRegister)
-HC_NCCL_ALIAS_(ncclCommDeregister) HC_NCCL_ALIAS_(ncclCommWindowRegister)
-HC_NCCL_ALIAS_(ncclCommWindowDeregister) HC_NCCL_ALIAS_(ncclMemAlloc)
-HC_NCCL_ALIAS_(ncclMemFree) HC_NCCL_ALIAS_(ncclGroupStart)
-HC_NCCL_ALIAS_(ncclGroupEnd) HC_NCCL_ALIAS_(ncclGroupSimulateEnd)

@@ -32,6 +32,15 @@ struct ncclComm {
     hc_nccl_premul_t premul[HC_NCCL_MAX_PREMUL];
 };
 
+/* hcomm's implementation of each NCCL function (nccl_api.def), with NCCL's
+ * exact type: libhcomm exports them, libnccl.so.2 binds NCCL's names to them. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* ncclResetDebugInit */
+#define HC_NCCL_API(name) extern __typeof__(nccl##name) hcomm_nccl_##name;
+#include "nccl_api.def"
+#undef HC_NCCL_API
+#pragma GCC diagnostic pop
+
 /* Records msg as the thread's last error and logs it; returns res. */
 ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,25 @@
+/* nccl_names.c - libnccl.so.2: NCCL's function names and nothing else.
+ *
+ * Each name, and its pncclXxx profiling twin, is a GNU indirect function: the
+ * dynamic loader asks its resolver once, at binding, for the address to call
+ * and gets hcomm's implementation in libhcomm (hcomm_nccl_Xxx, nccl_shim.c and
+ * nccl_coll.c). An application's ncclAllReduce thus calls into hcomm as
+ * directly as its hcomm_allreduce does, with no wrapper between; a wrapper
+ * here cost 2-9% of an 8-byte allreduce on one rank (perf/RESULTS.md, "The
+ * NCCL drop-in's cost"). The resolvers only read an address the loader
+ * already bound (libhcomm is loaded and this library relocated before any
+ * reference to these names is), and nothing in this library calls these
+ * names itself, so no resolver runs before its own relocation. */
+#include "nccl_shim.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* ncclResetDebugInit */
+#define HC_NCCL_API(name)                                                                          \
+    static __typeof__(hcomm_nccl_##name) *resolve_##name(void)                                     \
+    {                                                                                              \
+        return hcomm_nccl_##name;                                                                  \
+    }                                                                                              \
+    extern __typeof__(hcomm_nccl_##name) nccl##name __attribute__((ifunc("resolve_" #name)));    \
+    extern __typeof__(hcomm_nccl_##name) pnccl##name __attribute__((ifunc("resolve_" #name)));
+#include "nccl_api.def"
+#pragma GCC diagnostic pop
