@@ -75,6 +75,8 @@ const char *hcomm_version_str(void);
  * value, its default and what it does (hcomm-perf --params). */
 void hcomm_params_print(FILE *out);
 
+/* Datatypes and reductions have NCCL's values (ncclDataType_t, ncclRedOp_t),
+ * so that hcomm's libnccl.so.2 passes NCCL's through unchanged. */
 typedef enum {
     HCOMM_INT8 = 0,
     HCOMM_UINT8,
@@ -82,10 +84,10 @@ typedef enum {
     HCOMM_UINT32,
     HCOMM_INT64,
     HCOMM_UINT64,
-    HCOMM_FLOAT16,  /* IEEE 754 binary16 */
-    HCOMM_BFLOAT16, /* bfloat16: the top 16 bits of a float32 */
+    HCOMM_FLOAT16, /* IEEE 754 binary16 */
     HCOMM_FLOAT32,
     HCOMM_FLOAT64,
+    HCOMM_BFLOAT16, /* bfloat16: the top 16 bits of a float32 */
     HCOMM_DTYPE_COUNT
 } hcomm_dtype_t;
 
@@ -97,8 +99,8 @@ typedef enum {
 typedef enum {
     HCOMM_SUM = 0,
     HCOMM_PROD,
-    HCOMM_MIN,
     HCOMM_MAX,
+    HCOMM_MIN,
     HCOMM_AVG,
     HCOMM_OP_COUNT
 } hcomm_op_t;

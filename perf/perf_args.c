@@ -127,7 +127,9 @@ static int parse_dtype(const char *s, perf_args_t *a)
 static int parse_op(const char *s, perf_args_t *a)
 {
     static const hcomm_op_t  all[]   = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
-    static const char *const names[] = {"sum", "prod", "min", "max", "avg"};
+    static const char *const names[HCOMM_OP_COUNT] = {[HCOMM_SUM] = "sum", [HCOMM_PROD] = "prod",
+                                                      [HCOMM_MIN] = "min", [HCOMM_MAX] = "max",
+                                                      [HCOMM_AVG] = "avg"};
 
     if (strcasecmp(s, "all") == 0) {
         a->nops = (int)(sizeof(all) / sizeof(all[0]));
@@ -138,7 +140,7 @@ static int parse_op(const char *s, perf_args_t *a)
     for (int i = 0; i < HCOMM_OP_COUNT; i++) {
         if (strcasecmp(s, names[i]) == 0) {
             a->nops   = 1;
-            a->ops[0] = i; /* names[] follows hcomm_op_t */
+            a->ops[0] = i; /* names[] is indexed by hcomm_op_t */
             return 0;
         }
     }

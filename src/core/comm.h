@@ -171,6 +171,9 @@ hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm);
 
 /* Groups (group.c). */
 int            hc_group_active(void);
+/* Counts the outermost groups started on the calling thread: what a call
+ * queued in a group keeps alive lasts until the epoch changes. */
+unsigned long  hc_group_epoch(void);
 hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
                             void *recvbuf, hcomm_stream_t stream);
 

@@ -19,6 +19,7 @@ typedef struct group_call {
 } group_call_t;
 
 static __thread int            group_depth HC_TLS_FAST;
+static __thread unsigned long  group_epoch; /* outermost groups started on this thread */
 static __thread group_call_t  *group_calls;
 static __thread size_t         group_len, group_cap;
 
@@ -27,9 +28,15 @@ int hc_group_active(void)
     return group_depth > 0;
 }
 
+unsigned long hc_group_epoch(void)
+{
+    return group_epoch;
+}
+
 hcomm_status_t hcomm_group_start(void)
 {
-    group_depth++;
+    if (group_depth++ == 0)
+        group_epoch++;
     return HCOMM_SUCCESS;
 }
 

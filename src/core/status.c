@@ -62,6 +62,8 @@ const char *hcomm_dtype_name(hcomm_dtype_t dtype)
 
 const char *hcomm_op_name(hcomm_op_t op)
 {
-    static const char *const names[HCOMM_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+    static const char *const names[HCOMM_OP_COUNT] = {
+        [HCOMM_SUM] = "sum", [HCOMM_PROD] = "prod", [HCOMM_MIN] = "min",
+        [HCOMM_MAX] = "max", [HCOMM_AVG] = "avg"};
     return ((unsigned)op < HCOMM_OP_COUNT) ? names[op] : NULL;
 }

@@ -17,11 +17,15 @@ static const char *const coll_names[CT_NCOLL] = {
 };
 
 static const char *const dtype_names[HCOMM_DTYPE_COUNT] = {
-    "int8",   "uint8",   "int32",    "uint32",  "int64",
-    "uint64", "float16", "bfloat16", "float32", "float64",
+    [HCOMM_INT8] = "int8",       [HCOMM_UINT8] = "uint8",       [HCOMM_INT32] = "int32",
+    [HCOMM_UINT32] = "uint32",   [HCOMM_INT64] = "int64",       [HCOMM_UINT64] = "uint64",
+    [HCOMM_FLOAT16] = "float16", [HCOMM_BFLOAT16] = "bfloat16", [HCOMM_FLOAT32] = "float32",
+    [HCOMM_FLOAT64] = "float64",
 };
 
-static const char *const op_names[HCOMM_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+static const char *const op_names[HCOMM_OP_COUNT] = {[HCOMM_SUM] = "sum", [HCOMM_PROD] = "prod",
+                                                     [HCOMM_MIN] = "min", [HCOMM_MAX] = "max",
+                                                     [HCOMM_AVG] = "avg"};
 
 const char *ct_coll_name(ct_coll_t coll)
 {

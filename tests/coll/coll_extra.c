@@ -266,10 +266,14 @@ static void barrier_timing(ct_ctx_t *ctx)
 
 static void names(ct_ctx_t *ctx)
 {
-    static const char *const dn[HCOMM_DTYPE_COUNT] = {"int8",    "uint8",  "int32",   "uint32",
-                                                      "int64",   "uint64", "float16", "bfloat16",
-                                                      "float32", "float64"};
-    static const char *const on[HCOMM_OP_COUNT]    = {"sum", "prod", "min", "max", "avg"};
+    static const char *const dn[HCOMM_DTYPE_COUNT] = {
+        [HCOMM_INT8] = "int8",       [HCOMM_UINT8] = "uint8",       [HCOMM_INT32] = "int32",
+        [HCOMM_UINT32] = "uint32",   [HCOMM_INT64] = "int64",       [HCOMM_UINT64] = "uint64",
+        [HCOMM_FLOAT16] = "float16", [HCOMM_BFLOAT16] = "bfloat16", [HCOMM_FLOAT32] = "float32",
+        [HCOMM_FLOAT64] = "float64"};
+    static const char *const on[HCOMM_OP_COUNT] = {[HCOMM_SUM] = "sum", [HCOMM_PROD] = "prod",
+                                                   [HCOMM_MIN] = "min", [HCOMM_MAX] = "max",
+                                                   [HCOMM_AVG] = "avg"};
     int                      ok                    = 1;
 
     for (int dt = 0; dt < HCOMM_DTYPE_COUNT; dt++) {

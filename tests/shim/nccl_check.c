@@ -259,13 +259,20 @@ static void check_premul(ncclComm_t comm)
     for (int i = 0; i < 8; i++)
         CHECK(r[i] == r2[i] && r[i] == 2.0f * (float)(nranks * i + nranks * (nranks - 1) / 2),
               "premulsum in a group [%d]: %g %g", i, r[i], r2[i]);
-    memset(r, 0, sizeof(r));
-    CHECK(hcomm_group_start() == HCOMM_SUCCESS, "hcomm_group_start");
-    NCCLOK(ncclAllReduce(s, r, 8, ncclFloat, op, comm, NULL));
-    CHECK(hcomm_group_end() == HCOMM_SUCCESS, "hcomm_group_end");
-    for (int i = 0; i < 8; i++)
-        CHECK(r[i] == 2.0f * (float)(nranks * i + nranks * (nranks - 1) / 2),
-              "premulsum in an hcomm group [%d]: %g", i, r[i]);
+    /* two hcomm groups of two each, a plain call between: the second group
+     * frees the first one's copies, never its own */
+    for (int g = 0; g < 2; g++) {
+        memset(r, 0, sizeof(r));
+        memset(r2, 0, sizeof(r2));
+        CHECK(hcomm_group_start() == HCOMM_SUCCESS, "hcomm_group_start");
+        NCCLOK(ncclAllReduce(s, r, 8, ncclFloat, op, comm, NULL));
+        NCCLOK(ncclAllReduce(s, r2, 8, ncclFloat, op, comm, NULL));
+        CHECK(hcomm_group_end() == HCOMM_SUCCESS, "hcomm_group_end");
+        for (int i = 0; i < 8; i++)
+            CHECK(r[i] == r2[i] && r[i] == 2.0f * (float)(nranks * i + nranks * (nranks - 1) / 2),
+                  "premulsum in hcomm group %d [%d]: %g %g", g, i, r[i], r2[i]);
+        NCCLOK(ncclAllReduce(s, r, 8, ncclFloat, ncclSum, comm, NULL));
+    }
     NCCLOK(ncclRedOpDestroy(op, comm));
     NCCLOK(ncclRedOpDestroy(op2, comm));
     CHECK(ncclRedOpDestroy(op, comm) == ncclInvalidArgument, "double destroy accepted");

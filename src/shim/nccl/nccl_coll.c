@@ -12,11 +12,15 @@
 #include "core/reduce.h" /* the library's half / bfloat16 conversions */
 #include "nccl_shim.h"
 
-/* Scaled copies made for PreMulSum inside a group live until its end. */
+/* Scaled copies made for PreMulSum inside a group live until its end: freed
+ * by ncclGroupEnd, by the next checked call outside a group, or, for a group
+ * of hcomm's own API, by the first PreMulSum call of a later group (temps are
+ * from group temps_epoch), so that valid calls never look at them. */
 typedef struct temp {
     struct temp *next;
 } temp_t;
 static __thread temp_t *temps __attribute__((tls_model("initial-exec")));
+static __thread unsigned long temps_epoch;
 
 void hc_nccl_temps_release(void)
 {
@@ -31,9 +35,6 @@ void hc_nccl_temps_release(void)
  * stream, no request. */
 #define HC_BLOCKING NULL, NULL, 0
 
-/* NCCL's built-in ops in enum order. */
-static const hcomm_op_t op_map[] = {HCOMM_SUM, HCOMM_PROD, HCOMM_MAX, HCOMM_MIN, HCOMM_AVG};
-
 /* Common argument checks; fills *hdt. The failure path never returns
  * success, which the compiler is told, so that a valid call keeps nothing
  * across it (no frame to save and restore around the hcomm call). */
@@ -41,7 +42,7 @@ static inline ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_
                                  hcomm_dtype_t *hdt, const char *what)
 {
     if (__builtin_expect(hc_nccl_call_ok(comm, dt, stream), 1)) {
-        *hdt = hc_nccl_dtype_map[dt];
+        *hdt = (hcomm_dtype_t)dt;
         return ncclSuccess;
     }
     *hdt             = HCOMM_UINT8;
@@ -108,6 +109,8 @@ static ncclResult_t prepare_premul(ncclComm_t comm, ncclRedOp_t op, ncclDataType
         return hc_nccl_fail(ncclInvalidArgument, "%s: count %zu overflows", what, count);
     if (count > 0 && *sendbuf == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "%s: sendbuff is NULL", what);
+    if (temps != NULL && temps_epoch != hc_group_epoch())
+        hc_nccl_temps_release(); /* their group has ended */
     temp_t *t = malloc(sizeof(temp_t) + count * esize + 16);
     if (t == NULL)
         return hc_nccl_fail(ncclSystemError, "%s: %s", what, strerror(ENOMEM));
@@ -116,6 +119,7 @@ static ncclResult_t prepare_premul(ncclComm_t comm, ncclRedOp_t op, ncclDataType
     scale(dt, dst, *sendbuf, count, s);
     t->next = temps;
     temps = t;
+    temps_epoch = hc_group_epoch();
     *sendbuf = dst;
     *hop = HCOMM_SUM;
     return ncclSuccess;
@@ -139,7 +143,7 @@ static inline ncclResult_t reducing(ncclComm_t comm, ncclDataType_t dt, ncclRedO
     if (res != ncclSuccess)
         return res;
     if (__builtin_expect((unsigned)op < (unsigned)ncclNumOps, 1)) {
-        *hop = op_map[op];
+        *hop = (hcomm_op_t)op;
         return ncclSuccess;
     }
     return prepare_premul(comm, op, dt, count, sendbuff, hop, what);
@@ -187,13 +191,13 @@ ncclResult_t hcomm_nccl_RedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     return ncclSuccess;
 }
 
-/* The common reducing call: every check passes, a built-in op, no scaled
- * copies pending; it goes straight to hcomm (no frame, no finish). Anything
- * else takes the full checks. */
+/* The common reducing call: every check passes and the op is built in. It
+ * goes straight to hcomm (no frame, no finish) with NCCL's datatype and op,
+ * which are hcomm's (nccl_shim.h). Anything else takes the full checks. */
 static inline int plain_call(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op,
                              cudaStream_t stream)
 {
-    return hc_nccl_call_ok(comm, dt, stream) && (unsigned)op < ncclNumOps && temps == NULL;
+    return hc_nccl_call_ok(comm, dt, stream) && (unsigned)op < ncclNumOps;
 }
 
 static __attribute__((noinline)) ncclResult_t
@@ -216,7 +220,7 @@ ncclResult_t hcomm_nccl_AllReduce(const void *sendbuff, void *recvbuff, size_t c
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
         return hc_nccl_status(hc_api_allreduce(sendbuff, recvbuff, count,
-                                               hc_nccl_dtype_map[datatype], op_map[op], comm->hc,
+                                               (hcomm_dtype_t)datatype, (hcomm_op_t)op, comm->hc,
                                                HC_BLOCKING),
                               "ncclAllReduce");
     return allreduce_checked(sendbuff, recvbuff, count, datatype, op, comm, stream);
@@ -242,7 +246,7 @@ ncclResult_t hcomm_nccl_Reduce(const void *sendbuff, void *recvbuff, size_t coun
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
         return hc_nccl_status(hc_api_reduce(sendbuff, recvbuff, count,
-                                            hc_nccl_dtype_map[datatype], op_map[op], root,
+                                            (hcomm_dtype_t)datatype, (hcomm_op_t)op, root,
                                             comm->hc, HC_BLOCKING),
                               "ncclReduce");
     return reduce_checked(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
@@ -275,7 +279,7 @@ ncclResult_t hcomm_nccl_ReduceScatter(const void *sendbuff, void *recvbuff, size
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
         return hc_nccl_status(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount,
-                                                    hc_nccl_dtype_map[datatype], op_map[op],
+                                                    (hcomm_dtype_t)datatype, (hcomm_op_t)op,
                                                     comm->hc, HC_BLOCKING),
                               "ncclReduceScatter");
     return reduce_scatter_checked(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);

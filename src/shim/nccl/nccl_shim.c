@@ -60,7 +60,7 @@ ncclResult_t hc_nccl_status_fail(hcomm_status_t st, const char *what)
 
 ncclResult_t hc_nccl_bad_comm(ncclComm_t comm, const char *what)
 {
-    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC)
+    if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "%s: invalid communicator", what);
     return hc_nccl_fail(ncclInvalidUsage, "%s: communicator was revoked", what);
 }
@@ -178,7 +178,7 @@ static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const char *what
         hcomm_comm_destroy(hc);
         return res;
     }
-    c->magic = HC_NCCL_COMM_MAGIC;
+    c->state = HC_NCCL_COMM_LIVE;
     c->hc = hc;
     *out = c;
     return ncclSuccess;
@@ -234,14 +234,14 @@ ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devli
 
 static void free_comm(ncclComm_t comm)
 {
-    comm->magic = 0;
+    comm->state = 0;
     free(comm);
 }
 
 ncclResult_t hcomm_nccl_CommFinalize(ncclComm_t comm)
 {
     /* Every operation completed before its call returned: nothing to flush. */
-    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC)
+    if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommFinalize: invalid communicator");
     return ncclSuccess;
 }
@@ -250,7 +250,7 @@ ncclResult_t hcomm_nccl_CommDestroy(ncclComm_t comm)
 {
     if (comm == NULL)
         return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
-    if (comm->magic != HC_NCCL_COMM_MAGIC)
+    if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommDestroy: invalid communicator");
     ncclResult_t res = hc_nccl_status(hcomm_comm_destroy(comm->hc), "ncclCommDestroy");
     free_comm(comm);
@@ -261,7 +261,7 @@ ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
 {
     if (comm == NULL)
         return ncclSuccess;
-    if (comm->magic != HC_NCCL_COMM_MAGIC)
+    if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommAbort: invalid communicator");
     ncclResult_t res = hc_nccl_status(hcomm_comm_abort(comm->hc), "ncclCommAbort");
     free_comm(comm);
@@ -276,7 +276,7 @@ ncclResult_t hcomm_nccl_CommRevoke(ncclComm_t comm, int revokeFlags)
         return res;
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommRevoke: flags must be 0");
-    __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE); /* read by calls on other threads */
+    __atomic_store_n(&comm->state, HC_NCCL_COMM_REVOKED, __ATOMIC_RELEASE); /* other threads read it */
     return ncclSuccess;
 }
 
@@ -327,7 +327,7 @@ ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int e
 
 hcomm_status_t hcomm_comm_from_nccl(struct ncclComm *comm, hcomm_comm_t *hc)
 {
-    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC || hc == NULL) {
+    if (!hc_nccl_comm_ours(comm) || hc == NULL) {
         hc_nccl_fail(ncclInvalidArgument, "hcomm_comm_from_nccl: %s",
                      hc == NULL ? "hc is NULL" : "not a live communicator of this libnccl");
         return HCOMM_ERR_INVALID_COMM;
@@ -338,7 +338,7 @@ hcomm_status_t hcomm_comm_from_nccl(struct ncclComm *comm, hcomm_comm_t *hc)
 
 ncclResult_t hcomm_nccl_CommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
-    if (comm == NULL || comm->magic != HC_NCCL_COMM_MAGIC || asyncError == NULL)
+    if (!hc_nccl_comm_ours(comm) || asyncError == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: invalid arguments");
     /* polled in a loop by watchdogs: maps without logging or touching the last error */
     *asyncError = map_status(hcomm_comm_get_error(comm->hc));

@@ -3,6 +3,8 @@
 #ifndef HC_SHIM_NCCL_H
 #define HC_SHIM_NCCL_H
 
+#include <stdint.h>
+
 #include "core/comm.h" /* hc_group_active: the group depth hcomm keeps */
 #include "hcomm.h"
 #include "nccl.h" /* NVIDIA's where configure found it, else include/nccl/nccl.h */
@@ -11,7 +13,10 @@
 #define NCCL_CONFIG_MAGIC 0xcafebeef
 #endif
 
-#define HC_NCCL_COMM_MAGIC 0x6e63636cu /* "nccl": catches foreign handles (a destroyed one is undefined, as in NCCL) */
+/* struct ncclComm's state: catches foreign handles (a destroyed one is
+ * undefined, as in NCCL) and, in the same load, revoked ones. */
+#define HC_NCCL_COMM_LIVE    0x6e63636c6c697665ull /* "nccllive" */
+#define HC_NCCL_COMM_REVOKED 0x6e63636c7265766bull /* "ncclrevk" */
 #define HC_NCCL_MAX_PREMUL 64
 
 /* One ncclRedOpCreatePreMulSum operator: sum after scaling by *scalar. */
@@ -24,13 +29,26 @@ typedef struct {
 } hc_nccl_premul_t;
 
 struct ncclComm {
-    unsigned magic;
+    uint64_t state; /* HC_NCCL_COMM_LIVE or _REVOKED; 0 once destroyed */
     hcomm_comm_t hc;
     int rank;
     int nranks;
-    int revoked;
     hc_nccl_premul_t premul[HC_NCCL_MAX_PREMUL];
 };
+
+/* hcomm's datatypes and reductions have NCCL's values (hcomm.h), so NCCL's
+ * pass to hcomm unchanged; the fp8 types (10, 11) have no hcomm type. */
+_Static_assert(HCOMM_INT8 == (int)ncclInt8 && HCOMM_UINT8 == (int)ncclUint8 &&
+                   HCOMM_INT32 == (int)ncclInt32 && HCOMM_UINT32 == (int)ncclUint32 &&
+                   HCOMM_INT64 == (int)ncclInt64 && HCOMM_UINT64 == (int)ncclUint64 &&
+                   HCOMM_FLOAT16 == (int)ncclFloat16 && HCOMM_FLOAT32 == (int)ncclFloat32 &&
+                   HCOMM_FLOAT64 == (int)ncclFloat64 && HCOMM_BFLOAT16 == (int)ncclBfloat16 &&
+                   HCOMM_DTYPE_COUNT == (int)ncclBfloat16 + 1,
+               "hcomm_dtype_t must have ncclDataType_t's values");
+_Static_assert(HCOMM_SUM == (int)ncclSum && HCOMM_PROD == (int)ncclProd &&
+                   HCOMM_MAX == (int)ncclMax && HCOMM_MIN == (int)ncclMin &&
+                   HCOMM_AVG == (int)ncclAvg && HCOMM_OP_COUNT == (int)ncclNumOps,
+               "hcomm_op_t must have ncclRedOp_t's built-in values");
 
 /* hcomm's implementation of each NCCL function (nccl_api.def), with NCCL's
  * exact type: libhcomm exports them, libnccl.so.2 binds NCCL's names to them. */
@@ -65,8 +83,14 @@ static inline ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what)
 /* A communicator made by the shim and not revoked. */
 static inline int hc_nccl_comm_live(ncclComm_t comm)
 {
-    return comm != NULL && comm->magic == HC_NCCL_COMM_MAGIC &&
-           !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED);
+    return comm != NULL && __atomic_load_n(&comm->state, __ATOMIC_RELAXED) == HC_NCCL_COMM_LIVE;
+}
+
+/* A communicator made by the shim, revoked or not. */
+static inline int hc_nccl_comm_ours(ncclComm_t comm)
+{
+    uint64_t state = comm != NULL ? __atomic_load_n(&comm->state, __ATOMIC_RELAXED) : 0;
+    return state == HC_NCCL_COMM_LIVE || state == HC_NCCL_COMM_REVOKED;
 }
 
 /* Validates a communicator handle (not revoked). */
@@ -77,24 +101,18 @@ static inline ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
     return hc_nccl_bad_comm(comm, what);
 }
 
-/* NCCL's datatypes in enum order up to bfloat16; the fp8 ones have no hcomm type. */
-static const hcomm_dtype_t hc_nccl_dtype_map[] = {
-    HCOMM_INT8,    HCOMM_UINT8,   HCOMM_INT32,   HCOMM_UINT32,  HCOMM_INT64,
-    HCOMM_UINT64,  HCOMM_FLOAT16, HCOMM_FLOAT32, HCOMM_FLOAT64, HCOMM_BFLOAT16};
-#define HC_NCCL_NDTYPES (sizeof(hc_nccl_dtype_map) / sizeof(hc_nccl_dtype_map[0]))
-
 /* A call every check passes: a live communicator, no stream, a datatype hcomm
  * has. Tested without calls, so that the shim's path to hcomm needs no frame. */
 static inline int hc_nccl_call_ok(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream)
 {
-    return hc_nccl_comm_live(comm) && stream == NULL && (unsigned)dt < HC_NCCL_NDTYPES;
+    return hc_nccl_comm_live(comm) && stream == NULL && (unsigned)dt < HCOMM_DTYPE_COUNT;
 }
 
 static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
 {
-    if (__builtin_expect((unsigned)dt >= HC_NCCL_NDTYPES, 0))
+    if (__builtin_expect((unsigned)dt >= HCOMM_DTYPE_COUNT, 0))
         return hc_nccl_bad_dtype(dt);
-    *out = hc_nccl_dtype_map[dt];
+    *out = (hcomm_dtype_t)dt;
     return ncclSuccess;
 }
 
