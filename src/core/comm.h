@@ -30,6 +30,10 @@ typedef struct hc_sched_cache_entry {
 
 struct hcomm_comm {
     int                 rank, nranks;
+    /* owned by an API front end whose handle is this communicator itself (the
+     * NCCL shim, src/shim/nccl), so that its calls reach it without a load */
+    void               *frontend;
+    uint32_t            frontend_state;
     uint8_t             cookie[16];
     hc_bootstrap_t     *bs;
     hc_peer_info_t     *peers;                /* nranks entries */

@@ -95,9 +95,9 @@ static ncclResult_t prepare_premul(ncclComm_t comm, ncclRedOp_t op, ncclDataType
                                    const char *what)
 {
     int k = (int)op - ncclNumOps;
-    if (k < 0 || k >= HC_NCCL_MAX_PREMUL || !comm->premul[k].used)
+    if (k < 0 || k >= HC_NCCL_MAX_PREMUL || !hc_nccl_ext(comm)->premul[k].used)
         return hc_nccl_fail(ncclInvalidArgument, "%s: invalid reduction op %d", what, (int)op);
-    const hc_nccl_premul_t *pm = &comm->premul[k];
+    const hc_nccl_premul_t *pm = &hc_nccl_ext(comm)->premul[k];
     if (pm->dtype != dt)
         return hc_nccl_fail(ncclInvalidArgument, "%s: op %d was created for datatype %d, not %d",
                             what, (int)op, (int)pm->dtype, (int)dt);
@@ -163,7 +163,7 @@ ncclResult_t hcomm_nccl_RedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, nccl
         (residence != ncclScalarDevice && residence != ncclScalarHostImmediate))
         return hc_nccl_fail(ncclInvalidArgument, "%s: invalid arguments", what);
     for (int k = 0; k < HC_NCCL_MAX_PREMUL; k++) {
-        hc_nccl_premul_t *pm = &comm->premul[k];
+        hc_nccl_premul_t *pm = &hc_nccl_ext(comm)->premul[k];
         if (pm->used)
             continue;
         pm->used = 1;
@@ -184,10 +184,10 @@ ncclResult_t hcomm_nccl_RedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     if (res != ncclSuccess)
         return res;
     int k = (int)op - ncclNumOps;
-    if (k < 0 || k >= HC_NCCL_MAX_PREMUL || !comm->premul[k].used)
+    if (k < 0 || k >= HC_NCCL_MAX_PREMUL || !hc_nccl_ext(comm)->premul[k].used)
         return hc_nccl_fail(ncclInvalidArgument, "ncclRedOpDestroy: op %d was not created by "
                                                  "ncclRedOpCreatePreMulSum", (int)op);
-    comm->premul[k].used = 0;
+    hc_nccl_ext(comm)->premul[k].used = 0;
     return ncclSuccess;
 }
 
@@ -210,7 +210,7 @@ allreduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataTy
     ncclResult_t res = reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
-    return finish(hc_api_allreduce(sendbuff, recvbuff, count, hdt, hop, comm->hc, HC_BLOCKING),
+    return finish(hc_api_allreduce(sendbuff, recvbuff, count, hdt, hop, hc_of(comm), HC_BLOCKING),
                   what);
 }
 
@@ -220,7 +220,7 @@ ncclResult_t hcomm_nccl_AllReduce(const void *sendbuff, void *recvbuff, size_t c
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
         return hc_nccl_status(hc_api_allreduce(sendbuff, recvbuff, count,
-                                               (hcomm_dtype_t)datatype, (hcomm_op_t)op, comm->hc,
+                                               (hcomm_dtype_t)datatype, (hcomm_op_t)op, hc_of(comm),
                                                HC_BLOCKING),
                               "ncclAllReduce");
     return allreduce_checked(sendbuff, recvbuff, count, datatype, op, comm, stream);
@@ -236,8 +236,8 @@ reduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_
     ncclResult_t res = reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
-    return finish(hc_api_reduce(sendbuff, recvbuff, count, hdt, hop, root, comm->hc, HC_BLOCKING),
-                  what);
+    return finish(
+        hc_api_reduce(sendbuff, recvbuff, count, hdt, hop, root, hc_of(comm), HC_BLOCKING), what);
 }
 
 ncclResult_t hcomm_nccl_Reduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -247,7 +247,7 @@ ncclResult_t hcomm_nccl_Reduce(const void *sendbuff, void *recvbuff, size_t coun
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
         return hc_nccl_status(hc_api_reduce(sendbuff, recvbuff, count,
                                             (hcomm_dtype_t)datatype, (hcomm_op_t)op, root,
-                                            comm->hc, HC_BLOCKING),
+                                            hc_of(comm), HC_BLOCKING),
                               "ncclReduce");
     return reduce_checked(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
@@ -261,14 +261,14 @@ reduce_scatter_checked(const void *sendbuff, void *recvbuff, size_t recvcount,
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
     ncclResult_t res = hc_nccl_check_comm(comm, what);
-    if (res == ncclSuccess && recvcount > SIZE_MAX / (size_t)comm->nranks)
+    if (res == ncclSuccess && recvcount > SIZE_MAX / (size_t)hc_of(comm)->nranks)
         res = hc_nccl_fail(ncclInvalidArgument, "%s: recvcount %zu overflows", what, recvcount);
     if (res == ncclSuccess)
-        res = reducing(comm, datatype, op, recvcount * (size_t)comm->nranks, stream, &sendbuff,
-                       &hdt, &hop, what);
+        res = reducing(comm, datatype, op, recvcount * (size_t)hc_of(comm)->nranks, stream,
+                       &sendbuff, &hdt, &hop, what);
     if (res != ncclSuccess)
         return res;
-    return finish(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, comm->hc,
+    return finish(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, hc_of(comm),
                                         HC_BLOCKING),
                   what);
 }
@@ -280,7 +280,7 @@ ncclResult_t hcomm_nccl_ReduceScatter(const void *sendbuff, void *recvbuff, size
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
         return hc_nccl_status(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount,
                                                     (hcomm_dtype_t)datatype, (hcomm_op_t)op,
-                                                    comm->hc, HC_BLOCKING),
+                                                    hc_of(comm), HC_BLOCKING),
                               "ncclReduceScatter");
     return reduce_scatter_checked(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
@@ -294,7 +294,7 @@ ncclResult_t hcomm_nccl_Broadcast(const void *sendbuff, void *recvbuff, size_t c
     if (res != ncclSuccess)
         return res;
     return hc_nccl_status(
-        hc_api_broadcast(sendbuff, recvbuff, count, hdt, root, comm->hc, HC_BLOCKING),
+        hc_api_broadcast(sendbuff, recvbuff, count, hdt, root, hc_of(comm), HC_BLOCKING),
         "ncclBroadcast");
 }
 
@@ -312,7 +312,7 @@ ncclResult_t hcomm_nccl_AllGather(const void *sendbuff, void *recvbuff, size_t s
     if (res != ncclSuccess)
         return res;
     return hc_nccl_status(
-        hc_api_allgather(sendbuff, recvbuff, sendcount, hdt, comm->hc, HC_BLOCKING),
+        hc_api_allgather(sendbuff, recvbuff, sendcount, hdt, hc_of(comm), HC_BLOCKING),
         "ncclAllGather");
 }
 
@@ -323,7 +323,7 @@ ncclResult_t hcomm_nccl_AlltoAll(const void *sendbuff, void *recvbuff, size_t co
     ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclAlltoAll");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hc_api_alltoall(sendbuff, recvbuff, count, hdt, comm->hc, HC_BLOCKING),
+    return hc_nccl_status(hc_api_alltoall(sendbuff, recvbuff, count, hdt, hc_of(comm), HC_BLOCKING),
                           "ncclAlltoAll");
 }
 
@@ -334,7 +334,7 @@ ncclResult_t hcomm_nccl_Send(const void *sendbuff, size_t count, ncclDataType_t 
     ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclSend");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hc_api_p2p(1, sendbuff, NULL, count, hdt, peer, comm->hc, HC_BLOCKING),
+    return hc_nccl_status(hc_api_p2p(1, sendbuff, NULL, count, hdt, peer, hc_of(comm), HC_BLOCKING),
                           "ncclSend");
 }
 
@@ -345,7 +345,7 @@ ncclResult_t hcomm_nccl_Recv(void *recvbuff, size_t count, ncclDataType_t dataty
     ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclRecv");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hc_api_p2p(0, NULL, recvbuff, count, hdt, peer, comm->hc, HC_BLOCKING),
+    return hc_nccl_status(hc_api_p2p(0, NULL, recvbuff, count, hdt, peer, hc_of(comm), HC_BLOCKING),
                           "ncclRecv");
 }
 
@@ -360,29 +360,29 @@ static ncclResult_t rooted(int gather, const void *sendbuff, void *recvbuff, siz
     if (res != ncclSuccess)
         return res;
     size_t esize = hcomm_dtype_size(hdt);
-    if (root < 0 || root >= comm->nranks)
+    if (root < 0 || root >= hc_of(comm)->nranks)
         return hc_nccl_fail(ncclInvalidArgument, "%s: root %d out of range", what, root);
-    if (count > SIZE_MAX / esize / (size_t)comm->nranks)
+    if (count > SIZE_MAX / esize / (size_t)hc_of(comm)->nranks)
         return hc_nccl_fail(ncclInvalidArgument, "%s: count %zu overflows", what, count);
     size_t bytes = count * esize;
-    if (count > 0 && (sendbuff == NULL && (gather || comm->rank == root)))
+    if (count > 0 && (sendbuff == NULL && (gather || hc_of(comm)->rank == root)))
         return hc_nccl_fail(ncclInvalidArgument, "%s: sendbuff is NULL", what);
-    if (count > 0 && (recvbuff == NULL && (!gather || comm->rank == root)))
+    if (count > 0 && (recvbuff == NULL && (!gather || hc_of(comm)->rank == root)))
         return hc_nccl_fail(ncclInvalidArgument, "%s: recvbuff is NULL", what);
     hcomm_status_t st = hcomm_group_start();
     if (st != HCOMM_SUCCESS)
         return hc_nccl_status(st, what);
-    if (comm->rank != root) {
-        st = gather ? hcomm_send(sendbuff, count, hdt, root, comm->hc, NULL)
-                    : hcomm_recv(recvbuff, count, hdt, root, comm->hc, NULL);
+    if (hc_of(comm)->rank != root) {
+        st = gather ? hcomm_send(sendbuff, count, hdt, root, hc_of(comm), NULL)
+                    : hcomm_recv(recvbuff, count, hdt, root, hc_of(comm), NULL);
     } else {
-        for (int p = 0; p < comm->nranks && st == HCOMM_SUCCESS; p++) {
+        for (int p = 0; p < hc_of(comm)->nranks && st == HCOMM_SUCCESS; p++) {
             if (p == root)
                 continue;
             st = gather ? hcomm_recv((char *)recvbuff + (size_t)p * bytes, count, hdt, p,
-                                     comm->hc, NULL)
+                                     hc_of(comm), NULL)
                         : hcomm_send((const char *)sendbuff + (size_t)p * bytes, count, hdt, p,
-                                     comm->hc, NULL);
+                                     hc_of(comm), NULL);
         }
         if (st == HCOMM_SUCCESS && bytes > 0) {
             if (gather)

@@ -162,25 +162,18 @@ static ncclResult_t read_config(const ncclConfig_t *cfg, const char *what)
     return ncclSuccess;
 }
 
-/* Wraps a new hcomm communicator; destroys it on failure. */
+/* Makes a new hcomm communicator an NCCL one (nccl_shim.h); destroys it on
+ * failure. */
 static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const char *what)
 {
-    ncclComm_t c = calloc(1, sizeof(*c));
-    if (c == NULL) {
+    hc_nccl_ext_t *ext = calloc(1, sizeof(*ext));
+    if (ext == NULL) {
         hcomm_comm_destroy(hc);
         return hc_nccl_fail(ncclSystemError, "%s: %s", what, strerror(ENOMEM));
     }
-    ncclResult_t res = hc_nccl_status(hcomm_comm_rank(hc, &c->rank), what);
-    if (res == ncclSuccess)
-        res = hc_nccl_status(hcomm_comm_size(hc, &c->nranks), what);
-    if (res != ncclSuccess) {
-        free(c);
-        hcomm_comm_destroy(hc);
-        return res;
-    }
-    c->state = HC_NCCL_COMM_LIVE;
-    c->hc = hc;
-    *out = c;
+    hc->frontend = ext;
+    __atomic_store_n(&hc->frontend_state, HC_NCCL_COMM_LIVE, __ATOMIC_RELEASE);
+    *out = (ncclComm_t)(void *)hc;
     return ncclSuccess;
 }
 
@@ -232,10 +225,13 @@ ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devli
     return res != ncclSuccess ? res : hcomm_nccl_CommInitRank(comm, 1, id, 0);
 }
 
-static void free_comm(ncclComm_t comm)
+/* Takes back what wrap_comm added, before hcomm destroys the communicator. */
+static void unwrap_comm(ncclComm_t comm)
 {
-    comm->state = 0;
-    free(comm);
+    hcomm_comm_t hc = hc_of(comm);
+    __atomic_store_n(&hc->frontend_state, 0, __ATOMIC_RELEASE);
+    free(hc->frontend);
+    hc->frontend = NULL;
 }
 
 ncclResult_t hcomm_nccl_CommFinalize(ncclComm_t comm)
@@ -252,9 +248,8 @@ ncclResult_t hcomm_nccl_CommDestroy(ncclComm_t comm)
         return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
     if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommDestroy: invalid communicator");
-    ncclResult_t res = hc_nccl_status(hcomm_comm_destroy(comm->hc), "ncclCommDestroy");
-    free_comm(comm);
-    return res;
+    unwrap_comm(comm);
+    return hc_nccl_status(hcomm_comm_destroy(hc_of(comm)), "ncclCommDestroy");
 }
 
 ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
@@ -263,9 +258,8 @@ ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
         return ncclSuccess;
     if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommAbort: invalid communicator");
-    ncclResult_t res = hc_nccl_status(hcomm_comm_abort(comm->hc), "ncclCommAbort");
-    free_comm(comm);
-    return res;
+    unwrap_comm(comm);
+    return hc_nccl_status(hcomm_comm_abort(hc_of(comm)), "ncclCommAbort");
 }
 
 /* Nothing is ever in flight between calls; revoking only forbids further use. */
@@ -276,7 +270,8 @@ ncclResult_t hcomm_nccl_CommRevoke(ncclComm_t comm, int revokeFlags)
         return res;
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommRevoke: flags must be 0");
-    __atomic_store_n(&comm->state, HC_NCCL_COMM_REVOKED, __ATOMIC_RELEASE); /* other threads read it */
+    __atomic_store_n(&hc_of(comm)->frontend_state, HC_NCCL_COMM_REVOKED,
+                     __ATOMIC_RELEASE); /* read by calls on other threads */
     return ncclSuccess;
 }
 
@@ -295,7 +290,8 @@ ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_
         return res;
     hcomm_comm_t hc = NULL;
     int hcolor = color == NCCL_SPLIT_NOCOLOR ? HCOMM_SPLIT_NOCOLOR : color;
-    if ((res = hc_nccl_status(hcomm_comm_split(comm->hc, hcolor, key, &hc), what)) != ncclSuccess)
+    res = hc_nccl_status(hcomm_comm_split(hc_of(comm), hcolor, key, &hc), what);
+    if (res != ncclSuccess)
         return res;
     if (hc == NULL) {
         *newcomm = NULL;
@@ -320,7 +316,7 @@ ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int e
     if ((res = read_config(config, what)) != ncclSuccess)
         return res;
     hcomm_comm_t hc = NULL;
-    res = hc_nccl_status(hcomm_comm_shrink(comm->hc, excludeRanksList, excludeRanksCount, &hc),
+    res = hc_nccl_status(hcomm_comm_shrink(hc_of(comm), excludeRanksList, excludeRanksCount, &hc),
                          what);
     return res != ncclSuccess ? res : wrap_comm(hc, newcomm, what);
 }
@@ -332,7 +328,7 @@ hcomm_status_t hcomm_comm_from_nccl(struct ncclComm *comm, hcomm_comm_t *hc)
                      hc == NULL ? "hc is NULL" : "not a live communicator of this libnccl");
         return HCOMM_ERR_INVALID_COMM;
     }
-    *hc = comm->hc;
+    *hc = hc_of(comm); /* the same object (nccl_shim.h) */
     return HCOMM_SUCCESS;
 }
 
@@ -341,7 +337,7 @@ ncclResult_t hcomm_nccl_CommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
     if (!hc_nccl_comm_ours(comm) || asyncError == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: invalid arguments");
     /* polled in a loop by watchdogs: maps without logging or touching the last error */
-    *asyncError = map_status(hcomm_comm_get_error(comm->hc));
+    *asyncError = map_status(hcomm_comm_get_error(hc_of(comm)));
     return ncclSuccess;
 }
 
@@ -351,7 +347,7 @@ ncclResult_t hcomm_nccl_CommCount(const ncclComm_t comm, int *count)
     if (res == ncclSuccess && count == NULL)
         res = hc_nccl_fail(ncclInvalidArgument, "ncclCommCount: count is NULL");
     if (res == ncclSuccess)
-        *count = comm->nranks;
+        *count = hc_of(comm)->nranks;
     return res;
 }
 
@@ -361,7 +357,7 @@ ncclResult_t hcomm_nccl_CommUserRank(const ncclComm_t comm, int *rank)
     if (res == ncclSuccess && rank == NULL)
         res = hc_nccl_fail(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
     if (res == ncclSuccess)
-        *rank = comm->rank;
+        *rank = hc_of(comm)->rank;
     return res;
 }
 

@@ -13,10 +13,10 @@
 #define NCCL_CONFIG_MAGIC 0xcafebeef
 #endif
 
-/* struct ncclComm's state: catches foreign handles (a destroyed one is
- * undefined, as in NCCL) and, in the same load, revoked ones. */
-#define HC_NCCL_COMM_LIVE    0x6e63636c6c697665ull /* "nccllive" */
-#define HC_NCCL_COMM_REVOKED 0x6e63636c7265766bull /* "ncclrevk" */
+/* An NCCL communicator's frontend_state: catches foreign handles (a destroyed
+ * one is undefined, as in NCCL) and, in the same load, revoked ones. */
+#define HC_NCCL_COMM_LIVE    0x6e63636cu /* "nccl" */
+#define HC_NCCL_COMM_REVOKED 0x6e637276u /* "ncrv" */
 #define HC_NCCL_MAX_PREMUL 64
 
 /* One ncclRedOpCreatePreMulSum operator: sum after scaling by *scalar. */
@@ -28,13 +28,24 @@ typedef struct {
     double scalar;          /* read once (ncclScalarHostImmediate) */
 } hc_nccl_premul_t;
 
-struct ncclComm {
-    uint64_t state; /* HC_NCCL_COMM_LIVE or _REVOKED; 0 once destroyed */
-    hcomm_comm_t hc;
-    int rank;
-    int nranks;
+/* An NCCL communicator of the shim is the hcomm communicator itself (never a
+ * struct ncclComm): the handle converts to hcomm's without a load, which
+ * measurably slowed small calls (perf/RESULTS.md). What NCCL adds hangs off
+ * the front-end fields hcomm keeps for it (core/comm.h): frontend_state is
+ * HC_NCCL_COMM_LIVE or _REVOKED, frontend points to an hc_nccl_ext_t. */
+typedef struct {
     hc_nccl_premul_t premul[HC_NCCL_MAX_PREMUL];
-};
+} hc_nccl_ext_t;
+
+static inline hcomm_comm_t hc_of(ncclComm_t comm)
+{
+    return (hcomm_comm_t)(void *)comm;
+}
+
+static inline hc_nccl_ext_t *hc_nccl_ext(ncclComm_t comm)
+{
+    return (hc_nccl_ext_t *)hc_of(comm)->frontend;
+}
 
 /* hcomm's datatypes and reductions have NCCL's values (hcomm.h), so NCCL's
  * pass to hcomm unchanged; the fp8 types (10, 11) have no hcomm type. */
@@ -77,19 +88,23 @@ ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, cudaStream
 /* Maps an hcomm status, recording what failed in `what` when it is an error. */
 static inline ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what)
 {
-    return __builtin_expect(st == HCOMM_SUCCESS, 1) ? ncclSuccess : hc_nccl_status_fail(st, what);
+    if (__builtin_expect(st != HCOMM_SUCCESS, 0))
+        return hc_nccl_status_fail(st, what);
+    return (ncclResult_t)st; /* ncclSuccess, and already in the return register */
 }
 
 /* A communicator made by the shim and not revoked. */
 static inline int hc_nccl_comm_live(ncclComm_t comm)
 {
-    return comm != NULL && __atomic_load_n(&comm->state, __ATOMIC_RELAXED) == HC_NCCL_COMM_LIVE;
+    return comm != NULL &&
+           __atomic_load_n(&hc_of(comm)->frontend_state, __ATOMIC_RELAXED) == HC_NCCL_COMM_LIVE;
 }
 
 /* A communicator made by the shim, revoked or not. */
 static inline int hc_nccl_comm_ours(ncclComm_t comm)
 {
-    uint64_t state = comm != NULL ? __atomic_load_n(&comm->state, __ATOMIC_RELAXED) : 0;
+    uint32_t state =
+        comm != NULL ? __atomic_load_n(&hc_of(comm)->frontend_state, __ATOMIC_RELAXED) : 0;
     return state == HC_NCCL_COMM_LIVE || state == HC_NCCL_COMM_REVOKED;
 }
 
