@@ -16,10 +16,11 @@ extern "C" {
 struct ncclComm;
 
 /*
- * Sets *hc to the hcomm communicator behind an NCCL communicator of hcomm's
- * libnccl.so.2. It stays owned by the NCCL communicator: ncclCommDestroy
- * destroys it; do not destroy it yourself. HCOMM_ERR_INVALID_COMM for NULL
- * or a handle this library did not make (a destroyed one is undefined).
+ * Sets *hc to the hcomm communicator that an NCCL communicator of hcomm's
+ * libnccl.so.2 is (the same object). It stays owned by the NCCL side:
+ * ncclCommDestroy destroys it; do not destroy it yourself.
+ * HCOMM_ERR_INVALID_COMM for NULL or a handle this library did not make (a
+ * destroyed one is undefined).
  */
 hcomm_status_t hcomm_comm_from_nccl(struct ncclComm *comm, hcomm_comm_t *hc);
 
