@@ -4,9 +4,9 @@
  * dynamic loader asks its resolver once, at binding, for the address to call
  * and gets hcomm's implementation in libhcomm (hcomm_nccl_Xxx, nccl_shim.c and
  * nccl_coll.c). An application's ncclAllReduce thus calls into hcomm as
- * directly as its hcomm_allreduce does, with no wrapper between; a wrapper
- * here cost 2-9% of an 8-byte allreduce on one rank (perf/RESULTS.md, "The
- * NCCL drop-in's cost"). The resolvers only read an address the loader
+ * directly as its hcomm_allreduce does, with no wrapper between; wrappers
+ * here made an 8-byte allreduce 2.7-4.3% slower on one rank (perf/RESULTS.md,
+ * "No call layer"). The resolvers only read an address the loader
  * already bound (libhcomm is loaded and this library relocated before any
  * reference to these names is), and nothing in this library calls these
  * names itself, so no resolver runs before its own relocation. */

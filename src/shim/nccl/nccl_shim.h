@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "core/comm.h" /* hc_group_active: the group depth hcomm keeps */
+#include "core/comm.h" /* struct hcomm_comm (an NCCL communicator is one), groups */
 #include "hcomm.h"
 #include "nccl.h" /* NVIDIA's where configure found it, else include/nccl/nccl.h */
 
@@ -30,7 +30,7 @@ typedef struct {
 
 /* An NCCL communicator of the shim is the hcomm communicator itself (never a
  * struct ncclComm): the handle converts to hcomm's without a load, which
- * measurably slowed small calls (perf/RESULTS.md). What NCCL adds hangs off
+ * measurably slowed small calls (perf/RESULTS.md, "No call layer"). What NCCL adds hangs off
  * the front-end fields hcomm keeps for it (core/comm.h): frontend_state is
  * HC_NCCL_COMM_LIVE or _REVOKED, frontend points to an hc_nccl_ext_t. */
 typedef struct {
