@@ -38,6 +38,11 @@ hcomm_status_t hc_stream_launch_step(hcomm_stream_t stream, hcomm_status_t (*fn)
  * queuing fn(arg) as a host function on a cudaStream_t: 0, or -1 (logged). */
 int hc_stream_cuda_available(void);
 int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg);
+/* Whether p is device memory (not host, managed or unknown to CUDA); 0 without CUDA. */
+int hc_cuda_is_device_ptr(const void *p);
+/* The CUDA stream's unique id (handles are reused after cudaStreamDestroy): 0,
+ * or -1 with *why set to CUDA's reason. */
+int hc_cuda_stream_id(void *cuda_stream, unsigned long long *id, const char **why);
 
 /* Events, for the stream's thread (event.c). A record is one hcomm_event_record;
  * it completes on its own, so a wait depends on the exact record it captured. */

@@ -21,3 +21,32 @@ int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg)
     }
     return 0;
 }
+
+int hc_cuda_is_device_ptr(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (p == NULL)
+        return 0;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no device or driver: nothing is device memory */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice;
+}
+
+int hc_cuda_stream_id(void *cuda_stream, unsigned long long *id, const char **why)
+{
+#if CUDART_VERSION >= 12000
+    cudaError_t e = cudaStreamGetId((cudaStream_t)cuda_stream, id);
+#else /* no stream ids before CUDA 12: a reused handle goes unnoticed */
+    int         prio;
+    cudaError_t e = cudaStreamGetPriority((cudaStream_t)cuda_stream, &prio);
+    *id           = 0;
+#endif
+    if (e != cudaSuccess) {
+        *why = cudaGetErrorString(e);
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}

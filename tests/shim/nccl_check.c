@@ -6,7 +6,9 @@
  * the file named by NCCL_CHECK_ID_FILE. Built with NCCL_CHECK_MPI (as
  * nccl_check_mpi) it runs under mpirun instead: rank and size from MPI, the id
  * sent with MPI_Bcast, MPI used for nothing else. Also checks that every NCCL
- * name is bound straight to hcomm's implementation in libhcomm. */
+ * name is bound straight to hcomm's implementation in libhcomm. Built with
+ * NCCL_CHECK_CUDA (as nccl_check_cuda, linked to CUDA) it also runs calls on
+ * CUDA streams where a GPU is usable, and says SKIP where none is. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* RTLD_DEFAULT, dladdr */
 #endif
@@ -23,6 +25,9 @@
 #include "hcomm_nccl.h"
 #ifdef NCCL_CHECK_MPI
 #include <mpi.h>
+#endif
+#ifdef NCCL_CHECK_CUDA
+#include <cuda_runtime.h>
 #endif
 
 static int rank, nranks, failures;
@@ -402,6 +407,106 @@ static void check_bridge(ncclComm_t comm)
     CHECK(hcomm_comm_from_nccl(comm, NULL) == HCOMM_ERR_INVALID_COMM, "NULL out accepted");
 }
 
+#ifdef NCCL_CHECK_CUDA
+/* On a CUDA stream, host buffers (pinned): the device fills the send buffer
+ * before the allreduce and reads the result after it, in stream order. */
+static void check_cuda_allreduce(ncclComm_t comm, cudaStream_t cs)
+{
+    enum { N = 1 << 16 };
+    unsigned char *dev = NULL, *s = NULL, *r = NULL, *back = NULL;
+    if (cudaMalloc((void **)&dev, N) != cudaSuccess || cudaMallocHost((void **)&s, N) ||
+        cudaMallocHost((void **)&r, N) || cudaMallocHost((void **)&back, N)) {
+        CHECK(0, "CUDA allocation failed");
+        return;
+    }
+    for (int round = 0; round < 3; round++) {
+        cudaMemsetAsync(dev, rank + 1 + round, N, cs);
+        cudaMemcpyAsync(s, dev, N, cudaMemcpyDeviceToHost, cs);
+        NCCLOK(ncclAllReduce(s, r, N, ncclUint8, ncclSum, comm, cs));
+        cudaMemcpyAsync(dev, r, N, cudaMemcpyHostToDevice, cs);
+        cudaMemcpyAsync(back, dev, N, cudaMemcpyDeviceToHost, cs);
+        CHECK(cudaStreamSynchronize(cs) == cudaSuccess, "cudaStreamSynchronize");
+        unsigned want = 0;
+        for (int q = 0; q < nranks; q++)
+            want += (unsigned)(q + 1 + round);
+        for (int i = 0; i < N; i += 4093)
+            CHECK(back[i] == (unsigned char)want, "stream allreduce round %d [%d]: %u != %u",
+                  round, i, back[i], want);
+    }
+    CHECK(ncclAllReduce(dev, dev, N, ncclUint8, ncclSum, comm, cs) == ncclInvalidUsage,
+          "device buffer accepted");
+    CHECK(strstr(ncclGetLastError(comm), "device buffers") != NULL, "device buffer message");
+    cudaFree(dev);
+    cudaFreeHost(s);
+    cudaFreeHost(r);
+    cudaFreeHost(back);
+}
+
+/* A send/recv ring in a group, a gather and a broadcast on the stream. */
+static void check_cuda_group(ncclComm_t comm, cudaStream_t cs)
+{
+    int *s = NULL, *r = NULL, *g = NULL;
+    if (cudaMallocHost((void **)&s, 4 * sizeof(int)) ||
+        cudaMallocHost((void **)&r, 4 * sizeof(int)) ||
+        cudaMallocHost((void **)&g, 4 * (size_t)nranks * sizeof(int))) {
+        CHECK(0, "CUDA allocation failed");
+        return;
+    }
+    for (int i = 0; i < 4; i++)
+        s[i] = rank * 10 + i;
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    NCCLOK(ncclGroupStart());
+    NCCLOK(ncclSend(s, 4, ncclInt, next, comm, cs));
+    NCCLOK(ncclRecv(r, 4, ncclInt, prev, comm, cs));
+    NCCLOK(ncclGroupEnd());
+    NCCLOK(ncclGather(s, g, 4, ncclInt, 0, comm, cs));
+    CHECK(cudaStreamSynchronize(cs) == cudaSuccess, "cudaStreamSynchronize");
+    for (int i = 0; i < 4; i++)
+        CHECK(r[i] == prev * 10 + i, "stream ring [%d]: %d", i, r[i]);
+    for (int q = 0; rank == 0 && q < nranks; q++)
+        for (int i = 0; i < 4; i++)
+            CHECK(g[q * 4 + i] == q * 10 + i, "stream gather from %d [%d]: %d", q, i, g[q * 4 + i]);
+    cudaFreeHost(s);
+    cudaFreeHost(r);
+    cudaFreeHost(g);
+}
+#endif
+
+/* Calls on a CUDA stream. With a usable GPU (nccl_check_cuda) they run;
+ * otherwise they fail with a reason. A made-up stream handle is passed only
+ * where no CUDA driver can read it: builds without CUDA, or no GPU. */
+static void check_streams(ncclComm_t comm)
+{
+#ifdef NCCL_CHECK_CUDA
+    int         ndev = 0;
+    cudaError_t e    = cudaGetDeviceCount(&ndev);
+    if (e == cudaSuccess && ndev > 0) {
+        cudaStream_t cs;
+        cudaSetDevice(rank % ndev);
+        if (cudaStreamCreate(&cs) != cudaSuccess) {
+            CHECK(0, "cudaStreamCreate failed");
+            return;
+        }
+        check_cuda_allreduce(comm, cs);
+        check_cuda_group(comm, cs);
+        cudaStreamDestroy(cs);
+        return;
+    }
+    if (rank == 0)
+        printf("SKIP: calls on CUDA streams: no usable GPU (%s)\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+#elif !defined(NCCL_CHECK_NO_CUDA)
+    return; /* this build has CUDA: nccl_check_cuda checks streams */
+#endif
+    int x = 1, y = 0;
+    CHECK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, comm, (cudaStream_t)&x) == ncclInvalidUsage,
+          "stream accepted");
+    CHECK(strstr(ncclGetLastError(comm), "CUDA stream") != NULL, "stream message: %s",
+          ncclGetLastError(comm));
+    CHECK(ncclSend(&x, 1, ncclInt, 0, comm, (cudaStream_t)&x) == ncclInvalidUsage,
+          "stream send accepted");
+}
+
 static void check_errors(ncclComm_t comm)
 {
     int x = 0, y;
@@ -414,15 +519,10 @@ static void check_errors(ncclComm_t comm)
           "bad dtype");
     CHECK(ncclAllReduce(&x, &y, 1, ncclInt, (ncclRedOp_t)77, comm, NULL) == ncclInvalidArgument,
           "bad op");
-    CHECK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, comm, (cudaStream_t)&x) == ncclInvalidUsage,
-          "stream accepted");
-    CHECK(strstr(ncclGetLastError(comm), "CUDA streams") != NULL, "stream message");
     CHECK(ncclBroadcast(&x, &y, 1, ncclInt, nranks, comm, NULL) == ncclInvalidArgument, "bad root");
     /* the same checks on the other calls' fast paths */
     CHECK(ncclAllGather(&x, &y, 1, ncclFloat8e5m2, comm, NULL) == ncclInvalidArgument,
           "fp8 allgather accepted");
-    CHECK(ncclSend(&x, 1, ncclInt, 0, comm, (cudaStream_t)&x) == ncclInvalidUsage,
-          "stream send accepted");
     CHECK(ncclSend(&x, 1, ncclInt, 0, NULL, NULL) == ncclInvalidArgument, "NULL comm send");
     CHECK(ncclReduce(&x, &y, 1, ncclInt, (ncclRedOp_t)77, 0, comm, NULL) == ncclInvalidArgument,
           "bad op reduce");
@@ -552,6 +652,7 @@ static int run_checks(void)
     check_ring(comm, 1031);
     check_premul(comm);
     check_split(comm);
+    check_streams(comm);
     check_shrink(comm);
     check_bridge(comm);
     check_revoke(comm);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # run_shim.sh - runs the NCCL shim checks from already-built binaries:
-# nccl_check (and nccl_check_nv, built against NVIDIA's nccl.h) under hcomm-run
+# nccl_check (and nccl_check_nv, built against NVIDIA's nccl.h, and
+# nccl_check_cuda, linked to CUDA for calls on CUDA streams) under hcomm-run
 # on 1, 2 and 3 ranks, and with a rank that dies (shrunk away); the ABI diff of nccl_abi_check_hc / nccl_abi_check_nv;
 # the symbol check of libnccl.so.2 against NVIDIA's header. Builds nothing.
 #   SHIM_BIN   folder holding the test binaries (default tests/shim of the build)
@@ -28,12 +29,15 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 progs=nccl_check
 [ -x "$bin/nccl_check_nv" ] && progs="$progs nccl_check_nv"
+[ -x "$bin/nccl_check_cuda" ] && progs="$progs nccl_check_cuda"
 for prog in $progs; do
     for n in 1 2 3; do
         if NCCL_CHECK_ID_FILE="$tmp/id.$prog.$n" "$run" -n "$n" -t 120 "$bin/$prog" >"$tmp/out" 2>&1
         then echo "PASS: $prog on $n ranks"
         else echo "FAIL: $prog on $n ranks"; cat "$tmp/out"; fail=1
         fi
+        # what could not run here (nccl_check_cuda without a GPU) says so
+        grep -m1 '^SKIP' "$tmp/out" | sed "s/^/  $prog: /"
     done
 done
 # the last of 3 ranks exits after init; the others shrink it away and go on

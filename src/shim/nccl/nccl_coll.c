@@ -35,18 +35,23 @@ void hc_nccl_temps_release(void)
  * stream, no request. */
 #define HC_BLOCKING NULL, NULL, 0
 
-/* Common argument checks; fills *hdt. The failure path never returns
- * success, which the compiler is told, so that a valid call keeps nothing
- * across it (no frame to save and restore around the hcomm call). */
+/* Common argument checks; fills *hdt, and *hs with the hcomm stream a call on
+ * a CUDA stream is queued on (nccl_stream.c; NULL without one: the call
+ * blocks). The failure path never returns success, which the compiler is
+ * told, so that a valid call keeps nothing across it. */
 static inline ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
-                                 hcomm_dtype_t *hdt, const char *what)
+                                 const void *sendbuf, const void *recvbuf, hcomm_dtype_t *hdt,
+                                 hcomm_stream_t *hs, const char *what)
 {
-    if (__builtin_expect(hc_nccl_call_ok(comm, dt, stream), 1)) {
+    *hs = NULL;
+    if (__builtin_expect(hc_nccl_call_ok(comm, dt, NULL), 1)) {
         *hdt = (hcomm_dtype_t)dt;
-        return ncclSuccess;
+        if (__builtin_expect(stream == NULL, 1))
+            return ncclSuccess;
+        return hc_nccl_stream(comm, stream, sendbuf, recvbuf, hs, what);
     }
     *hdt             = HCOMM_UINT8;
-    ncclResult_t res = hc_nccl_check_failed(comm, dt, stream, what);
+    ncclResult_t res = hc_nccl_check_failed(comm, dt, what);
     if (res == ncclSuccess)
         __builtin_unreachable();
     return res;
@@ -137,15 +142,20 @@ static ncclResult_t finish(hcomm_status_t st, const char *what)
  * copy of sendbuff, which *sendbuff then points to). */
 static inline ncclResult_t reducing(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op,
                                     size_t count, cudaStream_t stream, const void **sendbuff,
-                                    hcomm_dtype_t *hdt, hcomm_op_t *hop, const char *what)
+                                    const void *recvbuff, hcomm_dtype_t *hdt, hcomm_op_t *hop,
+                                    hcomm_stream_t *hs, const char *what)
 {
-    ncclResult_t res = check(comm, dt, stream, hdt, what);
+    ncclResult_t res = check(comm, dt, stream, *sendbuff, recvbuff, hdt, hs, what);
     if (res != ncclSuccess)
         return res;
     if (__builtin_expect((unsigned)op < (unsigned)ncclNumOps, 1)) {
         *hop = (hcomm_op_t)op;
         return ncclSuccess;
     }
+    if (*hs != NULL) /* the call returns once queued; the copy would be freed under it */
+        return hc_nccl_fail(ncclInvalidUsage,
+                            "%s: a PreMulSum op on a CUDA stream is not supported; pass a NULL "
+                            "stream", what);
     return prepare_premul(comm, op, dt, count, sendbuff, hop, what);
 }
 
@@ -207,10 +217,12 @@ allreduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataTy
     const char *what = "ncclAllReduce";
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
-    ncclResult_t res = reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, what);
+    hcomm_stream_t hs;
+    ncclResult_t res =
+        reducing(comm, datatype, op, count, stream, &sendbuff, recvbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
         return res;
-    return finish(hc_api_allreduce(sendbuff, recvbuff, count, hdt, hop, hc_of(comm), HC_BLOCKING),
+    return finish(hc_api_allreduce(sendbuff, recvbuff, count, hdt, hop, hc_of(comm), hs, NULL, 0),
                   what);
 }
 
@@ -233,11 +245,13 @@ reduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_
     const char *what = "ncclReduce";
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
-    ncclResult_t res = reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, what);
+    hcomm_stream_t hs;
+    ncclResult_t res =
+        reducing(comm, datatype, op, count, stream, &sendbuff, recvbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
         return res;
     return finish(
-        hc_api_reduce(sendbuff, recvbuff, count, hdt, hop, root, hc_of(comm), HC_BLOCKING), what);
+        hc_api_reduce(sendbuff, recvbuff, count, hdt, hop, root, hc_of(comm), hs, NULL, 0), what);
 }
 
 ncclResult_t hcomm_nccl_Reduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -260,17 +274,18 @@ reduce_scatter_checked(const void *sendbuff, void *recvbuff, size_t recvcount,
     const char *what = "ncclReduceScatter";
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
+    hcomm_stream_t hs = NULL;
     ncclResult_t res = hc_nccl_check_comm(comm, what);
     if (res == ncclSuccess && recvcount > SIZE_MAX / (size_t)hc_of(comm)->nranks)
         res = hc_nccl_fail(ncclInvalidArgument, "%s: recvcount %zu overflows", what, recvcount);
     if (res == ncclSuccess)
         res = reducing(comm, datatype, op, recvcount * (size_t)hc_of(comm)->nranks, stream,
-                       &sendbuff, &hdt, &hop, what);
+                       &sendbuff, recvbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
         return res;
-    return finish(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, hc_of(comm),
-                                        HC_BLOCKING),
-                  what);
+    return finish(
+        hc_api_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, hc_of(comm), hs, NULL, 0),
+        what);
 }
 
 ncclResult_t hcomm_nccl_ReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -290,11 +305,13 @@ ncclResult_t hcomm_nccl_Broadcast(const void *sendbuff, void *recvbuff, size_t c
                                   cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclBroadcast");
+    hcomm_stream_t hs;
+    ncclResult_t res =
+        check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclBroadcast");
     if (res != ncclSuccess)
         return res;
     return hc_nccl_status(
-        hc_api_broadcast(sendbuff, recvbuff, count, hdt, root, hc_of(comm), HC_BLOCKING),
+        hc_api_broadcast(sendbuff, recvbuff, count, hdt, root, hc_of(comm), hs, NULL, 0),
         "ncclBroadcast");
 }
 
@@ -308,11 +325,13 @@ ncclResult_t hcomm_nccl_AllGather(const void *sendbuff, void *recvbuff, size_t s
                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclAllGather");
+    hcomm_stream_t hs;
+    ncclResult_t res =
+        check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclAllGather");
     if (res != ncclSuccess)
         return res;
     return hc_nccl_status(
-        hc_api_allgather(sendbuff, recvbuff, sendcount, hdt, hc_of(comm), HC_BLOCKING),
+        hc_api_allgather(sendbuff, recvbuff, sendcount, hdt, hc_of(comm), hs, NULL, 0),
         "ncclAllGather");
 }
 
@@ -320,10 +339,11 @@ ncclResult_t hcomm_nccl_AlltoAll(const void *sendbuff, void *recvbuff, size_t co
                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclAlltoAll");
+    hcomm_stream_t hs;
+    ncclResult_t res = check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclAlltoAll");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hc_api_alltoall(sendbuff, recvbuff, count, hdt, hc_of(comm), HC_BLOCKING),
+    return hc_nccl_status(hc_api_alltoall(sendbuff, recvbuff, count, hdt, hc_of(comm), hs, NULL, 0),
                           "ncclAlltoAll");
 }
 
@@ -331,10 +351,11 @@ ncclResult_t hcomm_nccl_Send(const void *sendbuff, size_t count, ncclDataType_t 
                              ncclComm_t comm, cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclSend");
+    hcomm_stream_t hs;
+    ncclResult_t res = check(comm, datatype, stream, sendbuff, NULL, &hdt, &hs, "ncclSend");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hc_api_p2p(1, sendbuff, NULL, count, hdt, peer, hc_of(comm), HC_BLOCKING),
+    return hc_nccl_status(hc_api_p2p(1, sendbuff, NULL, count, hdt, peer, hc_of(comm), hs, NULL, 0),
                           "ncclSend");
 }
 
@@ -342,53 +363,55 @@ ncclResult_t hcomm_nccl_Recv(void *recvbuff, size_t count, ncclDataType_t dataty
                              ncclComm_t comm, cudaStream_t stream)
 {
     hcomm_dtype_t hdt;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, "ncclRecv");
+    hcomm_stream_t hs;
+    ncclResult_t res = check(comm, datatype, stream, NULL, recvbuff, &hdt, &hs, "ncclRecv");
     if (res != ncclSuccess)
         return res;
-    return hc_nccl_status(hc_api_p2p(0, NULL, recvbuff, count, hdt, peer, hc_of(comm), HC_BLOCKING),
+    return hc_nccl_status(hc_api_p2p(0, NULL, recvbuff, count, hdt, peer, hc_of(comm), hs, NULL, 0),
                           "ncclRecv");
 }
 
-/* Gather (gather != 0) or scatter as sends and receives in one hcomm group;
- * root's own block is copied locally. */
+/* Gather (gather != 0) or scatter as sends and receives in one hcomm group,
+ * root's own block as a send to itself (a copy in the group, so that it
+ * keeps the order of a CUDA stream too). */
 static ncclResult_t rooted(int gather, const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
                            const char *what)
 {
     hcomm_dtype_t hdt;
-    ncclResult_t res = check(comm, datatype, stream, &hdt, what);
+    hcomm_stream_t hs;
+    ncclResult_t res = check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, what);
     if (res != ncclSuccess)
         return res;
+    hcomm_comm_t hc = hc_of(comm);
     size_t esize = hcomm_dtype_size(hdt);
-    if (root < 0 || root >= hc_of(comm)->nranks)
+    if (root < 0 || root >= hc->nranks)
         return hc_nccl_fail(ncclInvalidArgument, "%s: root %d out of range", what, root);
-    if (count > SIZE_MAX / esize / (size_t)hc_of(comm)->nranks)
+    if (count > SIZE_MAX / esize / (size_t)hc->nranks)
         return hc_nccl_fail(ncclInvalidArgument, "%s: count %zu overflows", what, count);
     size_t bytes = count * esize;
-    if (count > 0 && (sendbuff == NULL && (gather || hc_of(comm)->rank == root)))
+    if (count > 0 && (sendbuff == NULL && (gather || hc->rank == root)))
         return hc_nccl_fail(ncclInvalidArgument, "%s: sendbuff is NULL", what);
-    if (count > 0 && (recvbuff == NULL && (!gather || hc_of(comm)->rank == root)))
+    if (count > 0 && (recvbuff == NULL && (!gather || hc->rank == root)))
         return hc_nccl_fail(ncclInvalidArgument, "%s: recvbuff is NULL", what);
     hcomm_status_t st = hcomm_group_start();
     if (st != HCOMM_SUCCESS)
         return hc_nccl_status(st, what);
-    if (hc_of(comm)->rank != root) {
-        st = gather ? hcomm_send(sendbuff, count, hdt, root, hc_of(comm), NULL)
-                    : hcomm_recv(recvbuff, count, hdt, root, hc_of(comm), NULL);
+    if (hc->rank != root) {
+        st = gather ? hcomm_send(sendbuff, count, hdt, root, hc, hs)
+                    : hcomm_recv(recvbuff, count, hdt, root, hc, hs);
     } else {
-        for (int p = 0; p < hc_of(comm)->nranks && st == HCOMM_SUCCESS; p++) {
-            if (p == root)
-                continue;
-            st = gather ? hcomm_recv((char *)recvbuff + (size_t)p * bytes, count, hdt, p,
-                                     hc_of(comm), NULL)
-                        : hcomm_send((const char *)sendbuff + (size_t)p * bytes, count, hdt, p,
-                                     hc_of(comm), NULL);
-        }
-        if (st == HCOMM_SUCCESS && bytes > 0) {
-            if (gather)
-                memmove((char *)recvbuff + (size_t)root * bytes, sendbuff, bytes);
-            else
-                memmove(recvbuff, (const char *)sendbuff + (size_t)root * bytes, bytes);
+        for (int p = 0; p < hc->nranks && st == HCOMM_SUCCESS; p++) {
+            const char *sb = gather ? sendbuff : (const char *)sendbuff + (size_t)p * bytes;
+            char       *rb = gather ? (char *)recvbuff + (size_t)p * bytes : recvbuff;
+            if (p != root) {
+                st = gather ? hcomm_recv(rb, count, hdt, p, hc, hs)
+                            : hcomm_send(sb, count, hdt, p, hc, hs);
+            } else if (sb != rb && bytes > 0) { /* in place, root's block is there already */
+                st = hcomm_send(sb, count, hdt, p, hc, hs);
+                if (st == HCOMM_SUCCESS)
+                    st = hcomm_recv(rb, count, hdt, p, hc, hs);
+            }
         }
     }
     hcomm_status_t est = hcomm_group_end(); /* always closes the group it opened */

@@ -73,21 +73,11 @@ ncclResult_t hc_nccl_bad_dtype(ncclDataType_t dt)
     return hc_nccl_fail(ncclInvalidArgument, "invalid datatype %d", (int)dt);
 }
 
-ncclResult_t hc_nccl_bad_stream(const char *what)
-{
-    return hc_nccl_fail(ncclInvalidUsage,
-                        "%s: CUDA streams need hcomm's device support; pass NULL with host "
-                        "buffers", what);
-}
-
-ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
-                                  const char *what)
+ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, const char *what)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, what);
     if (res != ncclSuccess)
         return res;
-    if (stream != NULL)
-        return hc_nccl_bad_stream(what);
     return hc_nccl_bad_dtype(dt);
 }
 
@@ -229,6 +219,7 @@ ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devli
 static void unwrap_comm(ncclComm_t comm)
 {
     hcomm_comm_t hc = hc_of(comm);
+    hc_nccl_streams_destroy(comm);
     __atomic_store_n(&hc->frontend_state, 0, __ATOMIC_RELEASE);
     free(hc->frontend);
     hc->frontend = NULL;

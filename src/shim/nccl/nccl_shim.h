@@ -17,7 +17,8 @@
  * one is undefined, as in NCCL) and, in the same load, revoked ones. */
 #define HC_NCCL_COMM_LIVE    0x6e63636cu /* "nccl" */
 #define HC_NCCL_COMM_REVOKED 0x6e637276u /* "ncrv" */
-#define HC_NCCL_MAX_PREMUL 64
+#define HC_NCCL_MAX_PREMUL  64
+#define HC_NCCL_MAX_STREAMS 16
 
 /* One ncclRedOpCreatePreMulSum operator: sum after scaling by *scalar. */
 typedef struct {
@@ -33,8 +34,17 @@ typedef struct {
  * measurably slowed small calls (perf/RESULTS.md, "No call layer"). What NCCL adds hangs off
  * the front-end fields hcomm keeps for it (core/comm.h): frontend_state is
  * HC_NCCL_COMM_LIVE or _REVOKED, frontend points to an hc_nccl_ext_t. */
+/* The hcomm stream bound to a CUDA stream that calls named (nccl_stream.c). */
+typedef struct {
+    void              *cuda; /* the cudaStream_t */
+    unsigned long long id;   /* cudaStreamGetId: a destroyed stream's handle is reused */
+    hcomm_stream_t     hs;
+} hc_nccl_stream_t;
+
 typedef struct {
     hc_nccl_premul_t premul[HC_NCCL_MAX_PREMUL];
+    hc_nccl_stream_t streams[HC_NCCL_MAX_STREAMS];
+    int              nstreams;
 } hc_nccl_ext_t;
 
 static inline hcomm_comm_t hc_of(ncclComm_t comm)
@@ -77,10 +87,15 @@ ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
 ncclResult_t hc_nccl_status_fail(hcomm_status_t st, const char *what);
 ncclResult_t hc_nccl_bad_comm(ncclComm_t comm, const char *what);
 ncclResult_t hc_nccl_bad_dtype(ncclDataType_t dt);
-ncclResult_t hc_nccl_bad_stream(const char *what);
-/* Why a call with these arguments is invalid (never ncclSuccess). */
-ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
-                                  const char *what);
+/* Why a call on comm with datatype dt is invalid (never ncclSuccess). */
+ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, const char *what);
+
+/* The hcomm stream for a call on a CUDA stream with these buffers (host
+ * memory only), made at the first call that names it (nccl_stream.c). */
+ncclResult_t hc_nccl_stream(ncclComm_t comm, cudaStream_t stream, const void *sendbuf,
+                            const void *recvbuf, hcomm_stream_t *hs, const char *what);
+/* Destroys those streams, after their queued work (before the communicator). */
+void hc_nccl_streams_destroy(ncclComm_t comm);
 
 /* The checks every call makes are inline, so that a valid call costs the shim
  * a few compares (perf/shim_overhead) and only failures leave the fast path. */
