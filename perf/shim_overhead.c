@@ -2,7 +2,7 @@
  * shim_overhead.c - what libnccl.so.2 adds to a call, measured inside one
  * process pair on one communicator, so that neither where mpirun placed the
  * ranks nor which communicator got which resources counts: each rank makes an
- * NCCL communicator (the shim), takes the hcomm communicator behind it
+ * NCCL communicator (the shim), takes the hcomm communicator it is
  * (hcomm_nccl.h), and times blocks of allreduces through one API and then the
  * other, ROUNDS times per size, keeping the fastest block of each.
  *   mpirun -np 2 perf/shim_overhead [-b 8] [-e 64M] [-f 8] [-n 200] [-r 9] [-c]

@@ -22,11 +22,6 @@ static const size_t lens[] = {0, 1, 7, 33, 1027};
 #define MAXLEN  1027
 #define ALIGNED __attribute__((aligned(64)))
 
-static size_t esize(hcomm_dtype_t dt)
-{
-    return hcomm_dtype_size(dt);
-}
-
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
@@ -65,10 +60,11 @@ static void fill(hcomm_dtype_t dt, void *buf, size_t n)
             double d = rnd_float(1);
             memcpy(p + i * 8, &d, 8);
         } else {
+            size_t es = hcomm_dtype_size(dt);
             if (i % 5 == 0) /* extremes: 0x00.., 0x7f.., 0x80.., 0xff.. */
                 r = (uint64_t[]){0, UINT64_MAX >> 1, 1ull << 63, UINT64_MAX}[rnd() % 4] >>
-                    (64 - 8 * esize(dt));
-            memcpy(p + i * esize(dt), &r, esize(dt)); /* little endian: low bytes */
+                    (64 - 8 * es);
+            memcpy(p + i * es, &r, es); /* little endian: low bytes */
         }
     }
 }
@@ -156,7 +152,7 @@ static int is_nan_elem(hcomm_dtype_t dt, const void *p)
 static void check_equal(hcomm_dtype_t dt, const void *got, const void *want, size_t n,
                         const char *what)
 {
-    size_t es = esize(dt);
+    size_t es = hcomm_dtype_size(dt);
 
     for (size_t i = 0; i < n; i++) {
         const unsigned char *g = (const unsigned char *)got + i * es;
@@ -189,7 +185,7 @@ static void run_dtype(hcomm_dtype_t dt, reduce_fn fn)
 {
     static unsigned char ALIGNED a[8 * (MAXLEN + 1)], b[sizeof(a)], d[sizeof(a)];
     static unsigned char ALIGNED a0[sizeof(a)], b0[sizeof(a)], want[sizeof(a)];
-    size_t es = esize(dt);
+    size_t es = hcomm_dtype_size(dt);
 
     for (int op = 0; op < HCOMM_OP_COUNT; op++)
         for (size_t li = 0; li < NLENS; li++)
@@ -350,7 +346,7 @@ static void test_div_random(void **s)
     for (int dt = 0; dt < HCOMM_DTYPE_COUNT; dt++)
         for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
             for (size_t li = 0; li < NLENS; li++) {
-                size_t n = lens[li], es = esize(dt);
+                size_t n = lens[li], es = hcomm_dtype_size(dt);
                 int    k = ns[ni];
                 fill(dt, buf, n);
                 for (size_t i = 0; i < n; i++) {

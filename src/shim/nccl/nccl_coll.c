@@ -44,7 +44,7 @@ static inline ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_
                                  hcomm_stream_t *hs, const char *what)
 {
     *hs = NULL;
-    if (__builtin_expect(hc_nccl_call_ok(comm, dt, NULL), 1)) {
+    if (__builtin_expect(hc_nccl_args_ok(comm, dt), 1)) {
         *hdt = (hcomm_dtype_t)dt;
         if (__builtin_expect(stream == NULL, 1))
             return ncclSuccess;
@@ -201,13 +201,13 @@ ncclResult_t hcomm_nccl_RedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     return ncclSuccess;
 }
 
-/* The common reducing call: every check passes and the op is built in. It
+/* The common reducing call: the checks pass, no stream, a built-in op. It
  * goes straight to hcomm (no frame, no finish) with NCCL's datatype and op,
  * which are hcomm's (nccl_shim.h). Anything else takes the full checks. */
 static inline int plain_call(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op,
                              cudaStream_t stream)
 {
-    return hc_nccl_call_ok(comm, dt, stream) && (unsigned)op < ncclNumOps;
+    return hc_nccl_args_ok(comm, dt) && stream == NULL && (unsigned)op < ncclNumOps;
 }
 
 static __attribute__((noinline)) ncclResult_t

@@ -131,11 +131,11 @@ static inline ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
     return hc_nccl_bad_comm(comm, what);
 }
 
-/* A call every check passes: a live communicator, no stream, a datatype hcomm
- * has. Tested without calls, so that the shim's path to hcomm needs no frame. */
-static inline int hc_nccl_call_ok(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream)
+/* A live communicator and a datatype hcomm has: what every call checks.
+ * Tested without calls, so that the shim's path to hcomm needs no frame. */
+static inline int hc_nccl_args_ok(ncclComm_t comm, ncclDataType_t dt)
 {
-    return hc_nccl_comm_live(comm) && stream == NULL && (unsigned)dt < HCOMM_DTYPE_COUNT;
+    return hc_nccl_comm_live(comm) && (unsigned)dt < HCOMM_DTYPE_COUNT;
 }
 
 static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
