@@ -4,7 +4,7 @@
 #define HC_ALGO_H
 
 #include "algorithms/sched.h"
-#include "core/params.h"
+#include "base/params.h"
 
 typedef enum {
     HC_COLL_ALLREDUCE = 0,

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "algorithms/algo_builders.h"
-#include "core/log.h"
+#include "base/log.h"
 
 hcomm_status_t hc_algo_pairwise_alltoall(const hc_algo_ctx_t *c, hc_sched_t *s)
 {

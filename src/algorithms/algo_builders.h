@@ -8,6 +8,7 @@
 #define HC_ALGO_BUILDERS_H
 
 #include "algorithms/algo.h"
+#include "base/slice.h"
 
 typedef struct hc_algo_ctx {
     const hc_coll_args_t *args;

@@ -16,8 +16,8 @@
 
 #include "compress/compress.h"
 #include "core/comm.h"
-#include "core/log.h"
-#include "core/reduce.h"
+#include "base/log.h"
+#include "base/reduce.h"
 #include "overlap/overlap.h"
 
 typedef enum { STEP_LOCAL, STEP_ALLTOALL, STEP_ALLGATHER, STEP_ALLREDUCE, STEP_END } step_kind_t;

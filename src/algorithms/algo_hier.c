@@ -16,7 +16,7 @@
 #include "algorithms/algo_builders.h"
 #include "algorithms/algo_hier.h"
 #include "algorithms/algo_plan.h"
-#include "core/log.h"
+#include "base/log.h"
 
 typedef struct hier_track {
     size_t *off, *len; /* elements, in the tracked buffer */

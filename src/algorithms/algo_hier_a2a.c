@@ -30,7 +30,7 @@
 
 #include "algorithms/algo_builders.h"
 #include "algorithms/algo_plan.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* Pieces from this size on move inside a node one message each instead of
  * being packed: copying them costs more than the extra messages. */

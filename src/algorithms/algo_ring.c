@@ -9,7 +9,7 @@
 
 #include "algorithms/algo_builders.h"
 #include "algorithms/algo_plan.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* This rank's place in the ring; order NULL: rank order. */
 typedef struct ring {

@@ -5,7 +5,7 @@
 #include <strings.h>
 
 #include "algorithms/algo_builders.h"
-#include "core/log.h"
+#include "base/log.h"
 
 typedef hcomm_status_t (*algo_builder_t)(const hc_algo_ctx_t *c, hc_sched_t *s);
 

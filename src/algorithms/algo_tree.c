@@ -11,7 +11,7 @@
  * trees of a double tree link the same pair. */
 #include "algorithms/algo_builders.h"
 #include "algorithms/algo_plan.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* Chunks of its partial sum an interior rank of a reduce keeps in flight. */
 #define TREE_SLOTS 8

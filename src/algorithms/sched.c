@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 
 #define SCHED_INIT_CAP 16
 #define SCHED_TMP_ALIGN 64 /* each merged op's scratch starts on a cache line */

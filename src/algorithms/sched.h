@@ -84,17 +84,4 @@ static inline hc_slice_t hc_slice(uint32_t buf, size_t off)
     return sl;
 }
 
-/* Splits count elements into nparts near-equal parts: part i has
- * count / nparts + (i < count % nparts) elements and starts at the returned offset
- * (in elements). */
-static inline size_t hc_part_off(size_t count, int nparts, int i)
-{
-    size_t q = count / (size_t)nparts, r = count % (size_t)nparts;
-    return q * (size_t)i + ((size_t)i < r ? (size_t)i : r);
-}
-static inline size_t hc_part_len(size_t count, int nparts, int i)
-{
-    return count / (size_t)nparts + ((size_t)i < count % (size_t)nparts);
-}
-
 #endif

@@ -1,7 +1,7 @@
 /* bootstrap_mpi.c - libhcomm-mpi: an hcomm communicator from an MPI one. */
 #include "hcomm_mpi.h"
 
-#include "core/log.h"
+#include "base/log.h"
 
 hcomm_status_t hcomm_comm_init_mpi(hcomm_comm_t *comm, MPI_Comm mpi_comm)
 {

@@ -10,8 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap_socket.h"
-#include "core/log.h"
+#include "base/clock.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "base/log.h"
 
 #define RING_HELLO_TIMEOUT 5.0 /* seconds an accepted connection may take to say hello */
 
@@ -22,7 +23,7 @@ struct hc_bootstrap {
     int      succ_fd;
     int      pred_fd;
     uint8_t  cookie[16];
-    char     local_ip[HC_BOOTSTRAP_ADDRSTRLEN];
+    char     local_ip[HC_SOCK_ADDRSTRLEN];
     uint8_t *scratch; /* nranks bytes for the barrier */
 };
 
@@ -75,12 +76,12 @@ static hcomm_status_t ring_hello(hc_bootstrap_t *bs, int rfd, double deadline, i
                  strerror(errno));
         return HCOMM_ERR_SYSTEM;
     }
-    hc_bootstrap_ip_str((struct sockaddr *)&local, bs->local_ip, sizeof(bs->local_ip));
+    hc_sock_ip_str((struct sockaddr *)&local, bs->local_ip, sizeof(bs->local_ip));
     if (local.ss_family == AF_INET)
         ((struct sockaddr_in *)&local)->sin_port = 0;
     else
         ((struct sockaddr_in6 *)&local)->sin6_port = 0;
-    if ((st = hc_bootstrap_listen((struct sockaddr *)&local, llen, &lfd, &bound, &blen)))
+    if ((st = hc_sock_listen((struct sockaddr *)&local, llen, 0, HC_SUBSYS(BOOT), &lfd, &bound, &blen)))
         return st;
 
     hc_bootstrap_hello_t h;
@@ -91,7 +92,7 @@ static hcomm_status_t ring_hello(hc_bootstrap_t *bs, int rfd, double deadline, i
     memcpy(h.cookie, bs->cookie, 16);
     if ((st = hc_bootstrap_addr_to_wire((struct sockaddr *)&bound, &h.addr)))
         goto err_close;
-    if ((st = hc_bootstrap_send_all(rfd, &h, sizeof(h), deadline, -1)))
+    if ((st = hc_sock_send_all(rfd, &h, sizeof(h), deadline, hc_bootstrap_peer(-1))))
         goto err_close;
     *lfd_p = lfd;
     return HCOMM_SUCCESS;
@@ -108,13 +109,13 @@ static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, do
     hc_bootstrap_reply_t rep;
     hcomm_status_t       st;
     int                  rfd, lfd;
-    st = hc_bootstrap_connect((const struct sockaddr *)uid->root_addr, (socklen_t)uid->root_addrlen,
-                              deadline, -1, &rfd);
+    st = hc_sock_connect((const struct sockaddr *)uid->root_addr, (socklen_t)uid->root_addrlen,
+                         0, deadline, hc_bootstrap_peer(-1), &rfd);
     if (st != HCOMM_SUCCESS)
         return st;
     if ((st = ring_hello(bs, rfd, deadline, &lfd)) != HCOMM_SUCCESS)
         goto err_root;
-    if ((st = hc_bootstrap_recv_all(rfd, &rep, sizeof(rep), deadline, -1)) != HCOMM_SUCCESS)
+    if ((st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, hc_bootstrap_peer(-1))) != HCOMM_SUCCESS)
         goto err_listen;
     if ((st = ring_check_reply(bs, &rep, succ, succ_len)) != HCOMM_SUCCESS)
         goto err_listen;
@@ -140,10 +141,11 @@ static hcomm_status_t ring_connect(hc_bootstrap_t *bs, const struct sockaddr_sto
     h.magic = htonl(HC_BOOTSTRAP_RING_MAGIC);
     h.rank  = (int32_t)htonl((uint32_t)bs->rank);
     memcpy(h.cookie, bs->cookie, 16);
-    st = hc_bootstrap_connect((const struct sockaddr *)succ, succ_len, deadline, succ_rank, &fd);
+    st = hc_sock_connect((const struct sockaddr *)succ, succ_len, 0, deadline, hc_bootstrap_peer(succ_rank),
+                         &fd);
     if (st != HCOMM_SUCCESS)
         return st;
-    if ((st = hc_bootstrap_send_all(fd, &h, sizeof(h), deadline, succ_rank)) != HCOMM_SUCCESS) {
+    if ((st = hc_sock_send_all(fd, &h, sizeof(h), deadline, hc_bootstrap_peer(succ_rank))) != HCOMM_SUCCESS) {
         close(fd);
         return st;
     }
@@ -158,15 +160,15 @@ static hcomm_status_t ring_accept(hc_bootstrap_t *bs, int lfd, double deadline)
     for (;;) {
         struct sockaddr_storage   pa;
         hc_bootstrap_ring_hello_t h;
-        char                      ps[HC_BOOTSTRAP_ADDRSTRLEN];
+        char                      ps[HC_SOCK_ADDRSTRLEN];
         int                       fd;
-        hcomm_status_t            st = hc_bootstrap_accept(lfd, deadline, pred, &fd, &pa);
+        hcomm_status_t            st = hc_sock_accept(lfd, deadline, hc_bootstrap_peer(pred), &fd, &pa);
         if (st != HCOMM_SUCCESS)
             return st;
-        hc_bootstrap_addr_str((struct sockaddr *)&pa, ps, sizeof(ps));
+        hc_sock_addr_str((struct sockaddr *)&pa, ps, sizeof(ps));
         double now = hc_clock_now();
         double dl  = now + RING_HELLO_TIMEOUT < deadline ? now + RING_HELLO_TIMEOUT : deadline;
-        st         = hc_bootstrap_recv_all(fd, &h, sizeof(h), dl, pred);
+        st         = hc_sock_recv_all(fd, &h, sizeof(h), dl, hc_bootstrap_peer(pred));
         if (st != HCOMM_SUCCESS) {
             close(fd);
             if (hc_clock_now() >= deadline)
@@ -279,8 +281,8 @@ hcomm_status_t hc_bootstrap_allgather(hc_bootstrap_t *bs, void *data, size_t siz
         size_t         sslot = (size_t)((bs->rank - s + n) % n);
         size_t         rslot = (size_t)((bs->rank - s - 1 + 2 * n) % n);
         hcomm_status_t st =
-            hc_bootstrap_exchange(bs->succ_fd, buf + sslot * size, succ, bs->pred_fd,
-                                  buf + rslot * size, pred, size, bs->timeout);
+            hc_sock_exchange(bs->succ_fd, buf + sslot * size, hc_bootstrap_peer(succ), bs->pred_fd,
+                             buf + rslot * size, hc_bootstrap_peer(pred), size, bs->timeout);
         if (st != HCOMM_SUCCESS)
             return st;
     }

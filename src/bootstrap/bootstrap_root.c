@@ -15,9 +15,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap_socket.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/clock.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "base/log.h"
+#include "base/params.h"
 
 _Static_assert(sizeof(hc_uid_t) <= HCOMM_UNIQUE_ID_BYTES, "hc_uid_t fits the unique id");
 _Static_assert(sizeof(struct sockaddr_in6) <= sizeof(((hc_uid_t *)0)->root_addr),
@@ -32,7 +33,7 @@ typedef struct root_conn {
     size_t               got;
     double               deadline;
     hc_bootstrap_hello_t msg;
-    char                 peer[HC_BOOTSTRAP_ADDRSTRLEN];
+    char                 peer[HC_SOCK_ADDRSTRLEN];
 } root_conn_t;
 
 typedef struct root_state {
@@ -40,7 +41,7 @@ typedef struct root_state {
     double                    timeout;
     double                    deadline;
     uint8_t                   cookie[16];
-    char                      name[HC_BOOTSTRAP_ADDRSTRLEN];
+    char                      name[HC_SOCK_ADDRSTRLEN];
     int                       nranks; /* 0 until the first accepted hello */
     int                       njoined;
     int                      *rank_fd;
@@ -89,7 +90,7 @@ hcomm_status_t hc_bootstrap_id_from_addr(const char *host_port, const uint8_t co
     socklen_t               len;
     if (host_port == NULL || cookie == NULL || id == NULL)
         return HCOMM_ERR_INVALID_ARG;
-    hcomm_status_t st = hc_bootstrap_parse_addr(host_port, &ss, &len);
+    hcomm_status_t st = hc_sock_parse_addr(host_port, HC_SUBSYS(BOOT), &ss, &len);
     if (st != HCOMM_SUCCESS)
         return st;
     in_port_t port = ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
@@ -217,7 +218,7 @@ static void root_accept(root_state_t *st)
         double now = hc_clock_now();
         c->deadline =
             now + ROOT_HELLO_TIMEOUT < st->deadline ? now + ROOT_HELLO_TIMEOUT : st->deadline;
-        hc_bootstrap_addr_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+        hc_sock_addr_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
     }
 }
 
@@ -269,7 +270,7 @@ static void root_finish(root_state_t *st)
         memcpy(rep.cookie, st->cookie, 16);
         rep.succ = st->rank_addr[(r + 1) % st->nranks];
         /* A failure is logged with the rank; that rank's ring fails on its own. */
-        (void)hc_bootstrap_send_all(st->rank_fd[r], &rep, sizeof(rep), deadline, r);
+        (void)hc_sock_send_all(st->rank_fd[r], &rep, sizeof(rep), deadline, hc_bootstrap_peer(r));
     }
     hc_debug(BOOT, "bootstrap root %s: %d ranks joined", st->name, st->nranks);
 }
@@ -331,8 +332,8 @@ static hcomm_status_t root_bind_addr(const char *bind_addr, struct sockaddr_stor
                                      socklen_t *len)
 {
     if (bind_addr != NULL)
-        return hc_bootstrap_parse_addr(bind_addr, ss, len);
-    return hc_bootstrap_if_addr(hc_params_get()->socket_ifname, ss, len);
+        return hc_sock_parse_addr(bind_addr, HC_SUBSYS(BOOT), ss, len);
+    return hc_sock_if_addr(hc_params_get()->socket_ifname, HC_SUBSYS(BOOT), ss, len);
 }
 
 /* A wildcard bind is advertised with the address of the selected interface. */
@@ -345,7 +346,7 @@ static hcomm_status_t root_advertised(struct sockaddr_storage *bound)
                                       : IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)bound)->sin6_addr);
     if (!any)
         return HCOMM_SUCCESS;
-    hcomm_status_t st = hc_bootstrap_if_addr(hc_params_get()->socket_ifname, &ifa, &ilen);
+    hcomm_status_t st = hc_sock_if_addr(hc_params_get()->socket_ifname, HC_SUBSYS(BOOT), &ifa, &ilen);
     if (st != HCOMM_SUCCESS)
         return st;
     in_port_t port = bound->ss_family == AF_INET ? ((struct sockaddr_in *)bound)->sin_port
@@ -400,12 +401,12 @@ hcomm_status_t hc_bootstrap_root_start(const char *bind_addr, const uint8_t cook
         goto err_free;
     if ((status = root_bind_addr(bind_addr, &ss, &len)) != HCOMM_SUCCESS)
         goto err_free;
-    if ((status = hc_bootstrap_listen((struct sockaddr *)&ss, len, &st->lfd, &bound, &blen)))
+    if ((status = hc_sock_listen((struct sockaddr *)&ss, len, 0, HC_SUBSYS(BOOT), &st->lfd, &bound, &blen)))
         goto err_free;
     if ((status = root_advertised(&bound)) != HCOMM_SUCCESS)
         goto err_close;
     blen = bound.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-    hc_bootstrap_addr_str((struct sockaddr *)&bound, st->name, sizeof(st->name));
+    hc_sock_addr_str((struct sockaddr *)&bound, st->name, sizeof(st->name));
     st->timeout  = hc_params_get()->timeout;
     st->deadline = hc_clock_now() + st->timeout;
     hcomm_unique_id_t out;

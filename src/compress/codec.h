@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/cast.h" /* the fp16 / bf16 codecs */
+
 /* Values per onebit scale: 8 KiB of float32 input, so one scale adds 4 bytes
  * to 256 bytes of signs (31.5x smaller than float32) and a block stays in L1. */
 #define HC_ONEBIT_BLOCK 2048
@@ -57,10 +59,5 @@ int    hc_topk_encode(const float *in, float *residual, size_t n, size_t k, void
  * the return value (a corrupt message), 0 otherwise. */
 size_t hc_topk_decode_add(const hc_topk_pair_t *pairs, size_t k, float *out, size_t n);
 
-/* Casts with error feedback: out[i] = round(v) as float16 (half = 1) or
- * bfloat16 (half = 0); residual becomes v - (float)out[i]. Decode converts back;
- * add = 1 accumulates into out. */
-void hc_cast_encode(const float *in, float *residual, size_t n, int half, uint16_t *out);
-void hc_cast_decode(const uint16_t *msg, size_t n, int half, float *out, int add);
 
 #endif

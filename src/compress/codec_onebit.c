@@ -11,8 +11,8 @@
  * one overflowing step, which loss scaling skips, must not poison the residual
  * of every later step. */
 #include "compress/codec.h"
-#include "core/reduce.h"
-#include "core/reduce_half.h"
+#include "base/reduce.h"
+#include "base/reduce_half.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -16,7 +16,7 @@
  * from n, so a result never depends on anything but the input. The streaming
  * pass has an AVX2 version (chosen at run time); both collect the same list. */
 #include "compress/codec.h"
-#include "core/reduce_half.h"
+#include "base/reduce_half.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -5,11 +5,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "algorithms/sched.h"
+#include "base/slice.h"
 #include "compress/compress.h"
 #include "compress/compress_model.h"
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "overlap/overlap.h"
 
 static const char *const kind_names[HCOMM_COMPRESS_COUNT] = {"none", "onebit", "topk", "fp16",

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/sched.h"
+#include "base/slice.h"
 #include "compress/compress_model.h"
 
 static hcomm_status_t model_onebit(const hc_compress_model_t *m, const float *const *in,

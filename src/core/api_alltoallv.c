@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "overlap/overlap.h"
 
 /* Counts and displacements of one side: in range, and a buffer where data is. */

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* What a call needs checked. */
 typedef struct hc_coll_call {

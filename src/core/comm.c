@@ -11,9 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/clock.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/clock.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "overlap/overlap.h"
 
 /* ---- registry of live communicators ---- */
@@ -114,13 +115,6 @@ void hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status)
 }
 
 /* ---- peer information ---- */
-
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
 
 /* Same host_hash = same kernel, network namespace and /dev/shm. */
 static void comm_self_info(hc_peer_info_t *self, int rank)
@@ -413,7 +407,7 @@ hcomm_status_t hcomm_get_unique_id(hcomm_unique_id_t *id)
 /* A cookie from a string (HCOMM_ROOT): keeps unrelated jobs apart, no secret. */
 static void comm_cookie_from(const char *s, uint8_t cookie[16])
 {
-    uint64_t a = fnv1a(0xcbf29ce484222325ull, s), b = fnv1a(0x84222325cbf29ce4ull, s);
+    uint64_t a = hc_hash_str(HC_HASH_FNV_SEED, s), b = hc_hash_str(0x84222325cbf29ce4ull, s);
     memcpy(cookie, &a, 8);
     memcpy(cookie + 8, &b, 8);
 }

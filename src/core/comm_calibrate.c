@@ -9,9 +9,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/cost.h"
 
 #define CAL_SMALL_ROUNDS 20

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/clock.h"
-#include "core/log.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size)
 {

@@ -5,7 +5,7 @@
 
 #include "algorithms/algo_plan.h"
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/tuning.h"
 #include "topology/cost.h"
 

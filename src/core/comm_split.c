@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 
 typedef struct split_entry {
     int32_t color, key, rank;

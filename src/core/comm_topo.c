@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* Ranks of one host on different model nodes must not share memory: give
  * each node its own host identity for the transports' reachability test. */

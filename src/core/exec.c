@@ -7,10 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/comm.h"
-#include "core/log.h"
-#include "core/reduce.h"
+#include "base/log.h"
+#include "base/reduce.h"
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 

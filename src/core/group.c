@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "overlap/overlap.h"
 
 typedef struct group_call {

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 
 extern char **environ;
 

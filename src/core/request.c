@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "overlap/overlap.h"
 
 /* Builds and queues the op; stream ops are gated and held by their stream. */

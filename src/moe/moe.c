@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/hash.h"
+#include "base/log.h"
 #include "moe/moe.h"
 
 int hc_moe_grow(hc_moe_buf_t *b, size_t bytes, const char *what)
@@ -122,18 +123,13 @@ err_nomem:
     return HCOMM_ERR_NO_MEMORY;
 }
 
-/* FNV-1a over the configuration as every rank sees it. */
+/* A hash of the configuration as every rank sees it. */
 static uint64_t digest(const hcomm_moe_t m)
 {
-    uint64_t h = 0xcbf29ce484222325ull, v[4] = {(uint64_t)m->nexperts, (uint64_t)m->topk,
-                                                (uint64_t)m->hidden, (uint64_t)m->dtype};
-    const unsigned char *b[2]   = {(const unsigned char *)v, (const unsigned char *)m->expert_rank};
-    size_t               len[2] = {sizeof(v), (size_t)m->nexperts * sizeof(int32_t)};
-
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; i < len[k]; i++)
-            h = (h ^ b[k][i]) * 0x100000001b3ull;
-    return h;
+    uint64_t v[4] = {(uint64_t)m->nexperts, (uint64_t)m->topk, (uint64_t)m->hidden,
+                     (uint64_t)m->dtype};
+    uint64_t h    = hc_hash_bytes(HC_HASH_FNV_SEED, v, sizeof(v));
+    return hc_hash_bytes(h, m->expert_rank, (size_t)m->nexperts * sizeof(int32_t));
 }
 
 static hcomm_status_t create_local(hcomm_comm_t comm, const hcomm_moe_config_t *c, int rank, int n,

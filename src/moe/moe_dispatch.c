@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "moe/moe.h"
 
 #define BAD_INPUT UINT64_MAX /* in the count exchange: "my input is bad" */

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "hcomm_bucket.h"
 
 #define BUCKETS_MAGIC     0x424b5453u

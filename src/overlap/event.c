@@ -9,9 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "core/clock.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "overlap/overlap.h"
 
 #define EVENT_MAGIC 0x4556544eu

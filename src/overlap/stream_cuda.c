@@ -4,7 +4,7 @@
  * it waits until the task has finished (stream.c, stream_cuda_enter). */
 #include <cuda_runtime.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "overlap/overlap.h"
 
 int hc_stream_cuda_available(void)

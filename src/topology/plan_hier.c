@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/plan.h"
 
 static int cluster_ok(const hc_cluster_t *c)

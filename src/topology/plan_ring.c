@@ -6,7 +6,7 @@
  * rings run the node's internal links opposite to even ones. */
 #include <stdlib.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/plan.h"
 
 /* More rings than this buys nothing: each needs its own channel of buffers. */

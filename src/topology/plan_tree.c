@@ -5,7 +5,7 @@
  * node forwards (sends to children) in at most one of the two trees. */
 #include <stdlib.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/plan.h"
 
 /* Where each node's chain starts (an index into its node_ranks slice) and

@@ -9,32 +9,26 @@
 
 #include <hwloc.h>
 
-#include "core/log.h"
+#include "base/log.h"
+#include "base/hash.h"
 #include "topology/topo.h"
-
-static uint64_t topo_fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
 
 uint64_t hc_topo_host_identity(char *hostname, size_t size)
 {
     char buf[256] = "";
     memset(hostname, 0, size);
     gethostname(hostname, size - 1);
-    uint64_t h = topo_fnv1a(0xcbf29ce484222325ull, hostname);
+    uint64_t h = hc_hash_str(HC_HASH_FNV_SEED, hostname);
     FILE    *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f != NULL) {
         if (fgets(buf, sizeof(buf), f) != NULL)
-            h = topo_fnv1a(h, buf);
+            h = hc_hash_str(h, buf);
         fclose(f);
     }
     ssize_t n = readlink("/proc/self/ns/net", buf, sizeof(buf) - 1);
     if (n > 0) {
         buf[n] = '\0';
-        h      = topo_fnv1a(h, buf);
+        h      = hc_hash_str(h, buf);
     }
     return h;
 }

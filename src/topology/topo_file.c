@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/topo.h"
 
 #define TF_MAX_FILE (16u << 20)

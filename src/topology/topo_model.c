@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/topo.h"
 
 /* Built-in costs until calibration or a topology file says otherwise. The

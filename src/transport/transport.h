@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "hcomm.h"
-#include "core/params.h"
+#include "base/params.h"
 
 typedef struct hc_tl_ctx hc_tl_ctx_t; /* one per communicator and transport */
 typedef struct hc_tl_ep  hc_tl_ep_t;  /* one per peer */

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "compress/compress_model.h"
-#include "core/reduce.h"
+#include "base/reduce.h"
 #include "hcomm_compress.h"
 #include "hcomm_stream.h"
 #include "test_comm.h"

@@ -19,9 +19,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/sock.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/bootstrap_socket.h"
-#include "core/params.h"
+#include "bootstrap/bootstrap_wire.h"
 
 #define MAX_RANKS 8
 #define SMALL_SLOT 13
@@ -208,14 +211,14 @@ static void test_addresses(void **state)
 {
     struct sockaddr_storage ss;
     socklen_t               len;
-    char                    s[HC_BOOTSTRAP_ADDRSTRLEN];
+    char                    s[HC_SOCK_ADDRSTRLEN];
     (void)state;
-    assert_int_equal(hc_bootstrap_parse_addr("127.0.0.1:8080", &ss, &len), HCOMM_SUCCESS);
-    hc_bootstrap_addr_str((struct sockaddr *)&ss, s, sizeof(s));
+    assert_int_equal(hc_sock_parse_addr("127.0.0.1:8080", HC_SUBSYS(BOOT), &ss, &len), HCOMM_SUCCESS);
+    hc_sock_addr_str((struct sockaddr *)&ss, s, sizeof(s));
     assert_string_equal(s, "127.0.0.1:8080");
-    assert_int_equal(hc_bootstrap_parse_addr("[::1]:443", &ss, &len), HCOMM_SUCCESS);
+    assert_int_equal(hc_sock_parse_addr("[::1]:443", HC_SUBSYS(BOOT), &ss, &len), HCOMM_SUCCESS);
     assert_int_equal(ss.ss_family, AF_INET6);
-    hc_bootstrap_addr_str((struct sockaddr *)&ss, s, sizeof(s));
+    hc_sock_addr_str((struct sockaddr *)&ss, s, sizeof(s));
     assert_string_equal(s, "[::1]:443");
 
     capture_begin();
@@ -223,22 +226,22 @@ static void test_addresses(void **state)
                                 "h:99999",   "127.0.0.1:x", "127.0.0.1:", "127.0.0.1:-1"};
     int                nbad  = 0;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        nbad += hc_bootstrap_parse_addr(bad[i], &ss, &len) == HCOMM_ERR_INVALID_ARG;
+        nbad += hc_sock_parse_addr(bad[i], HC_SUBSYS(BOOT), &ss, &len) == HCOMM_ERR_INVALID_ARG;
     hcomm_unique_id_t id;
     int               port0 = hc_bootstrap_id_from_addr("127.0.0.1:0", test_cookie, &id);
-    int               noif  = hc_bootstrap_if_addr("hcnoif", &ss, &len);
-    int               exact = hc_bootstrap_if_addr("=l", &ss, &len); /* "lo" is no exact "l" */
+    int               noif  = hc_sock_if_addr("hcnoif", HC_SUBSYS(BOOT), &ss, &len);
+    int               exact = hc_sock_if_addr("=l", HC_SUBSYS(BOOT), &ss, &len); /* "lo" is no exact "l" */
     capture_end(0);
     assert_int_equal(nbad, (int)(sizeof(bad) / sizeof(bad[0])));
     assert_int_equal(port0, HCOMM_ERR_INVALID_ARG);
     assert_int_equal(noif, HCOMM_ERR_UNREACHABLE);
     assert_int_equal(exact, HCOMM_ERR_UNREACHABLE);
-    assert_int_equal(hc_bootstrap_if_addr("=lo", &ss, &len), HCOMM_SUCCESS);
+    assert_int_equal(hc_sock_if_addr("=lo", HC_SUBSYS(BOOT), &ss, &len), HCOMM_SUCCESS);
 
-    assert_int_equal(hc_bootstrap_if_addr("lo", &ss, &len), HCOMM_SUCCESS);
-    hc_bootstrap_ip_str((struct sockaddr *)&ss, s, sizeof(s));
+    assert_int_equal(hc_sock_if_addr("lo", HC_SUBSYS(BOOT), &ss, &len), HCOMM_SUCCESS);
+    hc_sock_ip_str((struct sockaddr *)&ss, s, sizeof(s));
     assert_string_equal(s, "127.0.0.1");
-    assert_int_equal(hc_bootstrap_if_addr("", &ss, &len), HCOMM_SUCCESS);
+    assert_int_equal(hc_sock_if_addr("", HC_SUBSYS(BOOT), &ss, &len), HCOMM_SUCCESS);
     assert_true(ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
 
     uint8_t a[16], b[16];
@@ -371,7 +374,7 @@ static void test_root_at_address(void **state)
     hcomm_status_t st = hc_bootstrap_root_start(addr, test_cookie, &id_root);
     capture_begin();
     hcomm_status_t again = hc_bootstrap_root_start(addr, test_cookie, &id_again);
-    int            inuse = capture_count("bootstrap listener", "in use");
+    int            inuse = capture_count("listener on", "in use");
     capture_end(again == HCOMM_SUCCESS || inuse != 1);
     int bad = reap(pids, 3);
     assert_int_equal(st, HCOMM_SUCCESS);

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "core/reduce.h"
+#include "base/reduce.h"
 
 static uint32_t fbits(float f)
 {

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "core/params.h"
+#include "base/params.h"
 
 static void test_defaults(void **state)
 {

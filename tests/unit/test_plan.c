@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/plan.h"
 
 /* ---- synthetic clusters ---- */

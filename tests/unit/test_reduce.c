@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "core/reduce.h"
-#include "core/reduce_half.h"
+#include "base/reduce.h"
+#include "base/reduce_half.h"
 
 static const size_t lens[] = {0, 1, 7, 33, 1027};
 #define NLENS   (sizeof(lens) / sizeof(lens[0]))

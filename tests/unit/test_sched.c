@@ -18,8 +18,8 @@
 
 #include "algorithms/algo.h"
 #include "algorithms/sched.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "sched_sim.h"
 
 #define MAXR SIM_MAXR

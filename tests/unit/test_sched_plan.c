@@ -17,8 +17,8 @@
 
 #include "algorithms/algo.h"
 #include "algorithms/algo_plan.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "sched_sim.h"
 
 #define MAXR 9

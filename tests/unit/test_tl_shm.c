@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "transport/shm/shm.h"
 #include "transport/transport.h"
 

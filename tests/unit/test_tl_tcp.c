@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/topo.h"
 
 /* The host identity as src/core/comm.c computes it. */

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "core/api_coll.h" /* hcomm's checks and issue, inline: no call layer */
-#include "core/log.h"
-#include "core/reduce.h" /* the library's half / bfloat16 conversions */
+#include "base/log.h"
+#include "base/reduce.h" /* the library's half / bfloat16 conversions */
 #include "nccl_shim.h"
 
 /* Scaled copies made for PreMulSum inside a group live until its end: freed

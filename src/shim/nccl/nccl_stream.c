@@ -4,7 +4,7 @@
  * communicator. The call is queued on it and returns: it starts after the
  * CUDA work queued before it, and later CUDA work waits for it. Buffers must
  * be host memory until hcomm's device-memory support arrives. */
-#include "core/log.h"
+#include "base/log.h"
 #include "hcomm_stream.h"
 #include "nccl_shim.h"
 #include "overlap/overlap.h" /* hc_cuda_is_device_ptr, hc_cuda_stream_id */

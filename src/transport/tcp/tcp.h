@@ -20,7 +20,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "core/clock.h"
+#include "base/clock.h"
+#include "base/sock.h"
 #include "transport/transport.h"
 
 #define HC_TCP_MAGIC       0x68637470u /* "hctp" */
@@ -34,7 +35,6 @@
 #define HC_TCP_DIRECT_MIN  (16 << 10)   /* reads at least this big skip the bounce */
 #define HC_TCP_IOV         64           /* messages gathered in one sendmsg */
 #define HC_TCP_CHECK_NS    10000000ull  /* idle liveness poll period */
-#define HC_TCP_ADDRSTR     64
 
 /* An accepted connection: its hello is still arriving (rank < 0), or it waits
  * for the connect() of its rank to claim it. */
@@ -43,7 +43,7 @@ typedef struct hc_tcp_conn {
     int     rank, idx;
     size_t  got;
     uint8_t hello[HC_TCP_HELLO_BYTES];
-    char    from[HC_TCP_ADDRSTR];
+    char    from[HC_SOCK_ADDRSTRLEN];
 } hc_tcp_conn_t;
 
 typedef struct hc_tcp_sock {
@@ -92,15 +92,14 @@ int            hc_tcp_progress(hc_tl_ctx_t *ctx);
 int            hc_tcp_wait_fds(hc_tl_ctx_t *ctx, struct pollfd *pfds, int max);
 hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep);
 
-/* tcp_sock.c: socket helpers */
-void           hc_tcp_tune(int fd, int sockbuf);
-void           hc_tcp_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+/* tcp_ctx.c: room for n entries in the context's poll array */
 hcomm_status_t hc_tcp_pfds_reserve(hc_tl_ctx_t *ctx, size_t n);
+/* tcp_dial.c: the active side, up to deadline (hc_clock_now() seconds) */
 void           hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, uint8_t *out);
 hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, int peer, const struct sockaddr *sa,
-                           socklen_t salen, int idx, uint64_t deadline, int *fd_p);
+                           socklen_t salen, int idx, double deadline, int *fd_p);
 /* tcp_accept.c: the passive side, up to deadline */
-hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, uint64_t deadline);
+hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, double deadline);
 /* tcp_ep.c */
 hcomm_status_t hc_tcp_ep_create(hc_tl_ctx_t *ctx, int peer, const int *fds, hc_tl_ep_t **ep_p);
 void           hc_tcp_ep_destroy(hc_tl_ep_t *ep);

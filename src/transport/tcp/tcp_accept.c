@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "base/log.h"
 
 static void conn_drop(hc_tl_ctx_t *ctx, int i)
 {
@@ -109,13 +109,13 @@ static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
             ctx->conns     = p;
             ctx->conns_cap = cap;
         }
-        hc_tcp_tune(fd, ctx->sockbuf);
+        hc_sock_tune(fd, ctx->sockbuf);
         hc_tcp_conn_t *c = &ctx->conns[ctx->nconns++];
         memset(c, 0, sizeof(*c));
         c->fd   = fd;
         c->rank = -1;
         c->idx  = -1;
-        hc_tcp_addr_str((struct sockaddr *)&sa, c->from, sizeof(c->from));
+        hc_sock_addr_str((struct sockaddr *)&sa, c->from, sizeof(c->from));
     }
 }
 
@@ -164,7 +164,7 @@ static hcomm_status_t accept_round(hc_tl_ctx_t *ctx, int peer, int *fds, int ms)
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, uint64_t deadline)
+hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, double deadline)
 {
     hcomm_status_t st   = HCOMM_SUCCESS;
     int            have = 0;
@@ -174,8 +174,8 @@ hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, uint64_t
         have += claim(ctx, peer, fds);
         if (have == ctx->nsocks)
             return HCOMM_SUCCESS;
-        int ms = hc_clock_ms_left_ns(deadline);
-        if (ms == 0) {
+        int ms = hc_clock_ms_left(deadline);
+        if (ms < 0) {
             hc_error(NET, "peer %d: timed out after %.1f s waiting for its connection "
                           "(%d of %d sockets)", peer, ctx->timeout, have, ctx->nsocks);
             st = HCOMM_ERR_TIMEOUT;

@@ -3,13 +3,14 @@
 #include "transport/tcp/tcp.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "base/log.h"
+#include "base/sock.h"
 
 /* Asks for big socket buffers only where the kernel grants them in full; a
  * capped request would switch off its autotuning for a smaller buffer. */
@@ -30,37 +31,32 @@ static int probe_sockbuf(int family)
 
 static hcomm_status_t ctx_listen(hc_tl_ctx_t *ctx, const char *ip)
 {
-    struct addrinfo hints = {.ai_flags    = AI_NUMERICHOST | AI_PASSIVE,
-                             .ai_family   = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai;
-    int              rc = getaddrinfo(ip, "0", &hints, &ai);
-    if (rc != 0) {
-        hc_error(NET, "bind address '%s': %s", ip, gai_strerror(rc));
-        return HCOMM_ERR_INVALID_ARG;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        hc_error(NET, "socket: %s", strerror(errno));
-        goto err_free;
-    }
-    ctx->sockbuf = probe_sockbuf(ai->ai_family);
-    hc_tcp_tune(fd, ctx->sockbuf); /* accepted sockets inherit the buffers */
+    struct sockaddr_storage ss;
+    socklen_t               len;
+    char                    hp[HC_SOCK_ADDRSTRLEN];
+    snprintf(hp, sizeof(hp), strchr(ip, ':') != NULL ? "[%s]:0" : "%s:0", ip);
+    hcomm_status_t st = hc_sock_parse_addr(hp, HC_SUBSYS(NET), &ss, &len);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    ctx->sockbuf = probe_sockbuf(ss.ss_family);
     ctx->addrlen = sizeof(ctx->addr);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0 ||
-        getsockname(fd, (struct sockaddr *)&ctx->addr, &ctx->addrlen) != 0) {
-        hc_error(NET, "listen on %s: %s", ip, strerror(errno));
-        goto err_close;
-    }
-    freeaddrinfo(ai);
-    ctx->listen_fd = fd;
-    return HCOMM_SUCCESS;
+    return hc_sock_listen((struct sockaddr *)&ss, len, ctx->sockbuf, HC_SUBSYS(NET),
+                          &ctx->listen_fd, &ctx->addr, &ctx->addrlen);
+}
 
-err_close:
-    close(fd);
-err_free:
-    freeaddrinfo(ai);
-    return HCOMM_ERR_SYSTEM;
+hcomm_status_t hc_tcp_pfds_reserve(hc_tl_ctx_t *ctx, size_t n)
+{
+    if (n <= ctx->pfds_cap)
+        return HCOMM_SUCCESS;
+    size_t         cap = n < 16 ? 16 : n * 2;
+    struct pollfd *p   = realloc(ctx->pfds, cap * sizeof(*p));
+    if (p == NULL) {
+        hc_error(NET, "out of memory for %zu poll entries", cap);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    ctx->pfds     = p;
+    ctx->pfds_cap = cap;
+    return HCOMM_SUCCESS;
 }
 
 static void tcp_fini(hc_tl_ctx_t *ctx)
@@ -179,7 +175,7 @@ static hcomm_status_t tcp_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
     hcomm_status_t st = ctx_reserve(ctx);
     if (st != HCOMM_SUCCESS)
         return st;
-    uint64_t deadline = hc_clock_now_ns() + (uint64_t)(ctx->timeout * 1e9);
+    double   deadline = hc_clock_now() + ctx->timeout;
     int      fds[HC_TCP_MAX_SOCKS];
     int      n = 0;
     if (ctx->rank < peer) {

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 
 /* Receives into iov on socket s. Returns bytes received, 0 when none are
  * there, -1 when the endpoint failed (its completions added to *nc). */

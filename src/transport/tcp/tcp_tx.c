@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 
 /* Sends iov on socket s. Returns bytes sent, 0 when the socket is full, -1 when
  * the endpoint failed (its completions added to *nc). */

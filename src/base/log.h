@@ -1,8 +1,8 @@
 /* log.h - the library's only output: leveled, per-subsystem log lines that carry
  * host, pid and rank. Configured by HCOMM_LOG_LEVEL, HCOMM_LOG_SUBSYS and
  * HCOMM_LOG_FILE (%h host, %p pid). */
-#ifndef HC_CORE_LOG_H
-#define HC_CORE_LOG_H
+#ifndef HC_BASE_LOG_H
+#define HC_BASE_LOG_H
 
 #include <stdarg.h>
 
@@ -37,11 +37,14 @@ void hc_log_set_rank(int rank);
 void hc_log_emit(hc_log_level_t level, unsigned subsys, const char *file, int line,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-#define hc_log_(level, id, ...)                                                       \
+/* Logs when level and the subsystem's bit (HC_SUBSYS(NET), or a mask given at
+ * run time by a helper of base/ that logs on behalf of its caller) are on. */
+#define hc_log_as(level, mask, ...)                                                 \
     do {                                                                            \
-        if ((level) <= hc_log_level_g && (hc_log_subsys_g & HC_SUBSYS(id)))         \
-            hc_log_emit(level, HC_SUBSYS(id), __FILE__, __LINE__, __VA_ARGS__);     \
+        if ((level) <= hc_log_level_g && (hc_log_subsys_g & (mask)))                \
+            hc_log_emit(level, mask, __FILE__, __LINE__, __VA_ARGS__);              \
     } while (0)
+#define hc_log_(level, id, ...) hc_log_as(level, HC_SUBSYS(id), __VA_ARGS__)
 
 /* hc_error(COLL, "peer %d: %s", peer, strerror(errno)); */
 #define hc_error(id, ...) hc_log_(HC_LOG_ERROR, id, __VA_ARGS__)

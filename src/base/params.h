@@ -1,6 +1,6 @@
 /* params.h - parsed HCOMM_* environment variables (see params.def). */
-#ifndef HC_CORE_PARAMS_H
-#define HC_CORE_PARAMS_H
+#ifndef HC_BASE_PARAMS_H
+#define HC_BASE_PARAMS_H
 
 #include <stddef.h>
 #include <stdio.h>

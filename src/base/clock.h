@@ -1,8 +1,8 @@
 /* clock.h - the monotonic clocks every wait and timeout in the library reads:
  * precise for deadlines and measurements, coarse (a few ms, no syscall cost
  * worth noting) for checks on hot progress paths. */
-#ifndef HC_CORE_CLOCK_H
-#define HC_CORE_CLOCK_H
+#ifndef HC_BASE_CLOCK_H
+#define HC_BASE_CLOCK_H
 
 #include <limits.h>
 #include <stdint.h>
@@ -37,17 +37,8 @@ static inline uint64_t hc_clock_coarse_ms(void)
     return hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE) / 1000000u;
 }
 
-/* A poll() timeout: milliseconds to a deadline in ns, rounded up; 0 once passed. */
-static inline int hc_clock_ms_left_ns(uint64_t deadline_ns)
-{
-    uint64_t now = hc_clock_now_ns();
-    if (now >= deadline_ns)
-        return 0;
-    uint64_t ms = (deadline_ns - now + 999999) / 1000000;
-    return ms > (uint64_t)INT_MAX ? INT_MAX : (int)ms;
-}
-
-/* The same for a deadline in seconds, but -1 once passed (0 is a valid wait). */
+/* A poll() timeout: milliseconds to a deadline in seconds, rounded up; -1
+ * once passed (0 is a valid wait). */
 static inline int hc_clock_ms_left(double deadline)
 {
     double left = deadline - hc_clock_now();

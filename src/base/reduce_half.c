@@ -10,13 +10,13 @@
  * conversions instead. Both paths give the same bits: a NaN keeps its sign and
  * top payload bits and gets the quiet bit, as F16C does. Only which operand's
  * NaN a sum or product of two NaNs returns is unspecified (as for float32). */
-#include "core/reduce.h"
+#include "base/reduce.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 
-#include "core/reduce_half.h"
+#include "base/reduce_half.h"
 
 #ifndef __clang__ /* clang vectorises these at -O2 already */
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")

@@ -1,5 +1,5 @@
 /* params.c - reads the HCOMM_* environment once, as params.def declares it. */
-#include "core/params.h"
+#include "base/params.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "hcomm.h"
 
 extern char **environ;

@@ -1,8 +1,8 @@
 /* reduce_half.h - float16 / bfloat16 kernels behind hc_reduce and hc_reduce_div
  * (internal to src/core/reduce*.c and their tests), and the cached CPU
  * feature checks that src/compress/ and src/moe/ share. */
-#ifndef HC_CORE_REDUCE_HALF_H
-#define HC_CORE_REDUCE_HALF_H
+#ifndef HC_BASE_REDUCE_HALF_H
+#define HC_BASE_REDUCE_HALF_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* reduce.h - element-wise reduction kernels for every dtype and op, and the
  * float16 / bfloat16 conversions they use. */
-#ifndef HC_CORE_REDUCE_H
-#define HC_CORE_REDUCE_H
+#ifndef HC_BASE_REDUCE_H
+#define HC_BASE_REDUCE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,24 +1,24 @@
-/* codec_cast.c - float16 / bfloat16 casts with error feedback.
+/* cast.c - float16 / bfloat16 casts of float32 arrays, with error feedback.
  *
- * The generic path calls the scalar conversions of src/core/reduce.h. The
+ * The generic path calls the scalar conversions of reduce.h. The
  * AVX2 path (F16C for float16) gives the same bits: F16C rounds to nearest
  * even and quiets a NaN keeping its top payload bits as hc_float_to_half does,
  * and the bfloat16 path is the same integer formula 8 lanes at a time. The unit
  * test compares hc_cast_encode / hc_cast_decode with the scalar conversions.
  *
  * A residual that is not finite (v was inf or NaN, or overflowed the format) is
- * stored as 0, as in codec_onebit.c. */
-#include "compress/codec.h"
+ * stored as 0, as in the onebit codec. */
+#include "base/cast.h"
 
 #include <immintrin.h>
 #include <math.h>
 
-#include "core/reduce.h"
-#include "core/reduce_half.h"
+#include "base/reduce.h"
+#include "base/reduce_half.h"
 
 #define HC_AVX2_F16C __attribute__((target("avx2,f16c")))
 
-/* The cached checks of src/core/reduce_half.c: cpuid is slow (a VM exit under
+/* The cached checks of reduce_half.c: cpuid is slow (a VM exit under
  * a hypervisor) and these run per message. */
 static int avx2_usable(int half)
 {

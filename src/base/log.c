@@ -1,5 +1,5 @@
 /* log.c - log lines "host:pid:rank LEVEL subsys file:line message". */
-#include "core/log.h"
+#include "base/log.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/params.h"
+#include "base/params.h"
 
 hc_log_level_t hc_log_level_g  = HC_LOG_WARN;
 unsigned       hc_log_subsys_g = ~0u;

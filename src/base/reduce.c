@@ -10,9 +10,9 @@
  *
  * Float min/max: a NaN in either operand gives NaN (the operand's own NaN, b's
  * when both are); otherwise equal values (including -0 and +0) give a. */
-#include "core/reduce.h"
+#include "base/reduce.h"
 
-#include "core/reduce_half.h"
+#include "base/reduce_half.h"
 
 /* After the includes, so that the headers' inline functions keep their own
  * options. At -O2 gcc 12 only vectorises loops whose trip count it knows. */

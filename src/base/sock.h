@@ -1,0 +1,68 @@
+/* sock.h - TCP sockets as the bootstrap and the tcp transport use them:
+ * addresses and interfaces, listeners, connects that retry while the peer is
+ * not listening yet, and I/O bounded by a deadline. Sockets are non-blocking
+ * and close-on-exec; waits go through poll(). Deadlines are absolute
+ * hc_clock_now() seconds. A failure is logged once, here, as its caller's
+ * subsystem and naming the peer. */
+#ifndef HC_BASE_SOCK_H
+#define HC_BASE_SOCK_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "hcomm.h"
+
+#define HC_SOCK_ADDRSTRLEN 64 /* "[v6%scope]:port" */
+
+/* Whom a socket talks to, for the log line of a failure. */
+typedef struct hc_sock_peer {
+    unsigned    subsys; /* HC_SUBSYS(BOOT), HC_SUBSYS(NET): whose line it is */
+    int         rank;   /* the peer's rank, or -1 */
+    const char *name;   /* the peer when rank is -1 ("the root") */
+} hc_sock_peer_t;
+
+/* The status an errno means (ECONNRESET: the peer, ETIMEDOUT: a timeout...). */
+hcomm_status_t hc_sock_status(int err);
+
+/* "ip:port", "[v6]:port" or "name:port" to a socket address (IPv4 preferred);
+ * an empty host is the wildcard. Logs as subsys. */
+hcomm_status_t hc_sock_parse_addr(const char *host_port, unsigned subsys,
+                                  struct sockaddr_storage *ss, socklen_t *len);
+/* "ip:port" or "[v6]:port"; "?" when sa is not AF_INET/AF_INET6. */
+void hc_sock_addr_str(const struct sockaddr *sa, char *buf, size_t size);
+/* The numeric IP of sa, without the port. */
+void hc_sock_ip_str(const struct sockaddr *sa, char *buf, size_t size);
+/* The address (port 0) of the interface that spec selects: a comma list of
+ * name prefixes (= exact names), ^ excludes them; NULL or "" = the first
+ * non-loopback interface that is up, else loopback. IPv4 preferred. */
+hcomm_status_t hc_sock_if_addr(const char *spec, unsigned subsys, struct sockaddr_storage *ss,
+                               socklen_t *len);
+
+/* TCP_NODELAY, and send and receive buffers of sockbuf bytes unless 0; best
+ * effort: only speed depends on them. */
+void hc_sock_tune(int fd, int sockbuf);
+
+/* Binds (SO_REUSEADDR) and listens, the socket tuned with sockbuf (accepted
+ * sockets inherit it); *bound gets the address with its port. */
+hcomm_status_t hc_sock_listen(const struct sockaddr *sa, socklen_t len, int sockbuf,
+                              unsigned subsys, int *fd_p, struct sockaddr_storage *bound,
+                              socklen_t *bound_len);
+/* Connects a socket tuned with sockbuf, retrying with a growing pause while
+ * the peer refuses (not listening yet, backlog full), until the deadline. */
+hcomm_status_t hc_sock_connect(const struct sockaddr *sa, socklen_t len, int sockbuf,
+                               double deadline, hc_sock_peer_t peer, int *fd_p);
+/* Accepts one connection before the deadline (TCP_NODELAY set). */
+hcomm_status_t hc_sock_accept(int lfd, double deadline, hc_sock_peer_t peer, int *fd_p,
+                              struct sockaddr_storage *peer_addr);
+
+hcomm_status_t hc_sock_send_all(int fd, const void *buf, size_t len, double deadline,
+                                hc_sock_peer_t peer);
+hcomm_status_t hc_sock_recv_all(int fd, void *buf, size_t len, double deadline,
+                                hc_sock_peer_t peer);
+
+/* Sends sbuf on sfd while receiving rbuf on rfd, both of len bytes; fails when
+ * neither side moves for timeout seconds. */
+hcomm_status_t hc_sock_exchange(int sfd, const void *sbuf, hc_sock_peer_t speer, int rfd,
+                                void *rbuf, hc_sock_peer_t rpeer, size_t len, double timeout);
+
+#endif

@@ -1,0 +1,66 @@
+/* bootstrap_wire.h - the bootstrap's messages on the wire (root hello and
+ * reply, ring hello) and the addresses inside them; the sockets that carry
+ * them are base/sock.h's. */
+#ifndef HC_BOOTSTRAP_WIRE_H
+#define HC_BOOTSTRAP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "base/log.h"
+#include "base/sock.h"
+#include "hcomm.h"
+
+#define HC_BOOTSTRAP_HELLO_MAGIC 0x68636268u /* "hcbh": rank -> root */
+#define HC_BOOTSTRAP_REPLY_MAGIC 0x68636272u /* "hcbr": root -> rank */
+#define HC_BOOTSTRAP_RING_MAGIC 0x68636263u  /* "hcbc": rank -> successor */
+
+/* An address on the wire: portable across byte orders. */
+typedef struct hc_bootstrap_wire_addr {
+    uint8_t  family; /* 4 or 6 */
+    uint8_t  pad;
+    uint16_t port;     /* network order */
+    uint32_t scope_id; /* network order */
+    uint8_t  ip[16];
+} hc_bootstrap_wire_addr_t;
+
+/* Integers in network order. */
+typedef struct hc_bootstrap_hello {
+    uint32_t                 magic;
+    uint8_t                  cookie[16];
+    int32_t                  rank;
+    int32_t                  nranks;
+    hc_bootstrap_wire_addr_t addr; /* the rank's ring listener */
+} hc_bootstrap_hello_t;
+
+typedef struct hc_bootstrap_reply {
+    uint32_t                 magic;
+    int32_t                  status; /* hcomm_status_t; 0: succ is valid */
+    int32_t                  njoined;
+    uint8_t                  cookie[16]; /* zero unless the hello was accepted */
+    hc_bootstrap_wire_addr_t succ;
+} hc_bootstrap_reply_t;
+
+typedef struct hc_bootstrap_ring_hello {
+    uint32_t magic;
+    uint8_t  cookie[16];
+    int32_t  rank;
+} hc_bootstrap_ring_hello_t;
+
+/* A bootstrap peer for the log lines of base/sock.h: rank, or -1 for the root. */
+static inline hc_sock_peer_t hc_bootstrap_peer(int rank)
+{
+    hc_sock_peer_t p = {HC_SUBSYS(BOOT), rank, "the root"};
+    return p;
+}
+
+/* Non-zero when the 16-byte cookies match (constant time). */
+int hc_bootstrap_cookie_eq(const uint8_t *a, const uint8_t *b);
+
+/* A socket address in the wire format, and back. */
+hcomm_status_t hc_bootstrap_addr_to_wire(const struct sockaddr *sa, hc_bootstrap_wire_addr_t *w);
+hcomm_status_t hc_bootstrap_addr_from_wire(const hc_bootstrap_wire_addr_t *w,
+                                           struct sockaddr_storage *ss, socklen_t *len);
+
+#endif
