@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/reduce.h"
-#include "core/reduce_half.h"
+#include "base/reduce.h"
+#include "base/reduce_half.h"
 
 #define BYTES (64u << 20)
 

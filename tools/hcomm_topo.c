@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "topology/cost.h"
 #include "topology/plan.h"
 #include "topology/topo.h"
