@@ -1,7 +1,9 @@
 /* perf_tune.c - hcomm-perf --tune: the same sweep, once per candidate algorithm
  * and chunk size (this program re-executed with HCOMM_ALGO and
  * HCOMM_CHUNK_BYTES set), then the fastest choice per size, written as a tuning
- * file that HCOMM_TUNING_FILE makes selection prefer (docs/tuning.md). */
+ * file that HCOMM_TUNING_FILE makes selection prefer (docs/tuning.md). The
+ * candidates are the algorithms the library's table has for the collective
+ * (src/algorithms/algo_table.c), the ones its selection pipeline weighs. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -12,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "algorithms/algo.h" /* the table of algorithms */
 #include "perf.h"
 
 #define TUNE_MAX_SIZES 64
@@ -22,19 +25,28 @@ typedef struct tune_best {
     int    algo, chunk;
 } tune_best_t;
 
-#define TUNE_MAX_ALGOS 6
+#define TUNE_MAX_ALGOS 8
 
-/* hcomm's name of each benchmark and the algorithms worth trying for it. */
-static const struct {
+/* hcomm's name of each benchmark that --tune serves, and its algorithms
+ * (filled from the library's table by tune_candidates). */
+static struct {
     const char *coll;
     const char *algos[TUNE_MAX_ALGOS];
 } tune_cands[PERF_COLL_COUNT] = {
-    [PERF_ALL_REDUCE]     = {"allreduce", {"rd", "ring", "rabenseifner", "tree", "hier", "leader"}},
-    [PERF_ALL_GATHER]     = {"allgather", {"ring", "bruck", "hier"}},
-    [PERF_REDUCE_SCATTER] = {"reduce_scatter", {"ring", "hier"}},
-    [PERF_BROADCAST]      = {"broadcast", {"chain", "tree", "hier"}},
-    [PERF_REDUCE]         = {"reduce", {"chain", "tree", "hier"}},
+    [PERF_ALL_REDUCE] = {"allreduce"}, [PERF_ALL_GATHER] = {"allgather"},
+    [PERF_REDUCE_SCATTER] = {"reduce_scatter"}, [PERF_BROADCAST] = {"broadcast"},
+    [PERF_REDUCE] = {"reduce"},
 };
+
+/* Fills tune_cands[ci].algos with every algorithm the table has for it. */
+static void tune_candidates(int ci)
+{
+    hc_coll_t coll = hc_coll_parse_n(tune_cands[ci].coll, strlen(tune_cands[ci].coll));
+    int       n    = 0;
+    for (int a = 1; a < HC_ALGO_COUNT && n < TUNE_MAX_ALGOS; a++)
+        if (hc_algo_implements(coll, (hc_algo_t)a))
+            tune_cands[ci].algos[n++] = hc_algo_name((hc_algo_t)a);
+}
 static const char *const tune_chunks[] = {"64K", "256K", "1M"};
 static const size_t      tune_chunk_bytes[] = {64 << 10, 256 << 10, 1 << 20};
 #define TUNE_NCHUNKS 3
@@ -156,6 +168,7 @@ int perf_tune(int argc, char **argv, const perf_args_t *a)
                                  "all_gather, reduce_scatter, broadcast and reduce\n");
         return 2;
     }
+    tune_candidates(ci);
     static double times[TUNE_MAX_CANDS][TUNE_MAX_SIZES];
     size_t        sizes[TUNE_MAX_SIZES];
     tune_best_t   best[TUNE_MAX_SIZES];

@@ -1,13 +1,14 @@
 /* hcomm-topo: shows the topology hcomm discovers (or a topology file, or a
  * synthetic cluster), the plans built on it (rings, trees, node and rail
- * groups) and the cost model's predicted allreduce and alltoall times per
- * algorithm. */
+ * groups), the cost model's predicted allreduce and alltoall times per
+ * algorithm, and what a communicator's selection pipeline chooses and why. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "algorithms/select.h"
 #include "base/params.h"
 #include "topology/cost.h"
 #include "topology/plan.h"
@@ -26,9 +27,11 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: hcomm-topo [options]\n"
-            "Shows the cluster model, the plans hcomm builds on it and the cost model's\n"
-            "predicted allreduce times. Without --topo or --synthetic: this host, as\n"
-            "hwloc sees it (one rank, or --ranks N ranks on this host).\n"
+            "Shows the cluster model, the plans hcomm builds on it, the cost model's\n"
+            "predicted allreduce and alltoall times, and the algorithm a communicator on\n"
+            "this model selects (HCOMM_ALGO and HCOMM_TUNING_FILE apply, as in a job).\n"
+            "Without --topo or --synthetic: this host, as hwloc sees it (one rank, or\n"
+            "--ranks N ranks on this host).\n"
             "  --topo FILE           load a topology file (HCOMM_TOPO_FILE format, docs/topology.md)\n"
             "  --ranks N             ranks in the file, or on this host (default: the file's, or 1)\n"
             "  --synthetic NxP[xK]   N nodes of P ranks with K NICs each (default K = 1)\n"
@@ -178,39 +181,40 @@ static void print_dot(const hc_rings_t *rings, const hc_tree_t trees[2])
     printf("}\n");
 }
 
-static void print_predictions(const hc_cluster_t *c, const topo_opts_t *o)
+/* Per size: the cost model's time for each algorithm it prices for coll ("-"
+ * where the plans cannot serve it), and the selection pipeline's choice. */
+static void print_choices(const hc_plans_t *p, hc_coll_t coll, const topo_opts_t *o)
 {
-    size_t chunk = hc_params_get()->chunk_bytes;
-    printf("# predicted allreduce time (us), chunk %zu bytes\n#%11s", chunk, "size");
-    for (int a = 0; a < HC_COST_ALGO_COUNT; a++)
-        printf(" %12s", hc_cost_algo_name((hc_cost_algo_t)a));
-    printf(" %12s\n", "best");
+    hc_select_ctx_t sc    = {.nranks = p->cluster->nranks, .plans = p};
+    size_t          chunk = hc_params_get()->chunk_bytes;
+    printf("# %s: predicted time (us) per algorithm, chunk %zu bytes; the choice and its stage\n"
+           "#%11s", hc_coll_name(coll), chunk, coll == HC_COLL_ALLTOALL ? "peer bytes" : "bytes");
+    for (int a = 1; a < HC_ALGO_COUNT; a++)
+        if (hc_algo_cost(coll, (hc_algo_t)a) != HC_COST_NONE)
+            printf(" %12s", hc_algo_name((hc_algo_t)a));
+    printf(" %12s %10s\n", "chosen", "by");
     for (size_t b = o->minb; b <= o->maxb; b *= 2) {
-        int best = 0;
-        double t[HC_COST_ALGO_COUNT];
+        hc_coll_args_t args = {.coll = coll, .count = b, .dtype = HCOMM_UINT8, .op = HCOMM_SUM};
         printf(" %11zu", b);
-        for (int a = 0; a < HC_COST_ALGO_COUNT; a++) {
-            t[a] = hc_cost_allreduce_us(c, (hc_cost_algo_t)a, b, chunk);
-            best = t[a] < t[best] ? a : best;
-            printf(" %12.2f", t[a]);
+        for (int a = 1; a < HC_ALGO_COUNT; a++) {
+            hc_cost_algo_t cost = hc_algo_cost(coll, (hc_algo_t)a);
+            if (cost == HC_COST_NONE)
+                continue;
+            if (hc_algo_serves(coll, (hc_algo_t)a, p))
+                printf(" %12.2f", hc_cost_us(p->cluster, cost, b, chunk));
+            else
+                printf(" %12s", "-");
         }
-        printf(" %12s\n", hc_cost_algo_name((hc_cost_algo_t)best));
-    }
-    printf("# predicted alltoall time (us) per bytes per peer\n#%11s %12s %12s %12s\n", "peer",
-           "pairwise", "hier", "best");
-    for (size_t b = o->minb; b <= o->maxb; b *= 2) {
-        double pw = hc_cost_alltoall_us(c, 0, b), hi = hc_cost_alltoall_us(c, 1, b);
-        printf(" %11zu %12.2f %12.2f %12s\n", b, pw, hi, hi < pw ? "hier" : "pairwise");
+        hc_choice_t c = hc_select(&sc, &args);
+        printf(" %12s %10s\n", hc_algo_name(c.algo), hc_chosen_by_name(c.by));
     }
 }
 
 int main(int argc, char **argv)
 {
-    topo_opts_t  o;
-    hc_cluster_t *c = NULL;
-    hc_rings_t   rings = {0};
-    hc_tree_t    trees[2] = {{0}, {0}};
-    hc_hier_t    hier = {0};
+    topo_opts_t     o;
+    hc_cluster_t   *c     = NULL;
+    hc_plans_t      plans = {0};
     struct timespec t0, t1;
 
     int rc = parse_opts(argc, argv, &o);
@@ -231,34 +235,30 @@ int main(int argc, char **argv)
             fclose(f);
     }
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    st = hc_plan_rings(c, o.nrings, &rings);
-    if (st == HCOMM_SUCCESS)
-        st = hc_plan_double_tree(c, trees);
-    if (st == HCOMM_SUCCESS)
-        st = hc_plan_hier(c, &hier);
+    st = hc_plans_build(c, o.nrings, &plans); /* takes c over */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (st != HCOMM_SUCCESS) {
         fprintf(stderr, "hcomm-topo: planning failed: %s\n", hcomm_status_str(st));
-        rc = 1;
-    } else if (o.dot) {
-        print_dot(&rings, trees);
+        return 1;
+    }
+    if (o.dot) {
+        print_dot(&plans.rings, plans.trees);
     } else {
-        print_model(c, &o);
+        const hc_hier_t *h = &plans.hier;
+        print_model(plans.cluster, &o);
         printf("# plans built in %.3f s\n", (double)(t1.tv_sec - t0.tv_sec) +
                                               1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-        for (int k = 0; k < rings.nrings; k++)
-            print_list("ring", k, &rings.order[k * rings.nranks], rings.nranks, o.quiet);
-        print_tree(&trees[0], 0, o.quiet);
-        print_tree(&trees[1], 1, o.quiet);
-        for (int l = 0; l < hier.nrails; l++)
-            print_list("rail", l, &hier.rail_ranks[hier.rail_first[l]],
-                       hier.rail_first[l + 1] - hier.rail_first[l], o.quiet);
-        print_predictions(c, &o);
+        for (int k = 0; k < plans.rings.nrings; k++)
+            print_list("ring", k, &plans.rings.order[k * plans.rings.nranks], plans.rings.nranks,
+                       o.quiet);
+        print_tree(&plans.trees[0], 0, o.quiet);
+        print_tree(&plans.trees[1], 1, o.quiet);
+        for (int l = 0; l < h->nrails; l++)
+            print_list("rail", l, &h->rail_ranks[h->rail_first[l]],
+                       h->rail_first[l + 1] - h->rail_first[l], o.quiet);
+        print_choices(&plans, HC_COLL_ALLREDUCE, &o);
+        print_choices(&plans, HC_COLL_ALLTOALL, &o);
     }
-    hc_plan_rings_free(&rings);
-    hc_plan_tree_free(&trees[0]);
-    hc_plan_tree_free(&trees[1]);
-    hc_plan_hier_free(&hier);
-    hc_cluster_destroy(c);
+    hc_plans_free(&plans);
     return rc;
 }

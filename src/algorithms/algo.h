@@ -1,10 +1,13 @@
-/* algo.h - schedule builders for each collective, and the selection among them.
- * Builders see only counts, ranks and the schedule API: never a transport. */
+/* algo.h - the collectives, their algorithms, and building one rank's
+ * schedule with one of them. algo_table.c holds the one table of builders,
+ * plan-based ones included; select.h chooses among them. Builders see counts,
+ * ranks, plans and the schedule API: never a transport. */
 #ifndef HC_ALGO_H
 #define HC_ALGO_H
 
 #include "algorithms/sched.h"
-#include "base/params.h"
+#include "topology/cost.h"
+#include "topology/plan.h"
 
 typedef enum {
     HC_COLL_ALLREDUCE = 0,
@@ -30,9 +33,9 @@ typedef enum {
     HC_ALGO_DISSEM,       /* dissemination barrier */
     HC_ALGO_RABENSEIFNER, /* reduce-scatter by recursive halving + allgather by doubling */
     HC_ALGO_BRUCK,        /* Bruck allgather: ceil(log2 n) rounds, any rank count */
-    HC_ALGO_TREE,         /* plan-based (algo_plan.h): double tree allreduce, tree bcast/reduce */
-    HC_ALGO_HIER,         /* plan-based: node groups then rails (algo_plan.h) */
-    HC_ALGO_LEADER,       /* plan-based allreduce: through one leader per node (algo_plan.h) */
+    HC_ALGO_TREE,         /* on the plans: double tree allreduce, tree broadcast and reduce */
+    HC_ALGO_HIER,         /* on the plans: node groups then rails; alltoall per node pair */
+    HC_ALGO_LEADER,       /* on the plans: allreduce through one leader per node */
     HC_ALGO_COUNT
 } hc_algo_t;
 
@@ -49,30 +52,35 @@ typedef struct hc_coll_args {
     const size_t *v;
 } hc_coll_args_t;
 
+/* Whether algo implements coll at all: it has a row in the table. */
+int hc_algo_implements(hc_coll_t coll, hc_algo_t algo);
+
+/* Whether algo can build coll on plans (NULL: none): it implements coll and
+ * the plans offer what it follows (a cluster model; nodes of equal size for
+ * the hierarchical alltoall). Selection never chooses one that cannot. */
+int hc_algo_serves(hc_coll_t coll, hc_algo_t algo, const hc_plans_t *plans);
+
+/* How the cost model prices algo for coll, or HC_COST_NONE. */
+hc_cost_algo_t hc_algo_cost(hc_coll_t coll, hc_algo_t algo);
+
 /*
- * Builds rank's schedule for nranks ranks. Buffer sizes the executor provides:
- * HC_BUF_SEND / HC_BUF_RECV as the public API defines them for the collective,
- * HC_BUF_TMP of sched->tmp_bytes. Chunks are at most chunk_bytes (pipelining).
- * Returns HCOMM_ERR_UNSUPPORTED for an algorithm that does not implement coll.
+ * Builds rank's schedule for nranks ranks (plans: the communicator's, whose
+ * model must have nranks ranks; NULL: none, then only algorithms that follow
+ * no plan build). Buffer sizes the executor provides: HC_BUF_SEND / HC_BUF_RECV
+ * as the public API defines them for the collective, HC_BUF_TMP of
+ * sched->tmp_bytes. Chunks are at most chunk_bytes (0: one chunk). algo
+ * HC_ALGO_AUTO builds selection's choice. HCOMM_ERR_UNSUPPORTED (logged) for
+ * an algorithm that does not serve args->coll on plans.
  */
-hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, int nranks, int rank,
-                             size_t chunk_bytes, hc_sched_t **sched_p);
-
-/* The algorithm for args: HCOMM_ALGO when it names one for this collective,
- * else by size (allreduce: recursive doubling up to allreduce_rd_max bytes, then on
- * 4, 8, 16... ranks Rabenseifner up to allreduce_rab_max, then the ring). */
-hc_algo_t hc_algo_select(const hc_coll_args_t *args, int nranks, const hc_params_t *params);
-
-/* The algorithm HCOMM_ALGO forces for args, or HC_ALGO_AUTO. */
-hc_algo_t hc_algo_forced(const hc_coll_args_t *args, const hc_params_t *params);
-
-/* Nonzero when algo needs a plan (tree, hier): built by the communicator with
- * algo_plan.h, not by hc_algo_build. */
-int hc_algo_needs_plan(hc_coll_t coll, hc_algo_t algo);
+hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, const hc_plans_t *plans,
+                             int nranks, int rank, size_t chunk_bytes, hc_sched_t **sched_p);
 
 const char *hc_algo_name(hc_algo_t algo);
 const char *hc_coll_name(hc_coll_t coll);
-/* Parses "ring" etc.; HC_ALGO_COUNT when unknown. */
+/* Parse "ring", "allreduce" etc. (case ignored); HC_ALGO_COUNT / HC_COLL_COUNT
+ * when unknown. */
 hc_algo_t hc_algo_parse(const char *name);
+hc_algo_t hc_algo_parse_n(const char *name, size_t len);
+hc_coll_t hc_coll_parse_n(const char *name, size_t len);
 
 #endif

@@ -81,6 +81,9 @@ static inline int hc_fold_rank(hc_fold_t f, int nr)
     return nr < f.rem ? 2 * nr + 1 : nr + f.rem;
 }
 
+/* A builder that follows no plan: adds c's steps to s. */
+typedef hcomm_status_t (*hc_algo_steps_fn)(const hc_algo_ctx_t *c, hc_sched_t *s);
+
 /* Validates args for nranks ranks and fills c (chunks of at most chunk_bytes,
  * 0: unchunked); logs and returns the error otherwise. */
 hcomm_status_t hc_algo_ctx_init(hc_algo_ctx_t *c, const hc_coll_args_t *args, int nranks, int rank,
@@ -89,6 +92,11 @@ hcomm_status_t hc_algo_ctx_init(hc_algo_ctx_t *c, const hc_coll_args_t *args, in
  * destroys it (logging an out-of-memory build of algorithm algo). */
 hcomm_status_t hc_algo_finish(const hc_algo_ctx_t *c, const char *algo, hcomm_status_t status,
                               hc_sched_t *s, hc_sched_t **sched_p);
+
+/* Builds with steps (algo names it in messages): context, schedule, finish. */
+hcomm_status_t hc_algo_build_steps(const hc_coll_args_t *args, hc_algo_steps_fn steps,
+                                   const char *algo, int nranks, int rank, size_t chunk_bytes,
+                                   hc_sched_t **sched_p);
 
 /* One rank: every collective is a copy of SEND to RECV (DIV by 1 skipped). */
 hcomm_status_t hc_algo_local_copy(const hc_algo_ctx_t *c, hc_sched_t *s);

@@ -18,7 +18,8 @@ typedef enum {
 /* Subsystems, a bit each, for HCOMM_LOG_SUBSYS=init,coll,... */
 #define HC_LOG_SUBSYS_MAP(X)                                                         \
     X(INIT, "init") X(BOOT, "boot") X(COLL, "coll") X(P2P, "p2p") X(NET, "net")      \
-    X(SHM, "shm") X(ALGO, "algo") X(EXEC, "exec") X(PARAM, "param") X(PERF, "perf")
+    X(SHM, "shm") X(ALGO, "algo") X(EXEC, "exec") X(PARAM, "param") X(PERF, "perf")   \
+    X(TOPO, "topo") X(COMPRESS, "compress") X(STREAM, "stream") X(MOE, "moe")
 
 typedef enum {
 #define HC_LOG_SUBSYS_ENUM_(id, str) HC_SUBSYS_##id##_BIT,

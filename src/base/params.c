@@ -33,8 +33,10 @@ static const param_desc_t param_table[] = {
 
 static hc_params_t    params;
 static const char    *param_raw[NPARAMS]; /* the string each value came from */
-static char           nccl_vals[NPARAMS][256]; /* values translated from NCCL_* variables */
+static char           fallback_vals[NPARAMS][256]; /* values the fallback translated */
 static pthread_once_t params_once = PTHREAD_ONCE_INIT;
+static int            params_loaded;
+static const hc_params_fallback_t *params_fallback;
 
 int hc_params_parse_size(const char *s, size_t *out)
 {
@@ -98,8 +100,8 @@ static void params_load(void)
         const param_desc_t *d = &param_table[i];
         snprintf(name, sizeof(name), "HCOMM_%s", d->name);
         const char *env = getenv(name);
-        if (env == NULL) /* NCCL's equivalent, for programs on libnccl.so.2 */
-            env = hc_params_nccl_value(d->name, nccl_vals[i], sizeof(nccl_vals[i]));
+        if (env == NULL && params_fallback != NULL) /* NCCL's, for programs on libnccl.so.2 */
+            env = params_fallback->value(d->name, fallback_vals[i], sizeof(fallback_vals[i]));
         param_set(d, d->def);
         param_raw[i] = d->def;
         if (env != NULL) {
@@ -134,12 +136,20 @@ static void params_load(void)
         if (!known)
             hc_warn(PARAM, "unknown variable %.*s ignored", (int)(len + 6), *e);
     }
-    hc_params_nccl_report();
+    if (params_fallback != NULL)
+        params_fallback->report();
 }
 
 static void params_once_fn(void)
 {
     params_load();
+    __atomic_store_n(&params_loaded, 1, __ATOMIC_RELEASE);
+}
+
+int hc_params_set_fallback(const hc_params_fallback_t *fallback)
+{
+    params_fallback = fallback;
+    return __atomic_load_n(&params_loaded, __ATOMIC_ACQUIRE) ? -1 : 0;
 }
 
 const hc_params_t *hc_params_get(void)

@@ -29,14 +29,17 @@ void hc_params_print(FILE *f);
 /* Re-reads the environment (tests). */
 void hc_params_reload(void);
 
-
-
 /* Rank and size from launcher variables (Open MPI, PMI, Slurm); 0 if found. */
 int hc_params_launcher_rank_size(int *rank, int *nranks);
-/* params_nccl.c: the value an NCCL_* variable gives the HCOMM_<name>
- * parameter (in buf), or NULL; and one info line per NCCL_* variable hcomm
- * has no use for. */
-const char *hc_params_nccl_value(const char *name, char *buf, size_t len);
-void        hc_params_nccl_report(void);
+/* Another API's environment variables standing in for HCOMM_* ones (the NCCL
+ * front end's NCCL_*): value gives the stand-in for HCOMM_<name> in buf, or
+ * NULL; report logs, once the parameters are read, what it ignored. An
+ * HCOMM_* variable always wins. Takes effect when the parameters are read:
+ * 0, or -1 when they were read already (then from hc_params_reload on). */
+typedef struct hc_params_fallback {
+    const char *(*value)(const char *name, char *buf, size_t len);
+    void (*report)(void);
+} hc_params_fallback_t;
+int hc_params_set_fallback(const hc_params_fallback_t *fallback);
 
 #endif

@@ -1,4 +1,6 @@
-/* codec.h - gradient codecs with error feedback (src/compress/). Every
+/* codec.h - gradient codecs with error feedback: their kernels (codec_onebit.c,
+ * codec_topk.c, and base/cast.h for the casts), and the table that makes each
+ * a compressed allreduce (codec_table.c). Every
  * encoder works on float32 values v = in + residual and leaves in residual
  * what the decoded message misses (v - decode(message)), so nothing a step
  * drops is lost: it is sent again, added to a later step's input. Where that
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #include "base/cast.h" /* the fp16 / bf16 codecs */
+#include "hcomm_compress.h"
 
 /* Values per onebit scale: 8 KiB of float32 input, so one scale adds 4 bytes
  * to 256 bytes of signs (31.5x smaller than float32) and a block stays in L1. */
@@ -59,5 +62,50 @@ int    hc_topk_encode(const float *in, float *residual, size_t n, size_t k, void
  * the return value (a corrupt message), 0 otherwise. */
 size_t hc_topk_decode_add(const hc_topk_pair_t *pairs, size_t k, float *out, size_t n);
 
+/* ---- the codec table (codec_table.c) ---- */
+
+struct hcomm_compress;
+struct hc_compress_call;
+struct hc_compress_model;
+
+/* A compressed allreduce call is a short program: the codec's local steps
+ * (encode, decode) between collectives on the state's message buffers. */
+typedef enum {
+    HC_CSTEP_LOCAL = 0, /* the codec's fn */
+    HC_CSTEP_ALLTOALL,  /* msg_bytes of sendbuf to every rank, into recvbuf */
+    HC_CSTEP_ALLGATHER, /* msg_bytes of sendbuf from every rank, into recvbuf */
+    HC_CSTEP_ALLREDUCE, /* count elements of the codec's wire_dtype in sendbuf, summed */
+    HC_CSTEP_AVERAGE,   /* the plain allreduce (avg) of the caller's buffers */
+    HC_CSTEP_END
+} hc_cstep_kind_t;
+
+typedef struct hc_cstep {
+    hc_cstep_kind_t kind;
+    hcomm_status_t (*fn)(struct hc_compress_call *call); /* HC_CSTEP_LOCAL */
+} hc_cstep_t;
+
+/* What a state for count elements on nranks ranks holds, in bytes. */
+typedef struct hc_codec_sizes {
+    size_t msg_bytes;  /* one rank's message in an alltoall or allgather step */
+    size_t send_bytes; /* the state's sendbuf, recvbuf and scratch */
+    size_t recv_bytes;
+    size_t scratch_bytes;
+    size_t k; /* topk: pairs each rank sends */
+} hc_codec_sizes_t;
+
+typedef struct hc_codec {
+    const char           *name; /* as hcomm_compress_parse reads it */
+    hcomm_compress_kind_t kind;
+    hcomm_dtype_t         wire_dtype; /* what an HC_CSTEP_ALLREDUCE sums */
+    const hc_cstep_t     *steps;      /* the call's program, HC_CSTEP_END last */
+    void (*size)(const hcomm_compress_config_t *cfg, size_t count, int nranks,
+                 hc_codec_sizes_t *out);
+    /* The call computed serially for every rank of m at once (compress_model.c). */
+    hcomm_status_t (*model)(const struct hc_compress_model *m, const float *const *in,
+                            float *out);
+} hc_codec_t;
+
+/* The codec of kind, or NULL when kind is not one. */
+const hc_codec_t *hc_codec_of(hcomm_compress_kind_t kind);
 
 #endif

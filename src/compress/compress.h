@@ -1,5 +1,6 @@
-/* compress.h - the compression state behind hcomm_compress_t (compress.c) and
- * the compressed allreduce that uses it (algorithms/algo_compress.c). */
+/* compress.h - the compression state behind hcomm_compress_t (compress.c),
+ * one call of the compressed allreduce, and the runner of a codec's program
+ * (compress_run.c). */
 #ifndef HC_COMPRESS_H
 #define HC_COMPRESS_H
 
@@ -9,19 +10,33 @@
 struct hcomm_compress {
     hcomm_comm_t            comm;
     hcomm_compress_config_t cfg;
+    const hc_codec_t       *codec;
     size_t                  count;
     hcomm_dtype_t           dtype;
     int                     nranks, rank;
     size_t                  k;          /* topk: pairs each rank sends */
-    size_t                  slot;       /* onebit: bytes of one chunk's message */
+    size_t                  msg_bytes;  /* one rank's message in an alltoall or allgather */
     float                  *worker_res; /* count: input minus what was sent */
     float                  *server_res; /* onebit: this rank's chunk */
     float                  *work;       /* count floats: converted input / output */
     float                  *avg;        /* onebit: this rank's chunk, averaged */
-    void                   *sendbuf;    /* messages out: n slots / k pairs / count halves */
-    void                   *recvbuf;    /* messages in: n slots / n x k pairs */
+    void                   *sendbuf;    /* messages out */
+    void                   *recvbuf;    /* messages in */
     void                   *scratch;    /* topk selection work space */
 };
+
+/* One call's buffers: the steps of a call queued on a stream run later, maybe
+ * after the next call on the same state was issued. On a stream the call is
+ * allocated before anything is queued and freed by whoever drops the last
+ * reference: each queued local step holds one, the issuing call another, so a
+ * call that could queue only some steps neither leaks it nor frees it early. */
+typedef struct hc_compress_call {
+    struct hcomm_compress *s;
+    const void            *in;
+    void                  *out;
+    const hc_cstep_t      *next; /* stream: where the next local step is */
+    int                    refs; /* stream: atomic */
+} hc_compress_call_t;
 
 /* Rank j's chunk of the onebit tensor: hc_part_off/len over nranks. */
 size_t hc_compress_chunk_off(const struct hcomm_compress *s, int j);

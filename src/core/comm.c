@@ -1,6 +1,8 @@
-/* comm.c - communicator lifecycle: init (from a unique id or the environment),
- * destroy, abort, and the registry of live communicators. */
+/* comm.c - a communicator's life: created (bootstrap, transports, plans,
+ * connections), registered while live, failed, freed. The public calls are
+ * api/api_comm.c. */
 #include "core/comm.h"
+#include "core/exec.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -12,10 +14,8 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
-#include "overlap/overlap.h"
 
 /* ---- registry of live communicators ---- */
 
@@ -112,6 +112,23 @@ void hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status)
         return;
     comm->error = status;
     comm_close_transports(comm);
+}
+
+void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status)
+{
+    hc_comm_lock(comm);
+    hc_comm_fail(comm, status);
+    hc_comm_unlock(comm);
+}
+
+int hc_comm_rank(hcomm_comm_t comm)
+{
+    return comm->rank;
+}
+
+int hc_comm_nranks(hcomm_comm_t comm)
+{
+    return comm->nranks;
 }
 
 /* ---- peer information ---- */
@@ -293,16 +310,17 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     return st;
 }
 
-/* Takes back the holds streams keep on the comm's last ops, then waits (at
- * most HCOMM_TIMEOUT) until streams let go of the ops still running (and users
- * of their requests): their threads touch the ops, and the comm, until then.
- * Polls every millisecond: the wait is rare and short. 0, or -1 if they did not. */
-static int comm_wait_streams(hcomm_comm_t c)
+void hc_comm_unregister(hcomm_comm_t comm)
+{
+    registry_remove(comm);
+}
+
+/* Polls every millisecond: the wait is rare and short. */
+int hc_comm_wait_released(hcomm_comm_t c)
 {
     const struct timespec nap      = {0, 1000000L};
     double                deadline = hc_clock_now() + c->timeout;
 
-    hc_stream_forget_comm(c);
     for (;;) {
         hc_comm_lock(c);
         int held = c->held;
@@ -311,25 +329,25 @@ static int comm_wait_streams(hcomm_comm_t c)
             return 0;
         if (hc_clock_now() > deadline) {
             hc_error(INIT, "communicator destroyed while streams still hold %d of its "
-                           "operations; not freed", held);
+                           "requests; not freed", held);
             return -1;
         }
         nanosleep(&nap, NULL);
     }
 }
 
-static void comm_free(hcomm_comm_t c)
+void hc_comm_free(hcomm_comm_t c)
 {
     comm_close_transports(c);
-    hc_comm_topo_free(c);
+    hc_plans_free(&c->plans);
     if (c->bs != NULL)
         hc_bootstrap_destroy(c->bs);
     hc_comm_cache_clear(c);
-    while (c->op_free != NULL) {
-        hc_op_t *op = c->op_free;
-        c->op_free  = op->next;
-        hc_exec_release(op);
-        free(op);
+    while (c->req_free != NULL) {
+        hcomm_request_t req = c->req_free;
+        c->req_free         = req->next;
+        hc_exec_release(req);
+        free(req);
     }
     free(c->scratch);
     free(c->peers);
@@ -377,7 +395,7 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
         registry_remove(c);
     if (st != HCOMM_SUCCESS) {
         hc_error(INIT, "rank %d of %d: init failed: %s", rank, nranks, hcomm_status_str(st));
-        comm_free(c);
+        hc_comm_free(c);
         return st;
     }
     hc_info(INIT, "rank %d of %d ready (%d transports)", rank, nranks, c->ntl);
@@ -385,153 +403,3 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_unique_id_t *id,
-                               int rank)
-{
-    return hc_comm_create(comm, nranks, id, rank, NULL);
-}
-
-hcomm_status_t hcomm_get_unique_id(hcomm_unique_id_t *id)
-{
-    uint8_t cookie[16];
-    if (id == NULL) {
-        hc_error(INIT, "hcomm_get_unique_id: NULL id");
-        return HCOMM_ERR_INVALID_ARG;
-    }
-    hcomm_status_t st = hc_bootstrap_random(cookie, sizeof(cookie));
-    if (st != HCOMM_SUCCESS)
-        return st;
-    return hc_bootstrap_root_start(NULL, cookie, id);
-}
-
-/* A cookie from a string (HCOMM_ROOT): keeps unrelated jobs apart, no secret. */
-static void comm_cookie_from(const char *s, uint8_t cookie[16])
-{
-    uint64_t a = hc_hash_str(HC_HASH_FNV_SEED, s), b = hc_hash_str(0x84222325cbf29ce4ull, s);
-    memcpy(cookie, &a, 8);
-    memcpy(cookie + 8, &b, 8);
-}
-
-static int comm_parse_cookie(const char *hex, uint8_t cookie[16])
-{
-    if (strlen(hex) != 32)
-        return -1;
-    for (int i = 0; i < 16; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return -1;
-        cookie[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
-hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
-{
-    const hc_params_t *p = hc_params_get();
-    int                rank = p->rank, nranks = p->nranks;
-    uint8_t            cookie[16];
-    hcomm_unique_id_t  id;
-    hcomm_status_t     st;
-
-    if (rank < 0 || nranks < 1) {
-        if (hc_params_launcher_rank_size(&rank, &nranks) != 0) {
-            hc_error(INIT, "hcomm_comm_init_env: set HCOMM_RANK and HCOMM_NRANKS (or launch "
-                           "with hcomm-run, mpirun or srun)");
-            return HCOMM_ERR_INVALID_USAGE;
-        }
-    }
-    if (p->root[0] == '\0') {
-        hc_error(INIT, "hcomm_comm_init_env: HCOMM_ROOT=host:port is not set");
-        return HCOMM_ERR_INVALID_USAGE;
-    }
-    if (p->cookie[0] != '\0') {
-        if (comm_parse_cookie(p->cookie, cookie) != 0) {
-            hc_error(INIT, "HCOMM_COOKIE: expected 32 hex digits");
-            return HCOMM_ERR_INVALID_ARG;
-        }
-    } else {
-        comm_cookie_from(p->root, cookie);
-        hc_info(INIT, "HCOMM_COOKIE not set: cookie derived from HCOMM_ROOT");
-    }
-    if (rank == 0)
-        st = hc_bootstrap_root_start(p->root, cookie, &id);
-    else
-        st = hc_bootstrap_id_from_addr(p->root, cookie, &id);
-    if (st != HCOMM_SUCCESS)
-        return st;
-    return hc_comm_create(comm, nranks, &id, rank, NULL);
-}
-
-hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm)
-{
-    if (!hc_comm_is_live(comm)) {
-        hc_error(INIT, "hcomm_comm_destroy: communicator %p is NULL or already destroyed",
-                 (void *)comm);
-        return HCOMM_ERR_INVALID_COMM;
-    }
-    hc_comm_drain(comm);
-    registry_remove(comm);
-    if (comm_wait_streams(comm) != 0)
-        return HCOMM_ERR_TIMEOUT;
-    comm_free(comm);
-    return HCOMM_SUCCESS;
-}
-
-hcomm_status_t hcomm_comm_abort(hcomm_comm_t comm)
-{
-    if (!hc_comm_is_live(comm)) {
-        hc_error(INIT, "hcomm_comm_abort: communicator %p is NULL or already destroyed",
-                 (void *)comm);
-        return HCOMM_ERR_INVALID_COMM;
-    }
-    hc_comm_fail(comm, HCOMM_ERR_ABORTED);
-    hc_comm_drain(comm); /* every queued op now finishes as aborted */
-    registry_remove(comm);
-    if (comm_wait_streams(comm) != 0)
-        return HCOMM_ERR_TIMEOUT;
-    comm_free(comm);
-    return HCOMM_SUCCESS;
-}
-
-hcomm_status_t hcomm_comm_rank(hcomm_comm_t comm, int *rank)
-{
-    if (!hc_comm_is_live(comm) || rank == NULL) {
-        hc_error(INIT, "hcomm_comm_rank: %s", rank ? "invalid communicator" : "NULL rank");
-        return rank ? HCOMM_ERR_INVALID_COMM : HCOMM_ERR_INVALID_ARG;
-    }
-    *rank = comm->rank;
-    return HCOMM_SUCCESS;
-}
-
-hcomm_status_t hcomm_comm_size(hcomm_comm_t comm, int *nranks)
-{
-    if (!hc_comm_is_live(comm) || nranks == NULL) {
-        hc_error(INIT, "hcomm_comm_size: %s", nranks ? "invalid communicator" : "NULL nranks");
-        return nranks ? HCOMM_ERR_INVALID_COMM : HCOMM_ERR_INVALID_ARG;
-    }
-    *nranks = comm->nranks;
-    return HCOMM_SUCCESS;
-}
-
-hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm)
-{
-    if (!hc_comm_is_live(comm)) {
-        hc_error(INIT, "hcomm_comm_get_error: invalid communicator %p", (void *)comm);
-        return HCOMM_ERR_INVALID_COMM;
-    }
-    return comm->error;
-}
-
-hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes)
-{
-    if (!hc_comm_is_live(comm)) {
-        hc_error(INIT, "hcomm_comm_bytes_sent: invalid communicator %p", (void *)comm);
-        return HCOMM_ERR_INVALID_COMM;
-    }
-    if (bytes == NULL) {
-        hc_error(INIT, "hcomm_comm_bytes_sent: NULL output");
-        return HCOMM_ERR_INVALID_ARG;
-    }
-    *bytes = comm->bytes_sent;
-    return HCOMM_SUCCESS;
-}

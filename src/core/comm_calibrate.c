@@ -9,9 +9,11 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "algorithms/algo.h"
 #include "base/clock.h"
-#include "core/comm.h"
 #include "base/log.h"
+#include "base/params.h"
+#include "core/comm.h"
 #include "topology/cost.h"
 
 #define CAL_SMALL_ROUNDS 20
@@ -20,6 +22,16 @@
 #define CAL_BIG_ROUNDS   3
 #define CAL_STEP_ROUNDS  10
 #define CAL_STEP_BATCHES 3
+
+/* One blocking call of the measurement, issued inside core (comm is not yet
+ * handed out, and its arguments are known good). */
+static hcomm_status_t cal_run(hcomm_comm_t comm, hc_coll_t coll, size_t count, hcomm_dtype_t dt,
+                              hcomm_op_t op, int peer, const void *sendbuf, void *recvbuf)
+{
+    hc_coll_args_t a = {.coll = coll, .count = count, .dtype = dt, .op = op, .root = peer,
+                        .in_place = sendbuf == recvbuf};
+    return hc_coll_issue(comm, &a, sendbuf, recvbuf, NULL);
+}
 
 /* Round trips of bytes between rank 0 and peer; returns seconds per round trip. */
 static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_t bytes,
@@ -30,14 +42,12 @@ static hcomm_status_t cal_pingpong(hcomm_comm_t comm, int peer, void *buf, size_
     for (int i = -1; i < rounds && st == HCOMM_SUCCESS; i++) { /* round -1 warms up */
         if (i == 0)
             t0 = hc_clock_now();
-        if (comm->rank == 0) {
-            st = hcomm_send(buf, bytes, HCOMM_UINT8, peer, comm, NULL);
-            if (st == HCOMM_SUCCESS)
-                st = hcomm_recv(buf, bytes, HCOMM_UINT8, peer, comm, NULL);
-        } else {
-            st = hcomm_recv(buf, bytes, HCOMM_UINT8, 0, comm, NULL);
-            if (st == HCOMM_SUCCESS)
-                st = hcomm_send(buf, bytes, HCOMM_UINT8, 0, comm, NULL);
+        /* rank 0 sends first, its peer answers */
+        for (int k = 0; k < 2 && st == HCOMM_SUCCESS; k++) {
+            int send = (k == 0) == (comm->rank == 0);
+            st       = cal_run(comm, send ? HC_COLL_SEND : HC_COLL_RECV, bytes, HCOMM_UINT8,
+                               HCOMM_SUM, comm->rank == 0 ? peer : 0, send ? buf : NULL,
+                               send ? NULL : buf);
         }
     }
     *rtt = (hc_clock_now() - t0) / rounds;
@@ -54,15 +64,15 @@ static hcomm_status_t cal_batch(hcomm_comm_t comm, hc_algo_t algo, double *sec)
     double         best  = INFINITY;
     hcomm_status_t st;
 
-    comm->cal_algo = algo;
-    st = hcomm_allreduce(in, out, 2, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL); /* warm up */
+    comm->timing = algo;
+    st = cal_run(comm, HC_COLL_ALLREDUCE, 2, HCOMM_FLOAT32, HCOMM_SUM, 0, in, out); /* warm up */
     for (int b = 0; b < CAL_STEP_BATCHES && st == HCOMM_SUCCESS; b++) {
         double t0 = hc_clock_now();
         for (int i = 0; i < CAL_STEP_ROUNDS && st == HCOMM_SUCCESS; i++)
-            st = hcomm_allreduce(in, out, 2, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
+            st = cal_run(comm, HC_COLL_ALLREDUCE, 2, HCOMM_FLOAT32, HCOMM_SUM, 0, in, out);
         best = fmin(best, (hc_clock_now() - t0) / CAL_STEP_ROUNDS);
     }
-    comm->cal_algo = HC_ALGO_AUTO;
+    comm->timing = HC_ALGO_AUTO;
     *sec = st == HCOMM_SUCCESS ? best : 0;
     return st;
 }
@@ -81,18 +91,21 @@ static hcomm_status_t cal_small(hcomm_comm_t comm)
         rounds++;
     if ((n & (n - 1)) != 0)
         rounds += 2; /* fold in and out */
-    for (int a = 0; a < HC_COST_ALGO_COUNT && st == HCOMM_SUCCESS; a++)
-        if (a != HC_COST_RING)
-            st = cal_batch(comm, hc_comm_algo_of_cost(a), &t[a]);
-    comm->cal_algo = HC_ALGO_RD; /* the same schedule on every rank, whatever the model says */
+    for (int al = 1; al < HC_ALGO_COUNT && st == HCOMM_SUCCESS; al++) {
+        hc_cost_algo_t cost = hc_algo_cost(HC_COLL_ALLREDUCE, (hc_algo_t)al);
+        if (cost != HC_COST_NONE && cost != HC_COST_RING &&
+            hc_algo_serves(HC_COLL_ALLREDUCE, (hc_algo_t)al, &comm->plans))
+            st = cal_batch(comm, (hc_algo_t)al, &t[cost]);
+    }
+    comm->timing = HC_ALGO_RD; /* the same schedule on every rank, whatever the model says */
     if (st == HCOMM_SUCCESS)
-        st = hcomm_allreduce(t, slowest, HC_COST_ALGO_COUNT, HCOMM_FLOAT64, HCOMM_MAX, comm,
-                             NULL);
-    comm->cal_algo = HC_ALGO_AUTO;
+        st = cal_run(comm, HC_COLL_ALLREDUCE, HC_COST_ALGO_COUNT, HCOMM_FLOAT64, HCOMM_MAX, 0, t,
+                     slowest);
+    comm->timing = HC_ALGO_AUTO;
     hc_comm_cache_clear(comm); /* selection may pick another for these sizes now */
     if (st != HCOMM_SUCCESS)
         return st;
-    hc_cluster_t *cl = comm->cluster;
+    hc_cluster_t *cl = comm->plans.cluster;
     cl->step_us      = rounds > 0 ? slowest[HC_COST_RD] * 1e6 / rounds : 0;
     for (int a = 0; a < HC_COST_ALGO_COUNT; a++)
         cl->small_us[a] = slowest[a] * 1e6;
@@ -105,7 +118,7 @@ static hcomm_status_t cal_small(hcomm_comm_t comm)
 
 hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm)
 {
-    const hc_cluster_t *cl = comm->cluster;
+    const hc_cluster_t *cl = comm->plans.cluster;
     if (cl == NULL || cl->nnodes < 2 || hc_params_get()->topo_file[0] != '\0' ||
         !hc_params_get()->calibrate)
         return HCOMM_SUCCESS;
@@ -146,8 +159,8 @@ hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm)
     if (st == HCOMM_SUCCESS)
         st = bst;
     if (st == HCOMM_SUCCESS && link[1] > 0) {
-        comm->cluster->link[HC_LINK_CROSS_NODE].alpha_us = link[0];
-        comm->cluster->link[HC_LINK_CROSS_NODE].bw_gbps  = link[1];
+        comm->plans.cluster->link[HC_LINK_CROSS_NODE].alpha_us = link[0];
+        comm->plans.cluster->link[HC_LINK_CROSS_NODE].bw_gbps  = link[1];
         hc_info(INIT, "cross-node link measured: %.1f us, %.3f GB/s", link[0], link[1]);
     }
     /* every rank knows rank 0's figures now, so all take this step or none */

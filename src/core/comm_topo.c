@@ -4,8 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "base/log.h"
+#include "base/params.h"
+#include "core/comm.h"
 
 /* Ranks of one host on different model nodes must not share memory: give
  * each node its own host identity for the transports' reachability test. */
@@ -30,37 +31,23 @@ static void topo_dump(const hc_cluster_t *cl, const char *path)
 hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
                                   hc_peer_info_t *peers, int inherited)
 {
-    const hc_params_t *p = hc_params_get();
+    const hc_params_t *p       = hc_params_get();
+    hc_cluster_t      *cluster = NULL;
     hcomm_status_t     st;
 
     /* a split child keeps its parent's nodes; the file describes the parent */
     if (p->topo_file[0] != '\0' && !inherited) {
-        st = hc_cluster_load(p->topo_file, comm->nranks, &comm->cluster);
+        st = hc_cluster_load(p->topo_file, comm->nranks, &cluster);
         if (st != HCOMM_SUCCESS)
             return st;
-        topo_apply_nodes(comm->cluster, peers);
-        hc_info(INIT, "topology from %s: %d nodes", p->topo_file, comm->cluster->nnodes);
+        topo_apply_nodes(cluster, peers);
+        hc_info(INIT, "topology from %s: %d nodes", p->topo_file, cluster->nnodes);
     } else {
-        st = hc_cluster_build(all, comm->nranks, &comm->cluster);
+        st = hc_cluster_build(all, comm->nranks, &cluster);
         if (st != HCOMM_SUCCESS)
             return st;
     }
     if (comm->rank == 0 && p->topo_dump_file[0] != '\0')
-        topo_dump(comm->cluster, p->topo_dump_file);
-    st = hc_plan_rings(comm->cluster, p->rings > 0 ? p->rings : 1, &comm->rings);
-    if (st == HCOMM_SUCCESS)
-        st = hc_plan_double_tree(comm->cluster, comm->trees);
-    if (st == HCOMM_SUCCESS)
-        st = hc_plan_hier(comm->cluster, &comm->hier);
-    return st;
-}
-
-void hc_comm_topo_free(hcomm_comm_t comm)
-{
-    hc_plan_rings_free(&comm->rings);
-    hc_plan_tree_free(&comm->trees[0]);
-    hc_plan_tree_free(&comm->trees[1]);
-    hc_plan_hier_free(&comm->hier);
-    hc_cluster_destroy(comm->cluster);
-    comm->cluster = NULL;
+        topo_dump(cluster, p->topo_dump_file);
+    return hc_plans_build(cluster, p->rings, &comm->plans);
 }

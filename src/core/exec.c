@@ -30,49 +30,49 @@ static int exec_grow(void **p, size_t n, size_t sz)
     return 0;
 }
 
-hcomm_status_t hc_exec_prepare(hc_op_t *op, struct hcomm_comm *comm, hc_sched_t *sched,
+hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_sched_t *sched,
                                void *const *bufs, size_t tmp_total)
 {
     uint32_t n = sched->nsteps;
     int      np = comm->nranks;
 
-    if (n > op->cap_steps) {
-        if (exec_grow((void **)&op->reqs, n, sizeof(*op->reqs)) ||
-            exec_grow((void **)&op->sinks, n, sizeof(*op->sinks)) ||
-            exec_grow((void **)&op->state, n, sizeof(*op->state)))
+    if (n > req->cap_steps) {
+        if (exec_grow((void **)&req->tl_reqs, n, sizeof(*req->tl_reqs)) ||
+            exec_grow((void **)&req->sinks, n, sizeof(*req->sinks)) ||
+            exec_grow((void **)&req->state, n, sizeof(*req->state)))
             goto err_nomem;
-        op->cap_steps = n;
+        req->cap_steps = n;
     }
-    if (np > op->cap_peers) {
-        if (exec_grow((void **)&op->next_send, (size_t)np, sizeof(uint32_t)) ||
-            exec_grow((void **)&op->next_recv, (size_t)np, sizeof(uint32_t)))
+    if (np > req->cap_peers) {
+        if (exec_grow((void **)&req->next_send, (size_t)np, sizeof(uint32_t)) ||
+            exec_grow((void **)&req->next_recv, (size_t)np, sizeof(uint32_t)))
             goto err_nomem;
-        op->cap_peers = np;
+        req->cap_peers = np;
     }
-    if (op->bufs != NULL && op->bufs != op->bufs_inline)
-        free(op->bufs);
-    op->bufs = op->bufs_inline;
+    if (req->bufs != NULL && req->bufs != req->bufs_inline)
+        free(req->bufs);
+    req->bufs = req->bufs_inline;
     if (sched->nbufs > HC_BUF_PER_OP) {
-        op->bufs = malloc(sched->nbufs * sizeof(void *));
-        if (op->bufs == NULL)
+        req->bufs = malloc(sched->nbufs * sizeof(void *));
+        if (req->bufs == NULL)
             goto err_nomem;
     }
-    memcpy(op->bufs, bufs, sched->nbufs * sizeof(void *));
+    memcpy(req->bufs, bufs, sched->nbufs * sizeof(void *));
 
-    op->ndiv = sched->ndiv;
-    memset(op->state, 0, n);
-    memset(op->next_send, 0, (size_t)np * sizeof(uint32_t));
-    memset(op->next_recv, 0, (size_t)np * sizeof(uint32_t));
-    op->tmp_total     = tmp_total;
-    op->comm          = comm;
-    op->sched         = sched;
-    op->status        = HCOMM_IN_PROGRESS;
-    op->started       = 0;
-    op->first_pending = 0;
-    op->ndone         = 0;
-    op->poll_tick     = 0;
-    op->bytes_seen    = 0;
-    op->next          = NULL;
+    req->ndiv = sched->ndiv;
+    memset(req->state, 0, n);
+    memset(req->next_send, 0, (size_t)np * sizeof(uint32_t));
+    memset(req->next_recv, 0, (size_t)np * sizeof(uint32_t));
+    req->tmp_total     = tmp_total;
+    req->comm          = comm;
+    req->sched         = sched;
+    req->status        = HCOMM_IN_PROGRESS;
+    req->started       = 0;
+    req->first_pending = 0;
+    req->ndone         = 0;
+    req->poll_tick     = 0;
+    req->bytes_seen    = 0;
+    req->next          = NULL;
     return HCOMM_SUCCESS;
 
 err_nomem:
@@ -80,31 +80,31 @@ err_nomem:
     return HCOMM_ERR_NO_MEMORY;
 }
 
-void hc_exec_release(hc_op_t *op)
+void hc_exec_release(hcomm_request_t req)
 {
-    if (op->own_sched)
-        hc_sched_destroy(op->sched);
-    op->sched     = NULL;
-    op->own_sched = 0;
-    if (op->bufs != op->bufs_inline)
-        free(op->bufs);
-    op->bufs = NULL;
-    free(op->reqs);
-    free(op->sinks);
-    free(op->state);
-    free(op->next_send);
-    free(op->next_recv);
-    op->reqs      = NULL;
-    op->sinks     = NULL;
-    op->state     = NULL;
-    op->next_send = op->next_recv = NULL;
-    op->cap_steps = 0;
-    op->cap_peers = 0;
+    if (req->own_sched)
+        hc_sched_destroy(req->sched);
+    req->sched     = NULL;
+    req->own_sched = 0;
+    if (req->bufs != req->bufs_inline)
+        free(req->bufs);
+    req->bufs = NULL;
+    free(req->tl_reqs);
+    free(req->sinks);
+    free(req->state);
+    free(req->next_send);
+    free(req->next_recv);
+    req->tl_reqs      = NULL;
+    req->sinks     = NULL;
+    req->state     = NULL;
+    req->next_send = req->next_recv = NULL;
+    req->cap_steps = 0;
+    req->cap_peers = 0;
 }
 
-static inline char *exec_ptr(const hc_op_t *op, hc_slice_t sl)
+static inline char *exec_ptr(const struct hcomm_request *req, hc_slice_t sl)
 {
-    return (char *)op->bufs[sl.buf] + sl.off;
+    return (char *)req->bufs[sl.buf] + sl.off;
 }
 
 /* Reduces one piece of an incoming message; keeps a partial element for the next. */
@@ -133,24 +133,24 @@ static void exec_sink(void *arg, size_t off, const void *data, size_t len)
     }
 }
 
-static void exec_fail(hc_op_t *op, hcomm_status_t status)
+static void exec_fail(hcomm_request_t req, hcomm_status_t status)
 {
-    op->status = status;
-    hc_comm_fail(op->comm, status);
+    req->status = status;
+    hc_comm_fail(req->comm, status);
 }
 
-static int exec_deps_done(const hc_op_t *op, const hc_step_t *st)
+static int exec_deps_done(const struct hcomm_request *req, const hc_step_t *st)
 {
-    return (st->dep[0] < 0 || op->state[st->dep[0]] == STEP_DONE) &&
-           (st->dep[1] < 0 || op->state[st->dep[1]] == STEP_DONE);
+    return (st->dep[0] < 0 || req->state[st->dep[0]] == STEP_DONE) &&
+           (st->dep[1] < 0 || req->state[st->dep[1]] == STEP_DONE);
 }
 
 /* Posts a send or receive step if its turn has come; returns a status. */
-static hcomm_status_t exec_post(hc_op_t *op, uint32_t i)
+static hcomm_status_t exec_post(hcomm_request_t req, uint32_t i)
 {
-    const hc_step_t   *st   = &op->sched->steps[i];
-    struct hcomm_comm *comm = op->comm;
-    hc_tl_req_t       *req  = &op->reqs[i];
+    const hc_step_t   *st   = &req->sched->steps[i];
+    struct hcomm_comm *comm = req->comm;
+    hc_tl_req_t       *treq = &req->tl_reqs[i];
     hcomm_status_t     status;
 
     if (st->peer < 0 || st->peer >= comm->nranks || comm->eps[st->peer] == NULL) {
@@ -161,126 +161,126 @@ static hcomm_status_t exec_post(hc_op_t *op, uint32_t i)
     hc_tl_ep_t        *ep = comm->eps[st->peer];
     const hc_tl_ops_t *tl = comm->tl_ops[comm->ep_tl[st->peer]];
 
-    req->status = HCOMM_IN_PROGRESS;
+    treq->status = HCOMM_IN_PROGRESS;
     if (st->kind == HC_STEP_SEND) {
-        if (st->pseq != op->next_send[st->peer])
+        if (st->pseq != req->next_send[st->peer])
             return HCOMM_IN_PROGRESS;
-        status = tl->isend(ep, exec_ptr(op, st->src), st->len, req);
-        op->next_send[st->peer]++;
+        status = tl->isend(ep, exec_ptr(req, st->src), st->len, treq);
+        req->next_send[st->peer]++;
         comm->bytes_sent += st->len;
     } else {
-        if (st->pseq != op->next_recv[st->peer])
+        if (st->pseq != req->next_recv[st->peer])
             return HCOMM_IN_PROGRESS;
         if (st->kind == HC_STEP_RECV) {
-            status = tl->irecv(ep, exec_ptr(op, st->dst), st->len, NULL, NULL, req);
+            status = tl->irecv(ep, exec_ptr(req, st->dst), st->len, NULL, NULL, treq);
         } else {
-            hc_exec_sink_t *sk = &op->sinks[i];
-            sk->dst            = exec_ptr(op, st->dst);
-            sk->src            = exec_ptr(op, st->src);
+            hc_exec_sink_t *sk = &req->sinks[i];
+            sk->dst            = exec_ptr(req, st->dst);
+            sk->src            = exec_ptr(req, st->src);
             sk->dtype          = st->dtype;
             sk->op             = st->op;
             sk->esize          = (uint8_t)hcomm_dtype_size((hcomm_dtype_t)st->dtype);
             sk->carry_len      = 0;
-            status = tl->irecv(ep, NULL, st->len, exec_sink, sk, req);
+            status = tl->irecv(ep, NULL, st->len, exec_sink, sk, treq);
         }
-        op->next_recv[st->peer]++;
+        req->next_recv[st->peer]++;
     }
     if (status != HCOMM_SUCCESS) {
         hc_error(EXEC, "%s of %zu bytes with rank %d failed: %s", step_names[st->kind], st->len,
                  st->peer, hcomm_status_str(status));
         return status;
     }
-    op->state[i] = STEP_POSTED;
-    op->nposted++;
+    req->state[i] = STEP_POSTED;
+    req->nposted++;
     return HCOMM_SUCCESS;
 }
 
 /* Runs a local step (copy, reduce, div) that is ready. */
-static void exec_local(hc_op_t *op, uint32_t i)
+static void exec_local(hcomm_request_t req, uint32_t i)
 {
-    const hc_step_t *st = &op->sched->steps[i];
-    char            *dst = exec_ptr(op, st->dst);
+    const hc_step_t *st = &req->sched->steps[i];
+    char            *dst = exec_ptr(req, st->dst);
     size_t           es  = hcomm_dtype_size((hcomm_dtype_t)st->dtype);
 
     switch (st->kind) {
     case HC_STEP_COPY: {
-        const char *src = exec_ptr(op, st->src);
+        const char *src = exec_ptr(req, st->src);
         if (src != dst && st->len != 0)
             memmove(dst, src, st->len);
         break;
     }
     case HC_STEP_REDUCE:
-        hc_reduce(dst, exec_ptr(op, st->src), exec_ptr(op, st->src2), st->len / es,
+        hc_reduce(dst, exec_ptr(req, st->src), exec_ptr(req, st->src2), st->len / es,
                   (hcomm_dtype_t)st->dtype, (hcomm_op_t)st->op);
         break;
     case HC_STEP_DIV:
         hc_reduce_div(dst, st->len / es, (hcomm_dtype_t)st->dtype, st->peer);
-        op->ndiv--; /* the other DIVs of a fused group wait only for non-DIV steps */
+        req->ndiv--; /* the other DIVs of a fused group wait only for non-DIV steps */
         break;
     default:
         break;
     }
-    op->state[i] = STEP_DONE;
-    op->ndone++;
+    req->state[i] = STEP_DONE;
+    req->ndone++;
 }
 
 /* One pass over the pending steps; returns how many finished, or -1 on failure. */
-static int exec_scan(hc_op_t *op)
+static int exec_scan(hcomm_request_t req)
 {
-    const hc_sched_t *s        = op->sched;
+    const hc_sched_t *s        = req->sched;
     int               finished = 0;
 
-    for (uint32_t i = op->first_pending; i < s->nsteps; i++) {
+    for (uint32_t i = req->first_pending; i < s->nsteps; i++) {
         const hc_step_t *st = &s->steps[i];
-        switch (op->state[i]) {
+        switch (req->state[i]) {
         case STEP_DONE:
             continue;
         case STEP_POSTED:
-            if (op->reqs[i].status == HCOMM_IN_PROGRESS)
+            if (req->tl_reqs[i].status == HCOMM_IN_PROGRESS)
                 continue;
-            if (op->reqs[i].status != HCOMM_SUCCESS) {
+            if (req->tl_reqs[i].status != HCOMM_SUCCESS) {
                 hc_error(EXEC, "%s of %zu bytes with rank %d failed: %s",
                          step_names[st->kind], st->len, st->peer,
-                         hcomm_status_str(op->reqs[i].status));
-                exec_fail(op, op->reqs[i].status);
+                         hcomm_status_str(req->tl_reqs[i].status));
+                exec_fail(req, req->tl_reqs[i].status);
                 return -1;
             }
-            op->state[i] = STEP_DONE;
-            op->ndone++;
+            req->state[i] = STEP_DONE;
+            req->ndone++;
             finished++;
             continue;
         default:
             break;
         }
-        if (!exec_deps_done(op, st))
+        if (!exec_deps_done(req, st))
             continue;
         if (st->kind <= HC_STEP_RECV_REDUCE) {
-            hcomm_status_t status = exec_post(op, i);
+            hcomm_status_t status = exec_post(req, i);
             if (status < 0) {
-                exec_fail(op, status);
+                exec_fail(req, status);
                 return -1;
             }
-        } else if (st->kind != HC_STEP_DIV || op->ndone + op->ndiv == s->nsteps) {
-            exec_local(op, i);
+        } else if (st->kind != HC_STEP_DIV || req->ndone + req->ndiv == s->nsteps) {
+            exec_local(req, i);
             finished++;
         }
     }
-    while (op->first_pending < s->nsteps && op->state[op->first_pending] == STEP_DONE)
-        op->first_pending++;
+    while (req->first_pending < s->nsteps && req->state[req->first_pending] == STEP_DONE)
+        req->first_pending++;
     return finished;
 }
 
-/* Fails op when a peer it still has to exchange data with failed (a peer that
+/* Fails req when a peer it still has to exchange data with failed (a peer that
  * merely finished and left is fine), or when nothing moved for too long. */
-static void exec_check_health(hc_op_t *op)
+static void exec_check_health(hcomm_request_t req)
 {
-    struct hcomm_comm *comm = op->comm;
-    const hc_sched_t  *s    = op->sched;
+    struct hcomm_comm *comm = req->comm;
+    const hc_sched_t  *s    = req->sched;
     double             now  = hc_clock_coarse();
 
-    for (uint32_t i = op->first_pending; i < s->nsteps; i++) {
+    for (uint32_t i = req->first_pending; i < s->nsteps; i++) {
         const hc_step_t *st = &s->steps[i];
-        if (op->state[i] == STEP_DONE || st->kind > HC_STEP_RECV_REDUCE)
+        if (req->state[i] == STEP_DONE || st->kind > HC_STEP_RECV_REDUCE)
             continue;
         hc_tl_ep_t *ep = comm->eps[st->peer];
         if (ep == NULL)
@@ -289,75 +289,75 @@ static void exec_check_health(hc_op_t *op)
         if (es != HCOMM_SUCCESS) {
             hc_error(EXEC, "rank %d failed (%s) with a %s of %zu bytes pending: operation aborted",
                      st->peer, hcomm_status_str(es), step_names[st->kind], st->len);
-            exec_fail(op, es);
+            exec_fail(req, es);
             return;
         }
     }
     size_t moved = 0; /* bytes of posted steps: one long message is progress too */
-    for (uint32_t i = op->first_pending; i < s->nsteps; i++)
-        if (op->state[i] == STEP_POSTED)
-            moved += op->reqs[i].done;
-    if (moved != op->bytes_seen) {
-        op->bytes_seen    = moved;
-        op->last_progress = now;
+    for (uint32_t i = req->first_pending; i < s->nsteps; i++)
+        if (req->state[i] == STEP_POSTED)
+            moved += req->tl_reqs[i].done;
+    if (moved != req->bytes_seen) {
+        req->bytes_seen    = moved;
+        req->last_progress = now;
     }
-    if (now - op->last_progress > comm->timeout) {
-        const hc_step_t *st = &op->sched->steps[op->first_pending];
+    if (now - req->last_progress > comm->timeout) {
+        const hc_step_t *st = &req->sched->steps[req->first_pending];
         hc_error(EXEC, "no progress for %.1f s (HCOMM_TIMEOUT): waiting on %s of %zu bytes with rank %d",
-                 now - op->last_progress, step_names[st->kind], st->len, st->peer);
-        exec_fail(op, HCOMM_ERR_TIMEOUT);
+                 now - req->last_progress, step_names[st->kind], st->len, st->peer);
+        exec_fail(req, HCOMM_ERR_TIMEOUT);
     }
 }
 
-/* Binds the op's scratch regions: only the head op of a communicator runs. */
-static hcomm_status_t exec_start(hc_op_t *op)
+/* Binds the request's scratch regions: only the head request of a communicator runs. */
+static hcomm_status_t exec_start(hcomm_request_t req)
 {
-    struct hcomm_comm *comm = op->comm;
+    struct hcomm_comm *comm = req->comm;
 
-    if (hc_comm_reserve_scratch(comm, op->tmp_total) != HCOMM_SUCCESS) {
-        exec_fail(op, HCOMM_ERR_NO_MEMORY);
-        return op->status;
+    if (hc_comm_reserve_scratch(comm, req->tmp_total) != HCOMM_SUCCESS) {
+        exec_fail(req, HCOMM_ERR_NO_MEMORY);
+        return req->status;
     }
-    for (uint32_t b = HC_BUF_TMP; b < op->sched->nbufs; b += HC_BUF_PER_OP)
-        op->bufs[b] = (char *)comm->scratch + (uintptr_t)op->bufs[b];
-    op->started       = 1;
-    op->last_progress = hc_clock_coarse();
+    for (uint32_t b = HC_BUF_TMP; b < req->sched->nbufs; b += HC_BUF_PER_OP)
+        req->bufs[b] = (char *)comm->scratch + (uintptr_t)req->bufs[b];
+    req->started       = 1;
+    req->last_progress = hc_clock_coarse();
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_exec_progress(hc_op_t *op)
+hcomm_status_t hc_exec_progress(hcomm_request_t req)
 {
-    struct hcomm_comm *comm = op->comm;
+    struct hcomm_comm *comm = req->comm;
 
-    if (op->status != HCOMM_IN_PROGRESS)
-        return op->status;
+    if (req->status != HCOMM_IN_PROGRESS)
+        return req->status;
     if (comm->error != HCOMM_SUCCESS) {
-        op->status = comm->error;
-        return op->status;
+        req->status = comm->error;
+        return req->status;
     }
-    if (!op->started && exec_start(op) != HCOMM_SUCCESS)
-        return op->status;
+    if (!req->started && exec_start(req) != HCOMM_SUCCESS)
+        return req->status;
     for (int i = 0; i < comm->nactive; i++)
         comm->tl_ops[comm->tl_active[i]]->progress(comm->tl_ctx[comm->tl_active[i]]);
 
-    unsigned posted   = op->nposted;
-    int      finished = exec_scan(op);
+    unsigned posted   = req->nposted;
+    int      finished = exec_scan(req);
     if (finished < 0)
-        return op->status;
-    if (op->nposted != posted) /* push what was just posted without another round */
+        return req->status;
+    if (req->nposted != posted) /* push what was just posted without another round */
         for (int i = 0; i < comm->nactive; i++)
             comm->tl_ops[comm->tl_active[i]]->progress(comm->tl_ctx[comm->tl_active[i]]);
-    if (op->ndone == op->sched->nsteps) {
-        op->status = HCOMM_SUCCESS;
-        return op->status;
+    if (req->ndone == req->sched->nsteps) {
+        req->status = HCOMM_SUCCESS;
+        return req->status;
     }
-    if (op->nposted != posted || finished > 0)
+    if (req->nposted != posted || finished > 0)
         comm->moved++;
     if (finished > 0) {
-        op->poll_tick     = 0;
-        op->last_progress = hc_clock_coarse();
-    } else if (++op->poll_tick % EXEC_CHECK_EVERY == 0) {
-        exec_check_health(op);
+        req->poll_tick     = 0;
+        req->last_progress = hc_clock_coarse();
+    } else if (++req->poll_tick % EXEC_CHECK_EVERY == 0) {
+        exec_check_health(req);
     }
-    return op->status;
+    return req->status;
 }

@@ -1,27 +1,17 @@
-/* group.c - hcomm_group_start/end: the calls in between are fused into one
- * operation per communicator (one schedule, so the executor orders every peer's
- * messages consistently) and issued together by the outermost end: waited for
- * there, or handed to the stream the calls named (all the same one). */
-#include <sched.h>
+/* group.c - the calling thread's group: its depth, its queued calls, and
+ * their fusion into one request per communicator. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "base/log.h"
-#include "overlap/overlap.h"
+#include "core/comm.h"
+#include "core/exec.h"
+#include "core/group.h"
 
-typedef struct group_call {
-    hcomm_comm_t   comm;
-    hc_coll_args_t args;
-    const void    *sendbuf;
-    void          *recvbuf;
-    hcomm_stream_t stream;
-} group_call_t;
-
-static __thread int            group_depth HC_TLS_FAST;
-static __thread unsigned long  group_epoch; /* outermost groups started on this thread */
-static __thread group_call_t  *group_calls;
-static __thread size_t         group_len, group_cap;
+static __thread int              group_depth HC_TLS_FAST;
+static __thread unsigned long    group_epoch; /* outermost groups started on this thread */
+static __thread hc_group_call_t *group_calls;
+static __thread size_t           group_len, group_cap;
 
 int hc_group_active(void)
 {
@@ -33,11 +23,19 @@ unsigned long hc_group_epoch(void)
     return group_epoch;
 }
 
-hcomm_status_t hcomm_group_start(void)
+void hc_group_enter(void)
 {
     if (group_depth++ == 0)
         group_epoch++;
-    return HCOMM_SUCCESS;
+}
+
+int hc_group_leave(void)
+{
+    if (group_depth == 0) {
+        hc_error(COLL, "hcomm_group_end without hcomm_group_start");
+        return -1;
+    }
+    return --group_depth == 0;
 }
 
 hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
@@ -53,8 +51,19 @@ hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const
         group_calls = p;
         group_cap   = cap;
     }
-    group_calls[group_len++] = (group_call_t){comm, *args, sendbuf, recvbuf, stream};
+    group_calls[group_len++] = (hc_group_call_t){comm, *args, sendbuf, recvbuf, stream};
     return HCOMM_SUCCESS;
+}
+
+const hc_group_call_t *hc_group_calls(size_t *n)
+{
+    *n = group_len;
+    return group_calls;
+}
+
+void hc_group_reset(void)
+{
+    group_len = 0;
 }
 
 /* Turns the k-th send to self and the k-th receive from self into one copy,
@@ -86,10 +95,9 @@ static hcomm_status_t group_pair_self(hc_sched_t *s)
     }
 }
 
-/* Builds and queues one fused op for every call of comm in the group. */
-static hcomm_status_t group_issue_comm(hcomm_comm_t comm, int gated, hc_op_t **op_p)
+hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t *req_p)
 {
-    /* the merged schedule starts as one empty op (buffers 0-2); hc_sched_append
+    /* the merged schedule starts as one empty call (buffers 0-2); hc_sched_append
      * renumbers each call's buffers after it and shifts its TMP offsets into one
      * scratch area, so every TMP base pointer is the scratch itself (offset 0) */
     hc_sched_t    *merged = hc_sched_create(comm->nranks, comm->rank);
@@ -98,7 +106,7 @@ static hcomm_status_t group_issue_comm(hcomm_comm_t comm, int gated, hc_op_t **o
     hcomm_status_t st     = merged && bufs ? HCOMM_SUCCESS : HCOMM_ERR_NO_MEMORY;
 
     for (size_t i = 0; i < group_len && st == HCOMM_SUCCESS; i++) {
-        group_call_t *c = &group_calls[i];
+        hc_group_call_t *c = &group_calls[i];
         if (c->comm != comm)
             continue;
         hc_sched_t *s;
@@ -124,114 +132,26 @@ static hcomm_status_t group_issue_comm(hcomm_comm_t comm, int gated, hc_op_t **o
         st = group_pair_self(merged);
     if (st == HCOMM_SUCCESS)
         st = hc_sched_finalize(merged);
-    hc_op_t *op = NULL;
-    if (st == HCOMM_SUCCESS && (op = hc_comm_op_alloc(comm)) == NULL)
+    hcomm_request_t req = NULL;
+    if (st == HCOMM_SUCCESS && (req = hc_request_alloc(comm)) == NULL)
         st = HCOMM_ERR_NO_MEMORY;
     if (st == HCOMM_SUCCESS)
-        st = hc_exec_prepare(op, comm, merged, bufs, merged->tmp_bytes);
+        st = hc_exec_prepare(req, comm, merged, bufs, merged->tmp_bytes);
     free(bufs);
     if (st != HCOMM_SUCCESS) {
-        if (op != NULL)
-            hc_comm_op_recycle(comm, op);
+        if (req != NULL)
+            hc_request_recycle(comm, req);
         if (merged != NULL)
             hc_sched_destroy(merged);
         return st;
     }
-    op->own_sched = 1;
-    op->user_req  = 0;
+    req->own_sched = 1;
     if (gated) {
-        op->gated   = 1;
-        op->holders = 1;
+        req->gated   = 1;
+        req->holders = 1;
         comm->held++;
     }
-    hc_comm_enqueue(comm, op);
-    *op_p = op;
+    hc_comm_enqueue(comm, req);
+    *req_p = req;
     return HCOMM_SUCCESS;
-}
-
-/* The stream every call of the group named (NULL: none), or -1 via *mixed. */
-static hcomm_stream_t group_stream(int *mixed)
-{
-    *mixed = 0;
-    for (size_t i = 1; i < group_len; i++)
-        *mixed |= group_calls[i].stream != group_calls[0].stream;
-    return group_len > 0 ? group_calls[0].stream : NULL;
-}
-
-/* Progresses the group's ops (of several communicators, which may depend on
- * each other) together until all finished; recycles them; the first error. */
-static hcomm_status_t group_wait(hc_op_t **ops, size_t nops, hcomm_status_t first)
-{
-    hc_comm_wait_ops(ops, nops);
-    for (size_t i = 0; i < nops; i++) {
-        hcomm_comm_t c = ops[i]->comm;
-        hc_comm_lock(c);
-        if (ops[i]->status != HCOMM_SUCCESS && first == HCOMM_SUCCESS)
-            first = ops[i]->status;
-        hc_comm_op_recycle(c, ops[i]);
-        hc_comm_unlock(c);
-    }
-    return first;
-}
-
-hcomm_status_t hcomm_group_end(void)
-{
-    if (group_depth == 0) {
-        hc_error(COLL, "hcomm_group_end without hcomm_group_start");
-        return HCOMM_ERR_INVALID_USAGE;
-    }
-    if (--group_depth > 0)
-        return HCOMM_SUCCESS;
-
-    int               mixed;
-    hcomm_stream_t    stream = group_stream(&mixed);
-    hcomm_status_t    first  = HCOMM_SUCCESS;
-    size_t            nops   = 0;
-    hc_op_t         **ops    = calloc(group_len ? group_len : 1, sizeof(*ops));
-    hc_stream_task_t *task   = NULL;
-    if (mixed) {
-        hc_error(COLL, "hcomm_group_end: the calls of one group must name the same stream");
-        group_len = 0;
-        free(ops);
-        return HCOMM_ERR_INVALID_USAGE;
-    }
-    if (ops == NULL || (stream != NULL && (task = hc_stream_task_ops(group_len)) == NULL)) {
-        group_len = 0;
-        free(ops);
-        return HCOMM_ERR_NO_MEMORY;
-    }
-    for (size_t i = 0; i < group_len; i++) {
-        hcomm_comm_t comm = group_calls[i].comm;
-        int          seen = 0;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = (group_calls[j].comm == comm);
-        if (seen)
-            continue;
-        hcomm_status_t st = hc_comm_check(comm, "hcomm_group_end");
-        if (st == HCOMM_SUCCESS && stream != NULL)
-            hc_comm_make_threaded(comm);
-        hc_comm_lock(comm);
-        if (st == HCOMM_SUCCESS)
-            st = group_issue_comm(comm, stream != NULL, &ops[nops]);
-        hc_comm_unlock(comm);
-        if (st == HCOMM_SUCCESS)
-            nops++;
-        else if (first == HCOMM_SUCCESS)
-            first = st;
-    }
-    group_len = 0;
-    if (stream == NULL) {
-        first = group_wait(ops, nops, first);
-    } else if (nops > 0) {
-        /* what was queued goes to the stream even after an error, which its
-         * communicators' peers would otherwise wait for */
-        for (size_t i = 0; i < nops; i++)
-            hc_stream_task_set_op(task, i, ops[i]);
-        hc_stream_task_shrink(task, nops);
-        hc_stream_push(stream, task);
-        task = NULL;
-    }
-    hc_stream_task_free(task);
-    free(ops);
-    return first;
 }

@@ -1,138 +1,87 @@
-/* request.c - issuing an operation, and the nonblocking request calls. */
-#include <sched.h>
+/* request.c - requests: allocated and recycled per communicator, gated and
+ * held while a stream has them, and what core/handles.h offers the floors
+ * above core. */
 #include <stdlib.h>
 
-#include "core/comm.h"
 #include "base/log.h"
-#include "overlap/overlap.h"
+#include "core/comm.h"
+#include "core/exec.h"
 
-/* Builds and queues the op; stream ops are gated and held by their stream. */
-static hcomm_status_t issue_op(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
-                               void *recvbuf, int gated, hc_op_t **op_p)
+hcomm_request_t hc_request_alloc(struct hcomm_comm *comm)
 {
-    hc_sched_t    *sched;
-    int            owned;
-    hcomm_status_t st = hc_comm_get_sched(comm, args, &sched, &owned);
-    if (st != HCOMM_SUCCESS)
-        return st;
-    hc_op_t *op = hc_comm_op_alloc(comm);
-    if (op == NULL) {
-        if (owned)
-            hc_sched_destroy(sched);
-        return HCOMM_ERR_NO_MEMORY;
+    hcomm_request_t req = comm->req_free;
+    if (req != NULL) {
+        comm->req_free = req->next;
+        comm->nfree--;
+        req->next       = NULL;
+        req->gated      = 0;
+        req->holders    = 0;
+        req->gate_since = 0;
+        return req;
     }
-    void *bufs[HC_BUF_PER_OP] = {(void *)sendbuf, recvbuf, (void *)0};
-    st = hc_exec_prepare(op, comm, sched, bufs, sched->tmp_bytes);
-    op->own_sched = owned;
-    if (st != HCOMM_SUCCESS) {
-        hc_comm_op_recycle(comm, op);
-        return st;
-    }
-    if (gated) {
-        op->gated   = 1;
-        op->holders = 1;
-        comm->held++;
-    }
-    hc_comm_enqueue(comm, op);
-    *op_p = op;
-    return HCOMM_SUCCESS;
+    req = calloc(1, sizeof(*req));
+    if (req == NULL)
+        hc_error(EXEC, "out of memory for a request");
+    return req;
 }
 
-static hcomm_status_t issue_on_stream(hcomm_comm_t comm, const hc_coll_args_t *args,
-                                      const void *sendbuf, void *recvbuf, hcomm_stream_t stream)
+void hc_request_recycle(struct hcomm_comm *comm, hcomm_request_t req)
 {
-    hc_stream_task_t *t = hc_stream_task_ops(1);
-    hc_op_t          *op;
-    hcomm_status_t    st;
-
-    if (t == NULL)
-        return HCOMM_ERR_NO_MEMORY;
-    hc_comm_make_threaded(comm);
-    hc_comm_lock(comm);
-    st = issue_op(comm, args, sendbuf, recvbuf, 1, &op);
-    hc_comm_unlock(comm);
-    if (st != HCOMM_SUCCESS) {
-        hc_stream_task_free(t);
-        return st;
+    if (req->own_sched) {
+        hc_sched_destroy(req->sched);
+        req->own_sched = 0;
     }
-    hc_stream_task_set_op(t, 0, op);
-    hc_stream_push(stream, t);
-    return HCOMM_SUCCESS;
+    if (comm != NULL && hc_comm_is_live(comm) && comm->nfree < HC_REQ_FREE_MAX) {
+        req->next      = comm->req_free;
+        comm->req_free = req;
+        comm->nfree++;
+        return;
+    }
+    hc_exec_release(req);
+    free(req);
 }
 
-hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
-                             void *recvbuf, hcomm_request_t *req, hcomm_stream_t stream)
+void hc_comm_make_threaded(hcomm_comm_t comm)
 {
-    hc_op_t       *op;
-    hcomm_status_t st;
+    /* by the issuing thread, before any stream sees the comm; written once */
+    if (!comm->threaded)
+        comm->threaded = 1;
+}
 
-    if (stream != NULL)
-        return issue_on_stream(comm, args, sendbuf, recvbuf, stream);
+void hc_request_open_gate(hcomm_request_t req)
+{
+    hc_comm_lock(req->comm);
+    req->gated = 0;
+    hc_comm_unlock(req->comm);
+}
+
+void hc_request_drop(hcomm_request_t req)
+{
+    hcomm_comm_t comm = req->comm;
     hc_comm_lock(comm);
-    st = issue_op(comm, args, sendbuf, recvbuf, 0, &op);
-    if (st == HCOMM_SUCCESS && req != NULL) {
-        op->user_req = 1;
-        *req         = op;
-        hc_comm_progress_locked(comm);
-    } else if (st == HCOMM_SUCCESS) {
-        op->user_req = 0;
+    if (--req->holders == 0) {
+        comm->held--;
+        hc_request_recycle(comm, req);
     }
     hc_comm_unlock(comm);
-    if (st != HCOMM_SUCCESS || req != NULL)
-        return st;
-    st = hc_comm_wait_op(op);
-    hc_comm_lock(comm);
-    hc_comm_op_recycle(comm, op);
-    hc_comm_unlock(comm);
+}
+
+void hc_request_hold(hcomm_request_t req)
+{
+    hc_comm_lock(req->comm);
+    req->holders++;
+    hc_comm_unlock(req->comm);
+}
+
+hcomm_status_t hc_request_status(hcomm_request_t req)
+{
+    hc_comm_lock(req->comm);
+    hcomm_status_t st = req->status;
+    hc_comm_unlock(req->comm);
     return st;
 }
 
-/* Frees a finished user request (a stream's op: releases the request's hold). */
-static hcomm_status_t request_finish(hcomm_request_t *req)
+hcomm_comm_t hc_request_comm(hcomm_request_t req)
 {
-    hc_op_t       *op   = *req;
-    hcomm_comm_t   comm = op->comm;
-    hcomm_status_t st;
-
-    *req = NULL;
-    hc_comm_lock(comm);
-    st = op->status;
-    if (op->holders > 0) {
-        hc_comm_unlock(comm);
-        hc_op_drop(op);
-        return st;
-    }
-    hc_comm_op_recycle(comm, op);
-    hc_comm_unlock(comm);
-    return st;
-}
-
-hcomm_status_t hcomm_test(hcomm_request_t *req, int *done)
-{
-    if (req == NULL || *req == NULL || done == NULL) {
-        hc_error(COLL, "hcomm_test: NULL %s", done == NULL ? "done pointer" : "request");
-        return HCOMM_ERR_INVALID_ARG;
-    }
-    hc_op_t *op = *req;
-    hc_comm_lock(op->comm);
-    if (op->status == HCOMM_IN_PROGRESS)
-        hc_comm_progress_locked(op->comm);
-    int pending = op->status == HCOMM_IN_PROGRESS;
-    hc_comm_unlock(op->comm);
-    if (pending) {
-        *done = 0;
-        return HCOMM_IN_PROGRESS;
-    }
-    *done = 1;
-    return request_finish(req);
-}
-
-hcomm_status_t hcomm_wait(hcomm_request_t *req)
-{
-    if (req == NULL || *req == NULL) {
-        hc_error(COLL, "hcomm_wait: NULL request");
-        return HCOMM_ERR_INVALID_ARG;
-    }
-    hc_comm_wait_op(*req);
-    return request_finish(req);
+    return req->comm;
 }

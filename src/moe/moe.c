@@ -21,7 +21,7 @@ int hc_moe_grow(hc_moe_buf_t *b, size_t bytes, const char *what)
     b->cap = 0;
     p      = malloc(cap);
     if (p == NULL) {
-        hc_error(COLL, "moe: out of memory for %zu bytes of %s", cap, what);
+        hc_error(MOE, "moe: out of memory for %zu bytes of %s", cap, what);
         return -1;
     }
     b->p   = p;
@@ -34,25 +34,25 @@ static hcomm_status_t check_config(const hcomm_moe_config_t *c, int n)
     const char *name = "hcomm_moe_create";
 
     if (c == NULL) {
-        hc_error(COLL, "%s: NULL configuration", name);
+        hc_error(MOE, "%s: NULL configuration", name);
         return HCOMM_ERR_INVALID_ARG;
     }
     if (c->dtype != HCOMM_FLOAT32 && c->dtype != HCOMM_BFLOAT16 && c->dtype != HCOMM_FLOAT16) {
-        hc_error(COLL, "%s: dtype %d: float32, bfloat16 or float16 only", name, (int)c->dtype);
+        hc_error(MOE, "%s: dtype %d: float32, bfloat16 or float16 only", name, (int)c->dtype);
         return HCOMM_ERR_INVALID_DTYPE;
     }
     if (c->num_experts < 1 || c->topk < 1 || c->topk > HCOMM_MOE_MAX_TOPK || c->hidden < 1) {
-        hc_error(COLL, "%s: %d experts, top-%d, hidden %zu: need E >= 1, 1 <= k <= %d, H >= 1",
+        hc_error(MOE, "%s: %d experts, top-%d, hidden %zu: need E >= 1, 1 <= k <= %d, H >= 1",
                  name, c->num_experts, c->topk, c->hidden, HCOMM_MOE_MAX_TOPK);
         return HCOMM_ERR_INVALID_ARG;
     }
     if (c->hidden > (SIZE_MAX / 8 - 4 - 8 * HCOMM_MOE_MAX_TOPK) / 4) {
-        hc_error(COLL, "%s: hidden %zu overflows", name, c->hidden);
+        hc_error(MOE, "%s: hidden %zu overflows", name, c->hidden);
         return HCOMM_ERR_OVERFLOW;
     }
     for (int e = 0; c->expert_rank != NULL && e < c->num_experts; e++) {
         if (c->expert_rank[e] < 0 || c->expert_rank[e] >= n) {
-            hc_error(COLL, "%s: expert %d placed on rank %d of %d", name, e, (int)c->expert_rank[e],
+            hc_error(MOE, "%s: expert %d placed on rank %d of %d", name, e, (int)c->expert_rank[e],
                      n);
             return HCOMM_ERR_INVALID_RANK;
         }
@@ -119,7 +119,7 @@ static hcomm_status_t setup(hcomm_moe_t m, const hcomm_moe_config_t *c)
     m->lcur    = m->loff + L + 1;
     return HCOMM_SUCCESS;
 err_nomem:
-    hc_error(COLL, "hcomm_moe_create: out of memory");
+    hc_error(MOE, "hcomm_moe_create: out of memory");
     return HCOMM_ERR_NO_MEMORY;
 }
 
@@ -142,7 +142,7 @@ static hcomm_status_t create_local(hcomm_comm_t comm, const hcomm_moe_config_t *
         return st;
     m = calloc(1, sizeof(*m));
     if (m == NULL) {
-        hc_error(COLL, "hcomm_moe_create: out of memory");
+        hc_error(MOE, "hcomm_moe_create: out of memory");
         return HCOMM_ERR_NO_MEMORY;
     }
     m->comm      = comm;
@@ -179,18 +179,18 @@ hcomm_status_t hcomm_moe_create(hcomm_comm_t comm, const hcomm_moe_config_t *con
         return st;
     lst = moe == NULL ? HCOMM_ERR_INVALID_ARG : create_local(comm, config, rank, n, &m);
     if (moe == NULL)
-        hc_error(COLL, "hcomm_moe_create: NULL handle pointer");
+        hc_error(MOE, "hcomm_moe_create: NULL handle pointer");
     /* every rank learns whether all are valid and agree: min of (ok, h, ~h) */
     uint64_t h = m != NULL ? digest(m) : 0, v[3] = {lst == HCOMM_SUCCESS, h, ~h};
     st = hcomm_allreduce(v, v, 3, HCOMM_UINT64, HCOMM_MIN, comm, NULL);
     if (st == HCOMM_SUCCESS && lst != HCOMM_SUCCESS)
         st = lst;
     if (st == HCOMM_SUCCESS && v[0] == 0) {
-        hc_error(COLL, "hcomm_moe_create: another rank's configuration is invalid");
+        hc_error(MOE, "hcomm_moe_create: another rank's configuration is invalid");
         st = HCOMM_ERR_REMOTE;
     }
     if (st == HCOMM_SUCCESS && (v[1] != h || v[2] != ~h)) {
-        hc_error(COLL, "hcomm_moe_create: ranks passed different configurations (experts, "
+        hc_error(MOE, "hcomm_moe_create: ranks passed different configurations (experts, "
                        "top-k, hidden size, dtype or placement)");
         st = HCOMM_ERR_INVALID_ARG;
     }
@@ -212,7 +212,7 @@ void hcomm_moe_destroy(hcomm_moe_t moe)
 hcomm_status_t hcomm_moe_get_stats(hcomm_moe_t moe, hcomm_moe_stats_t *stats)
 {
     if (moe == NULL || stats == NULL) {
-        hc_error(COLL, "hcomm_moe_get_stats: NULL %s", moe == NULL ? "handle" : "stats");
+        hc_error(MOE, "hcomm_moe_get_stats: NULL %s", moe == NULL ? "handle" : "stats");
         return HCOMM_ERR_INVALID_ARG;
     }
     *stats = moe->stats;

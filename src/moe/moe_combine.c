@@ -6,7 +6,7 @@
  * wire buffers hold the partial sums: a row of them is shorter than a row. */
 #include <string.h>
 
-#include "core/comm.h"
+#include "core/group.h"
 #include "base/cast.h"
 #include "base/log.h"
 #include "base/reduce.h"
@@ -123,19 +123,19 @@ hcomm_status_t hcomm_moe_combine(hcomm_moe_t moe, const void *expert_out, void *
     uint64_t       b0 = 0, b1 = 0;
 
     if (moe == NULL) {
-        hc_error(COLL, "%s: NULL handle", name);
+        hc_error(MOE, "%s: NULL handle", name);
         return HCOMM_ERR_INVALID_ARG;
     }
     if (hc_group_active()) {
-        hc_error(COLL, "%s: not allowed inside a group", name);
+        hc_error(MOE, "%s: not allowed inside a group", name);
         return HCOMM_ERR_INVALID_USAGE;
     }
     if (!moe->have_layout) {
-        hc_error(COLL, "%s: no successful dispatch to combine", name);
+        hc_error(MOE, "%s: no successful dispatch to combine", name);
         return HCOMM_ERR_INVALID_USAGE;
     }
     if ((moe->nrows != 0 && expert_out == NULL) || (moe->ntokens != 0 && out == NULL)) {
-        hc_error(COLL, "%s: NULL %s", name, out == NULL ? "out" : "expert_out");
+        hc_error(MOE, "%s: NULL %s", name, out == NULL ? "out" : "expert_out");
         return HCOMM_ERR_NULL_BUFFER;
     }
     st = hcomm_comm_bytes_sent(moe->comm, &b0);

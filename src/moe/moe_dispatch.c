@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "core/group.h"
 #include "base/log.h"
 #include "moe/moe.h"
 
@@ -19,15 +19,15 @@ static hcomm_status_t check_input(const hcomm_moe_t m, const void *tokens, size_
     size_t      k    = (size_t)m->topk;
 
     if (rv == NULL) {
-        hc_error(COLL, "%s: NULL recv", name);
+        hc_error(MOE, "%s: NULL recv", name);
         return HCOMM_ERR_INVALID_ARG;
     }
     if (T > INT32_MAX || T > SIZE_MAX / m->row_bytes / k) {
-        hc_error(COLL, "%s: %zu tokens overflow", name, T);
+        hc_error(MOE, "%s: %zu tokens overflow", name, T);
         return HCOMM_ERR_OVERFLOW;
     }
     if (T != 0 && (tokens == NULL || ids == NULL || w == NULL)) {
-        hc_error(COLL, "%s: NULL %s with %zu tokens", name,
+        hc_error(MOE, "%s: NULL %s with %zu tokens", name,
                  tokens == NULL ? "tokens"
                  : ids == NULL  ? "topk_ids"
                                 : "topk_weights",
@@ -36,7 +36,7 @@ static hcomm_status_t check_input(const hcomm_moe_t m, const void *tokens, size_
     }
     for (size_t i = 0; i < T * k; i++) {
         if (ids[i] < -1 || ids[i] >= m->nexperts) {
-            hc_error(COLL, "%s: token %zu slot %zu: expert %d, not in -1 .. %d", name, i / k, i % k,
+            hc_error(MOE, "%s: token %zu slot %zu: expert %d, not in -1 .. %d", name, i / k, i % k,
                      (int)ids[i], m->nexperts - 1);
             return HCOMM_ERR_INVALID_ARG;
         }
@@ -139,7 +139,7 @@ static hcomm_status_t move_rows(hcomm_moe_t m)
     m->nrecv = 0;
     for (int p = 0; p < n; p++) {
         if (m->cnt_in[p] > (SIZE_MAX / rb - m->nrecv) / 2) {
-            hc_error(COLL, "hcomm_moe_dispatch: rank %d sends %llu rows: overflows", p,
+            hc_error(MOE, "hcomm_moe_dispatch: rank %d sends %llu rows: overflows", p,
                      (unsigned long long)m->cnt_in[p]);
             return HCOMM_ERR_OVERFLOW;
         }
@@ -173,7 +173,7 @@ static hcomm_status_t count_local(hcomm_moe_t m)
             int32_t l;
             memcpy(&l, rbuf + i * m->row_bytes + hc_moe_local_off(j), 4);
             if (l < -1 || l >= L) {
-                hc_error(COLL, "hcomm_moe_dispatch: received row %zu names local expert %d of %d",
+                hc_error(MOE, "hcomm_moe_dispatch: received row %zu names local expert %d of %d",
                          i, (int)l, L);
                 return HCOMM_ERR_PROTOCOL;
             }
@@ -261,12 +261,12 @@ hcomm_status_t hcomm_moe_dispatch(hcomm_moe_t moe, const void *tokens, size_t nu
     uint64_t       b0 = 0, b1 = 0;
 
     if (moe == NULL) {
-        hc_error(COLL, "hcomm_moe_dispatch: NULL handle");
+        hc_error(MOE, "hcomm_moe_dispatch: NULL handle");
         return HCOMM_ERR_INVALID_ARG;
     }
     moe->have_layout = 0;
     if (hc_group_active()) { /* the count exchange would only be queued */
-        hc_error(COLL, "hcomm_moe_dispatch: not allowed inside a group");
+        hc_error(MOE, "hcomm_moe_dispatch: not allowed inside a group");
         return HCOMM_ERR_INVALID_USAGE;
     }
     st = hcomm_comm_bytes_sent(moe->comm, &b0);
@@ -282,7 +282,7 @@ hcomm_status_t hcomm_moe_dispatch(hcomm_moe_t moe, const void *tokens, size_t nu
         return st != HCOMM_SUCCESS ? st : lst;
     for (int p = 0; p < moe->nranks; p++) {
         if (moe->cnt_in[p] == BAD_INPUT) {
-            hc_error(COLL,
+            hc_error(MOE,
                      "hcomm_moe_dispatch: rank %d could not dispatch (bad input); no data "
                      "moved",
                      p);

@@ -52,7 +52,7 @@ struct hcomm_buckets {
 static hcomm_status_t check(hcomm_buckets_t bk, const char *what)
 {
     if (bk == NULL || bk->magic != BUCKETS_MAGIC) {
-        hc_error(COLL, "%s: invalid buckets %p", what, (void *)bk);
+        hc_error(STREAM, "%s: invalid buckets %p", what, (void *)bk);
         return HCOMM_ERR_INVALID_ARG;
     }
     return HCOMM_SUCCESS;
@@ -99,30 +99,30 @@ static hcomm_status_t check_args(hcomm_comm_t comm, int ntensors, void *const *t
     if (st != HCOMM_SUCCESS)
         return st;
     if (out == NULL || stream == NULL || ntensors < 1 || tensors == NULL || counts == NULL) {
-        hc_error(COLL, "hcomm_buckets_create: %s", out == NULL ? "NULL output"
+        hc_error(STREAM, "hcomm_buckets_create: %s", out == NULL ? "NULL output"
                  : stream == NULL ? "a stream is required" : ntensors < 1 ? "no tensors"
                  : "NULL tensor or count list");
         return HCOMM_ERR_INVALID_ARG;
     }
     if (cfg != NULL && (cfg->kind < HCOMM_COMPRESS_NONE || cfg->kind >= HCOMM_COMPRESS_COUNT)) {
-        hc_error(COLL, "hcomm_buckets_create: invalid compression kind %d", (int)cfg->kind);
+        hc_error(STREAM, "hcomm_buckets_create: invalid compression kind %d", (int)cfg->kind);
         return HCOMM_ERR_INVALID_ARG;
     }
     size_t es = hcomm_dtype_size(dtype);
     if (es == 0) {
-        hc_error(COLL, "hcomm_buckets_create: invalid datatype %d", (int)dtype);
+        hc_error(STREAM, "hcomm_buckets_create: invalid datatype %d", (int)dtype);
         return HCOMM_ERR_INVALID_DTYPE;
     }
     size_t total = 0;
     for (int i = 0; i < ntensors; i++) {
         if (counts[i] > SIZE_MAX / es || total > SIZE_MAX - counts[i] * es) {
-            hc_error(COLL, "hcomm_buckets_create: tensor %d: %zu elements overflow", i,
+            hc_error(STREAM, "hcomm_buckets_create: tensor %d: %zu elements overflow", i,
                      counts[i]);
             return HCOMM_ERR_OVERFLOW;
         }
         total += counts[i] * es;
         if (counts[i] != 0 && tensors[i] == NULL) {
-            hc_error(COLL, "hcomm_buckets_create: tensor %d: NULL with %zu elements", i,
+            hc_error(STREAM, "hcomm_buckets_create: tensor %d: NULL with %zu elements", i,
                      counts[i]);
             return HCOMM_ERR_NULL_BUFFER;
         }
@@ -156,7 +156,7 @@ static hcomm_status_t buckets_alloc(hcomm_buckets_t bk, const hcomm_compress_con
             continue; /* only empty tensors: nothing to send */
         b->fusion = aligned_alloc(64, (b->count * bk->esize + 63) / 64 * 64);
         if (b->fusion == NULL) {
-            hc_error(COLL, "hcomm_buckets_create: out of memory for bucket %d (%zu bytes)", i,
+            hc_error(STREAM, "hcomm_buckets_create: out of memory for bucket %d (%zu bytes)", i,
                      b->count * bk->esize);
             return HCOMM_ERR_NO_MEMORY;
         }
@@ -204,18 +204,18 @@ hcomm_status_t hcomm_buckets_create(hcomm_comm_t comm, int ntensors, void *const
     if (st != HCOMM_SUCCESS)
         goto err_alloc;
     bk->magic = BUCKETS_MAGIC;
-    hc_debug(COLL, "hcomm_buckets_create: %d tensors in %d buckets (%zu bytes each at most)",
+    hc_debug(STREAM, "hcomm_buckets_create: %d tensors in %d buckets (%zu bytes each at most)",
              ntensors, bk->nbuckets, hc_params_get()->bucket_bytes);
     *out = bk;
     return HCOMM_SUCCESS;
 err_free:
-    hc_error(COLL, "hcomm_buckets_create: out of memory for %d tensors", ntensors);
+    hc_error(STREAM, "hcomm_buckets_create: out of memory for %d tensors", ntensors);
     st = HCOMM_ERR_NO_MEMORY;
 err_alloc:
     buckets_free(bk);
     return st;
 err_nomem:
-    hc_error(COLL, "hcomm_buckets_create: out of memory");
+    hc_error(STREAM, "hcomm_buckets_create: out of memory");
     return HCOMM_ERR_NO_MEMORY;
 }
 
@@ -260,12 +260,12 @@ hcomm_status_t hcomm_buckets_ready(hcomm_buckets_t bk, int index)
     if (st != HCOMM_SUCCESS)
         return st;
     if (index < 0 || index >= bk->ntensors) {
-        hc_error(COLL, "hcomm_buckets_ready: tensor %d out of range [0, %d)", index,
+        hc_error(STREAM, "hcomm_buckets_ready: tensor %d out of range [0, %d)", index,
                  bk->ntensors);
         return HCOMM_ERR_INVALID_ARG;
     }
     if (bk->ready[index]) {
-        hc_error(COLL, "hcomm_buckets_ready: tensor %d marked ready twice in one step", index);
+        hc_error(STREAM, "hcomm_buckets_ready: tensor %d marked ready twice in one step", index);
         return HCOMM_ERR_INVALID_USAGE;
     }
     bucket_t *b      = &bk->b[bk->bucket_of[index]];
@@ -307,7 +307,7 @@ hcomm_status_t hcomm_buckets_wait(hcomm_buckets_t bk)
         int i = 0;
         while (bk->ready[i])
             i++;
-        hc_error(COLL, "hcomm_buckets_wait: %d of %d tensors not marked ready (first: %d)",
+        hc_error(STREAM, "hcomm_buckets_wait: %d of %d tensors not marked ready (first: %d)",
                  bk->ntensors - bk->nready, bk->ntensors, i);
         return HCOMM_ERR_INVALID_USAGE;
     }
@@ -329,7 +329,7 @@ hcomm_status_t hcomm_buckets_layout(hcomm_buckets_t bk, int b, int *nbuckets, in
     if (st != HCOMM_SUCCESS)
         return st;
     if (b < 0 || b >= bk->nbuckets) {
-        hc_error(COLL, "hcomm_buckets_layout: bucket %d out of range [0, %d)", b, bk->nbuckets);
+        hc_error(STREAM, "hcomm_buckets_layout: bucket %d out of range [0, %d)", b, bk->nbuckets);
         return HCOMM_ERR_INVALID_ARG;
     }
     if (nbuckets != NULL)
@@ -347,7 +347,7 @@ void hcomm_buckets_destroy(hcomm_buckets_t bk)
         return;
     if (bk->next > 0 && hcomm_stream_synchronize(bk->stream) == HCOMM_ERR_TIMEOUT) {
         /* the stream may still write the fusion buffers and tensors */
-        hc_error(COLL, "hcomm_buckets_destroy: the stream is stuck; buckets %p not freed",
+        hc_error(STREAM, "hcomm_buckets_destroy: the stream is stuck; buckets %p not freed",
                  (void *)bk);
         return;
     }

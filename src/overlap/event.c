@@ -39,7 +39,7 @@ static void rec_unref(hc_event_rec_t *r)
 static hcomm_status_t event_check(hcomm_event_t ev, const char *what)
 {
     if (ev == NULL || ev->magic != EVENT_MAGIC) {
-        hc_error(COLL, "%s: invalid event %p", what, (void *)ev);
+        hc_error(STREAM, "%s: invalid event %p", what, (void *)ev);
         return HCOMM_ERR_INVALID_ARG;
     }
     return HCOMM_SUCCESS;
@@ -51,12 +51,12 @@ hcomm_status_t hcomm_event_create(hcomm_event_t *out)
     hcomm_event_t      ev;
 
     if (out == NULL) {
-        hc_error(COLL, "hcomm_event_create: NULL output");
+        hc_error(STREAM, "hcomm_event_create: NULL output");
         return HCOMM_ERR_INVALID_ARG;
     }
     ev = calloc(1, sizeof(*ev));
     if (ev == NULL) {
-        hc_error(COLL, "hcomm_event_create: out of memory");
+        hc_error(STREAM, "hcomm_event_create: out of memory");
         return HCOMM_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&ev->mu, NULL);
@@ -100,7 +100,7 @@ hc_event_rec_t *hc_event_new_record(hc_event_t *ev)
 {
     hc_event_rec_t *r = calloc(1, sizeof(*r));
     if (r == NULL) {
-        hc_error(COLL, "hcomm_event_record: out of memory");
+        hc_error(STREAM, "hcomm_event_record: out of memory");
         return NULL;
     }
     r->refs = 2; /* the event's, the caller's */
@@ -174,7 +174,7 @@ hcomm_status_t hcomm_event_synchronize(hcomm_event_t ev)
     if (r != NULL)
         hc_event_release(ev, r);
     if (rc != 0) {
-        hc_error(COLL, "hcomm_event_synchronize: not complete within HCOMM_TIMEOUT (%g s)",
+        hc_error(STREAM, "hcomm_event_synchronize: not complete within HCOMM_TIMEOUT (%g s)",
                  timeout);
         return HCOMM_ERR_TIMEOUT;
     }

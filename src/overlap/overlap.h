@@ -1,13 +1,14 @@
-/* overlap.h - streams (stream.c) and events (event.c) as the core sees them:
- * a collective issued on a stream is queued on its communicator behind a
- * closed gate (core/comm.h) and handed to the stream as a task, which opens the
- * gate when the stream reaches it and waits for the op on the stream's thread. */
+/* overlap.h - streams (stream.c) and events (event.c) as the floors above see
+ * them: a collective issued on a stream is queued on its communicator behind
+ * a closed gate (core/handles.h) and handed to the stream as a task, which
+ * opens the gate when the stream reaches it and waits for the request on the
+ * stream's thread. */
 #ifndef HC_OVERLAP_H
 #define HC_OVERLAP_H
 
 #include <stddef.h>
 
-#include "core/exec.h"
+#include "core/handles.h"
 #include "hcomm_stream.h"
 
 typedef struct hc_stream_task hc_stream_task_t;
@@ -15,18 +16,19 @@ typedef struct hc_stream_task hc_stream_task_t;
 /* Logs and returns why stream cannot take work, or HCOMM_SUCCESS. */
 hcomm_status_t hc_stream_check(hcomm_stream_t stream, const char *what);
 
-/* A task for nops ops (a group's ops run together), allocated before the ops
+/* A task for nreqs requests (a group's run together), allocated before they
  * are queued so that queuing them cannot fail half-way; NULL when out of memory. */
-hc_stream_task_t *hc_stream_task_ops(size_t nops);
-void              hc_stream_task_set_op(hc_stream_task_t *t, size_t i, hc_op_t *op);
-void              hc_stream_task_shrink(hc_stream_task_t *t, size_t nops); /* fewer filled */
+hc_stream_task_t *hc_stream_task_requests(size_t nreqs);
+void              hc_stream_task_set_request(hc_stream_task_t *t, size_t i, hcomm_request_t req);
+void              hc_stream_task_shrink(hc_stream_task_t *t, size_t nreqs); /* fewer filled */
 void              hc_stream_task_free(hc_stream_task_t *t);              /* NULL allowed */
 
 /* Queues a filled task; the stream owns it from here. */
 void hc_stream_push(hcomm_stream_t stream, hc_stream_task_t *t);
 
-/* Drops the holds streams keep on comm's ops for hcomm_stream_last_request,
- * so that destroying comm waits only for ops still running (core/comm.c). */
+/* Drops the holds streams keep on comm's requests for
+ * hcomm_stream_last_request, so that destroying comm waits only for requests
+ * still running (api/api_comm.c). */
 void hc_stream_forget_comm(hcomm_comm_t comm);
 
 /* A host function whose failure (a status other than success) becomes the
@@ -38,8 +40,6 @@ hcomm_status_t hc_stream_launch_step(hcomm_stream_t stream, hcomm_status_t (*fn)
  * queuing fn(arg) as a host function on a cudaStream_t: 0, or -1 (logged). */
 int hc_stream_cuda_available(void);
 int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg);
-/* Whether p is device memory (not host, managed or unknown to CUDA); 0 without CUDA. */
-int hc_cuda_is_device_ptr(const void *p);
 /* The CUDA stream's unique id (handles are reused after cudaStreamDestroy): 0,
  * or -1 with *why set to CUDA's reason. */
 int hc_cuda_stream_id(void *cuda_stream, unsigned long long *id, const char **why);

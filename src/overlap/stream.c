@@ -1,5 +1,6 @@
 /* stream.c - streams: a FIFO of tasks run in order by a thread of the stream's
- * own. An ops task opens its ops' gates and progresses them until they finish;
+ * own. A requests task opens its requests' gates and progresses them until they
+ * finish;
  * host functions run in place; event records and waits order streams against
  * each other. Every wait is bounded by HCOMM_TIMEOUT without progress. */
 #include <pthread.h>
@@ -7,14 +8,14 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "core/comm.h"
+#include "core/handles.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "overlap/overlap.h"
 
 #define STREAM_MAGIC 0x5354524du
 
-typedef enum { TASK_OPS, TASK_HOST, TASK_STEP, TASK_RECORD, TASK_WAIT } task_kind_t;
+typedef enum { TASK_REQUESTS, TASK_HOST, TASK_STEP, TASK_RECORD, TASK_WAIT } task_kind_t;
 
 struct hc_stream_task {
     hc_stream_task_t *next;
@@ -27,8 +28,8 @@ struct hc_stream_task {
     int               refs;         /* the thread, and a CUDA callback on CUDA streams */
     int               go, finished; /* CUDA streams: the CUDA stream reached it; it ran */
     struct hcomm_stream *owner;
-    size_t            nops;
-    hc_op_t          *ops[];
+    size_t            nreqs;
+    hcomm_request_t   reqs[];
 };
 
 struct hcomm_stream {
@@ -39,7 +40,7 @@ struct hcomm_stream {
     hc_stream_task_t *head, *tail;
     uint64_t          queued, finished;
     hcomm_status_t    error; /* first failure; sticky */
-    hc_op_t          *last_op; /* held for hcomm_stream_last_request; under g_last_mu */
+    hcomm_request_t   last_req; /* held for hcomm_stream_last_request; under g_last_mu */
     struct hcomm_stream *live_next; /* g_live, under g_last_mu */
     int               stop;
     pthread_t         thread;
@@ -47,18 +48,19 @@ struct hcomm_stream {
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
 };
 
-/* Guards every stream's last_op and the list of live streams, so that a
- * communicator's destroy can take back the holds streams keep on its ops
+/* Guards every stream's last_req and the list of live streams, so that a
+ * communicator's destroy can take back the holds streams keep on its requests
  * (hc_stream_forget_comm). A leaf lock: nothing else is taken under it. */
 static pthread_mutex_t      g_last_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hcomm_stream *g_live;
 
-/* Replaces s's last op with op (NULL allowed); the old one, for the caller to drop. */
-static hc_op_t *last_swap(hcomm_stream_t s, hc_op_t *op)
+/* Replaces s's last request with req (NULL allowed); the old one, for the caller
+ * to drop. */
+static hcomm_request_t last_swap(hcomm_stream_t s, hcomm_request_t req)
 {
     pthread_mutex_lock(&g_last_mu);
-    hc_op_t *old = s->last_op;
-    s->last_op   = op;
+    hcomm_request_t old = s->last_req;
+    s->last_req         = req;
     pthread_mutex_unlock(&g_last_mu);
     return old;
 }
@@ -66,17 +68,17 @@ static hc_op_t *last_swap(hcomm_stream_t s, hc_op_t *op)
 void hc_stream_forget_comm(hcomm_comm_t comm)
 {
     for (;;) {
-        hc_op_t *op = NULL;
+        hcomm_request_t req = NULL;
         pthread_mutex_lock(&g_last_mu);
-        for (hcomm_stream_t s = g_live; s != NULL && op == NULL; s = s->live_next)
-            if (s->last_op != NULL && s->last_op->comm == comm) {
-                op         = s->last_op;
-                s->last_op = NULL;
+        for (hcomm_stream_t s = g_live; s != NULL && req == NULL; s = s->live_next)
+            if (s->last_req != NULL && hc_request_comm(s->last_req) == comm) {
+                req         = s->last_req;
+                s->last_req = NULL;
             }
         pthread_mutex_unlock(&g_last_mu);
-        if (op == NULL)
+        if (req == NULL)
             return;
-        hc_op_drop(op); /* the op lives on while its task still runs it */
+        hc_request_drop(req); /* it lives on while its task still runs it */
     }
 }
 
@@ -92,35 +94,35 @@ static void cond_init(pthread_cond_t *c)
 hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
 {
     if (s == NULL || s->magic != STREAM_MAGIC) {
-        hc_error(COLL, "%s: invalid stream %p", what, (void *)s);
+        hc_error(STREAM, "%s: invalid stream %p", what, (void *)s);
         return HCOMM_ERR_INVALID_ARG;
     }
     return HCOMM_SUCCESS;
 }
 
-static hc_stream_task_t *task_new(task_kind_t kind, size_t nops)
+static hc_stream_task_t *task_new(task_kind_t kind, size_t nreqs)
 {
-    hc_stream_task_t *t = calloc(1, sizeof(*t) + nops * sizeof(hc_op_t *));
+    hc_stream_task_t *t = calloc(1, sizeof(*t) + nreqs * sizeof(hcomm_request_t));
     if (t == NULL)
-        hc_error(COLL, "stream: out of memory for a task");
+        hc_error(STREAM, "stream: out of memory for a task");
     else
-        t->kind = kind, t->nops = nops, t->refs = 1;
+        t->kind = kind, t->nreqs = nreqs, t->refs = 1;
     return t;
 }
 
-hc_stream_task_t *hc_stream_task_ops(size_t nops)
+hc_stream_task_t *hc_stream_task_requests(size_t nreqs)
 {
-    return task_new(TASK_OPS, nops);
+    return task_new(TASK_REQUESTS, nreqs);
 }
 
-void hc_stream_task_set_op(hc_stream_task_t *t, size_t i, hc_op_t *op)
+void hc_stream_task_set_request(hc_stream_task_t *t, size_t i, hcomm_request_t req)
 {
-    t->ops[i] = op;
+    t->reqs[i] = req;
 }
 
-void hc_stream_task_shrink(hc_stream_task_t *t, size_t nops)
+void hc_stream_task_shrink(hc_stream_task_t *t, size_t nreqs)
 {
-    t->nops = nops;
+    t->nreqs = nreqs;
 }
 
 void hc_stream_task_free(hc_stream_task_t *t)
@@ -151,7 +153,7 @@ static void stream_cuda_enter(void *arg)
     while (!t->finished && !expired)
         expired = pthread_cond_timedwait(&s->cuda_cv, &s->mu, &until) != 0;
     if (!t->finished)
-        hc_error(COLL, "CUDA stream %p: an hcomm task did not finish within HCOMM_TIMEOUT; "
+        hc_error(STREAM, "CUDA stream %p: an hcomm task did not finish within HCOMM_TIMEOUT; "
                        "the CUDA stream goes on", s->cuda);
     task_unref(t);
     pthread_mutex_unlock(&s->mu);
@@ -159,19 +161,16 @@ static void stream_cuda_enter(void *arg)
 
 void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
 {
-    hc_op_t *dropped = NULL;
+    hcomm_request_t dropped = NULL;
 
     pthread_mutex_lock(&s->mu);
-    if (t->kind == TASK_OPS) {
-        /* the stream keeps a hold on its last op for hcomm_stream_last_request
-         * (a group's several ops have no one request); taken before the op is
+    if (t->kind == TASK_REQUESTS) {
+        /* the stream keeps a hold on its last request for hcomm_stream_last_request
+         * (a group's several requests have no one handle); taken before it is
          * published, as hc_stream_forget_comm may drop it at once */
-        if (t->nops == 1) {
-            hc_comm_lock(t->ops[0]->comm);
-            t->ops[0]->holders++;
-            hc_comm_unlock(t->ops[0]->comm);
-        }
-        dropped = last_swap(s, t->nops == 1 ? t->ops[0] : NULL);
+        if (t->nreqs == 1)
+            hc_request_hold(t->reqs[0]);
+        dropped = last_swap(s, t->nreqs == 1 ? t->reqs[0] : NULL);
     }
     t->next = NULL;
     if (s->cuda != NULL) { /* the CUDA stream gets a callback that brackets the task */
@@ -192,7 +191,7 @@ void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     if (dropped != NULL)
-        hc_op_drop(dropped);
+        hc_request_drop(dropped);
 }
 
 static void stream_fail(hcomm_stream_t s, hcomm_status_t st)
@@ -203,23 +202,20 @@ static void stream_fail(hcomm_stream_t s, hcomm_status_t st)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Opens the gates, then progresses every op until all finished; their
+/* Opens the gates, then progresses every request until all finished; their
  * communicators fail them after HCOMM_TIMEOUT without progress. */
-static hcomm_status_t run_ops(hc_stream_task_t *t)
+static hcomm_status_t run_requests(hc_stream_task_t *t)
 {
     hcomm_status_t first = HCOMM_SUCCESS;
 
-    for (size_t i = 0; i < t->nops; i++)
-        hc_op_open_gate(t->ops[i]);
-    hc_comm_wait_ops(t->ops, t->nops);
-    for (size_t i = 0; i < t->nops; i++) {
-        hcomm_comm_t c = t->ops[i]->comm;
-        hc_comm_lock(c);
-        hcomm_status_t st = t->ops[i]->status;
-        hc_comm_unlock(c);
+    for (size_t i = 0; i < t->nreqs; i++)
+        hc_request_open_gate(t->reqs[i]);
+    hc_requests_wait(t->reqs, t->nreqs);
+    for (size_t i = 0; i < t->nreqs; i++) {
+        hcomm_status_t st = hc_request_status(t->reqs[i]);
         if (st != HCOMM_SUCCESS && first == HCOMM_SUCCESS)
             first = st;
-        hc_op_drop(t->ops[i]);
+        hc_request_drop(t->reqs[i]);
     }
     return first;
 }
@@ -229,7 +225,7 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
     hcomm_status_t st = HCOMM_SUCCESS;
 
     switch (t->kind) {
-    case TASK_OPS: st = run_ops(t); break;
+    case TASK_REQUESTS: st = run_requests(t); break;
     case TASK_HOST: t->fn(t->arg); break;
     case TASK_STEP: st = t->step(t->arg); break;
     case TASK_RECORD:
@@ -238,7 +234,7 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
         break;
     case TASK_WAIT:
         if (hc_event_wait(t->ev, t->rec, hc_params_get()->timeout) != 0) {
-            hc_error(COLL, "stream %p: the event it waits for did not complete within "
+            hc_error(STREAM, "stream %p: the event it waits for did not complete within "
                            "HCOMM_TIMEOUT (%g s)", (void *)s, hc_params_get()->timeout);
             st = HCOMM_ERR_TIMEOUT;
         }
@@ -264,19 +260,16 @@ static int stream_wait_go(hcomm_stream_t s, hc_stream_task_t *t)
 }
 
 /* A task the CUDA stream never reached: fails instead of running out of order
- * (an op's communicator fails, so its peers do not wait forever). */
+ * (a request's communicator fails, so its peers do not wait forever). */
 static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
 {
-    hc_error(COLL, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT", s->cuda);
+    hc_error(STREAM, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT", s->cuda);
     stream_fail(s, HCOMM_ERR_TIMEOUT);
-    for (size_t i = 0; i < t->nops; i++) {
-        hcomm_comm_t c = t->ops[i]->comm;
-        hc_comm_lock(c); /* other streams' threads may progress c meanwhile */
-        hc_comm_fail(c, HCOMM_ERR_TIMEOUT);
-        hc_comm_unlock(c);
-        hc_op_open_gate(t->ops[i]);
-        hc_comm_wait_op(t->ops[i]);
-        hc_op_drop(t->ops[i]);
+    for (size_t i = 0; i < t->nreqs; i++) {
+        hc_comm_set_failed(hc_request_comm(t->reqs[i]), HCOMM_ERR_TIMEOUT);
+        hc_request_open_gate(t->reqs[i]);
+        hc_request_wait(t->reqs[i]);
+        hc_request_drop(t->reqs[i]);
     }
     if (t->ev != NULL) {
         if (t->rec != NULL) /* a skipped record never completes: its waiters time out */
@@ -321,12 +314,12 @@ static hcomm_status_t stream_create(void *cuda, hcomm_stream_t *out)
     hcomm_stream_t s;
 
     if (out == NULL) {
-        hc_error(COLL, "hcomm_stream_create: NULL output");
+        hc_error(STREAM, "hcomm_stream_create: NULL output");
         return HCOMM_ERR_INVALID_ARG;
     }
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
-        hc_error(COLL, "hcomm_stream_create: out of memory");
+        hc_error(STREAM, "hcomm_stream_create: out of memory");
         return HCOMM_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&s->mu, NULL);
@@ -337,7 +330,7 @@ static hcomm_status_t stream_create(void *cuda, hcomm_stream_t *out)
     s->magic = STREAM_MAGIC;
     int rc   = pthread_create(&s->thread, NULL, stream_main, s);
     if (rc != 0) {
-        hc_error(COLL, "hcomm_stream_create: pthread_create: %s", strerror(rc));
+        hc_error(STREAM, "hcomm_stream_create: pthread_create: %s", strerror(rc));
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->work);
         pthread_cond_destroy(&s->done);
@@ -361,11 +354,11 @@ hcomm_status_t hcomm_stream_create(hcomm_stream_t *out)
 hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *out)
 {
     if (!hc_stream_cuda_available()) {
-        hc_error(COLL, "hcomm_stream_create_cuda: this hcomm was built without CUDA");
+        hc_error(STREAM, "hcomm_stream_create_cuda: this hcomm was built without CUDA");
         return HCOMM_ERR_UNSUPPORTED;
     }
     if (cuda_stream == NULL) {
-        hc_error(COLL, "hcomm_stream_create_cuda: NULL CUDA stream (the legacy default stream "
+        hc_error(STREAM, "hcomm_stream_create_cuda: NULL CUDA stream (the legacy default stream "
                        "cannot be bracketed; create one)");
         return HCOMM_ERR_INVALID_ARG;
     }
@@ -385,7 +378,7 @@ static hcomm_status_t stream_sync(hcomm_stream_t s)
         struct timespec until = hc_clock_abs_in(timeout);
         if (pthread_cond_timedwait(&s->done, &s->mu, &until) != 0 && s->finished == seen) {
             pthread_mutex_unlock(&s->mu);
-            hc_error(COLL, "stream %p: no queued work finished within HCOMM_TIMEOUT (%g s)",
+            hc_error(STREAM, "stream %p: no queued work finished within HCOMM_TIMEOUT (%g s)",
                      (void *)s, timeout);
             return HCOMM_ERR_TIMEOUT;
         }
@@ -423,7 +416,7 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     st = stream_sync(s);
     if (st == HCOMM_ERR_TIMEOUT) {
         /* its thread may still be inside a task: leave it running, leak it */
-        hc_error(COLL, "hcomm_stream_destroy: stream %p is stuck; not freed", (void *)s);
+        hc_error(STREAM, "hcomm_stream_destroy: stream %p is stuck; not freed", (void *)s);
         return st;
     }
     pthread_mutex_lock(&s->mu);
@@ -431,8 +424,8 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&g_last_mu);
-    hc_op_t *last = s->last_op;
-    s->last_op    = NULL;
+    hcomm_request_t last = s->last_req;
+    s->last_req    = NULL;
     for (hcomm_stream_t *p = &g_live; *p != NULL; p = &(*p)->live_next)
         if (*p == s) {
             *p = s->live_next;
@@ -441,7 +434,7 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     pthread_mutex_unlock(&g_last_mu);
     pthread_join(s->thread, NULL);
     if (last != NULL)
-        hc_op_drop(last);
+        hc_request_drop(last);
     s->magic = 0;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
@@ -457,19 +450,16 @@ hcomm_status_t hcomm_stream_last_request(hcomm_stream_t s, hcomm_request_t *req)
     if (st != HCOMM_SUCCESS)
         return st;
     if (req == NULL) {
-        hc_error(COLL, "hcomm_stream_last_request: NULL request pointer");
+        hc_error(STREAM, "hcomm_stream_last_request: NULL request pointer");
         return HCOMM_ERR_INVALID_ARG;
     }
-    hc_op_t *op = last_swap(s, NULL); /* the stream's hold becomes the request's */
-    if (op == NULL) {
-        hc_error(COLL, "hcomm_stream_last_request: no operation queued since the last request "
+    hcomm_request_t last = last_swap(s, NULL); /* the stream's hold becomes the user's */
+    if (last == NULL) {
+        hc_error(STREAM, "hcomm_stream_last_request: no operation queued since the last request "
                        "(or its communicator was destroyed)");
         return HCOMM_ERR_INVALID_USAGE;
     }
-    hc_comm_lock(op->comm);
-    op->user_req = 1;
-    hc_comm_unlock(op->comm);
-    *req = op;
+    *req = last;
     return HCOMM_SUCCESS;
 }
 
@@ -479,7 +469,7 @@ hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void
     if (st != HCOMM_SUCCESS)
         return st;
     if (fn == NULL) {
-        hc_error(COLL, "hcomm_launch_host_func: NULL function");
+        hc_error(STREAM, "hcomm_launch_host_func: NULL function");
         return HCOMM_ERR_INVALID_ARG;
     }
     hc_stream_task_t *t = task_new(TASK_HOST, 0);
@@ -508,7 +498,7 @@ hcomm_status_t hcomm_event_record(hcomm_event_t ev, hcomm_stream_t s)
     if (st != HCOMM_SUCCESS)
         return st;
     if (ev == NULL) {
-        hc_error(COLL, "hcomm_event_record: NULL event");
+        hc_error(STREAM, "hcomm_event_record: NULL event");
         return HCOMM_ERR_INVALID_ARG;
     }
     hc_stream_task_t *t = task_new(TASK_RECORD, 0);
@@ -530,7 +520,7 @@ hcomm_status_t hcomm_stream_wait_event(hcomm_stream_t s, hcomm_event_t ev)
     if (st != HCOMM_SUCCESS)
         return st;
     if (ev == NULL) {
-        hc_error(COLL, "hcomm_stream_wait_event: NULL event");
+        hc_error(STREAM, "hcomm_stream_wait_event: NULL event");
         return HCOMM_ERR_INVALID_ARG;
     }
     hc_stream_task_t *t = task_new(TASK_WAIT, 0);

@@ -16,22 +16,10 @@ int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg)
 {
     cudaError_t e = cudaLaunchHostFunc((cudaStream_t)cuda_stream, fn, arg);
     if (e != cudaSuccess) {
-        hc_error(COLL, "cudaLaunchHostFunc on stream %p: %s", cuda_stream, cudaGetErrorString(e));
+        hc_error(STREAM, "cudaLaunchHostFunc on stream %p: %s", cuda_stream, cudaGetErrorString(e));
         return -1;
     }
     return 0;
-}
-
-int hc_cuda_is_device_ptr(const void *p)
-{
-    struct cudaPointerAttributes a;
-    if (p == NULL)
-        return 0;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError(); /* no device or driver: nothing is device memory */
-        return 0;
-    }
-    return a.type == cudaMemoryTypeDevice;
 }
 
 int hc_cuda_stream_id(void *cuda_stream, unsigned long long *id, const char **why)

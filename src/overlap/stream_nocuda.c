@@ -12,12 +12,6 @@ int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg)
     return -1;
 }
 
-int hc_cuda_is_device_ptr(const void *p)
-{
-    (void)p;
-    return 0;
-}
-
 int hc_cuda_stream_id(void *cuda_stream, unsigned long long *id, const char **why)
 {
     (void)cuda_stream, (void)id;

@@ -6,8 +6,8 @@
 
 #include <math.h>
 
-static const char *const cost_names[HC_COST_ALGO_COUNT] = {"ring", "rd", "rabenseifner",
-                                                            "tree", "hier", "leader"};
+static const char *const cost_names[HC_COST_ALGO_COUNT] = {
+    "ring", "rd", "rabenseifner", "tree", "hier", "leader", "a2a_pairwise", "a2a_hier"};
 
 const char *hc_cost_algo_name(hc_cost_algo_t a)
 {
@@ -324,4 +324,11 @@ double hc_cost_alltoall_us(const hc_cluster_t *c, int hier, size_t bytes_per_pee
         p = 1;
     return hier ? a2a_hier_us(c, N, p, (double)bytes_per_peer)
                 : a2a_pairwise_us(c, N, p, (double)bytes_per_peer);
+}
+
+double hc_cost_us(const hc_cluster_t *c, hc_cost_algo_t algo, size_t bytes, size_t chunk_bytes)
+{
+    if (algo == HC_COST_A2A_PAIRWISE || algo == HC_COST_A2A_HIER)
+        return hc_cost_alltoall_us(c, algo == HC_COST_A2A_HIER, bytes);
+    return hc_cost_allreduce_us(c, algo, bytes, chunk_bytes);
 }

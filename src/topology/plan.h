@@ -47,4 +47,18 @@ void           hc_plan_tree_free(hc_tree_t *t);
 hcomm_status_t hc_plan_hier(const hc_cluster_t *c, hc_hier_t *out);
 void           hc_plan_hier_free(hc_hier_t *h);
 
+/* A cluster model and every plan built on it: what a communicator (or
+ * hcomm-topo) holds, and what selection and the schedule builders read. */
+typedef struct hc_plans {
+    hc_cluster_t *cluster;
+    hc_rings_t    rings;
+    hc_tree_t     trees[2]; /* the double tree */
+    hc_hier_t     hier;
+} hc_plans_t;
+
+/* Plans nrings rings, the double tree and the hierarchy on cluster, which *out
+ * takes over (and frees, also when planning fails). */
+hcomm_status_t hc_plans_build(hc_cluster_t *cluster, int nrings, hc_plans_t *out);
+void           hc_plans_free(hc_plans_t *p);
+
 #endif

@@ -17,7 +17,7 @@ static int cluster_ok(const hc_cluster_t *c)
 hcomm_status_t hc_plan_hier(const hc_cluster_t *c, hc_hier_t *out)
 {
     if (!cluster_ok(c) || !out) {
-        hc_error(ALGO, "plan hierarchy: invalid cluster");
+        hc_error(TOPO, "plan hierarchy: invalid cluster");
         return HCOMM_ERR_INVALID_ARG;
     }
     int nn = c->nnodes, nr = c->nranks, ppn = 0;
@@ -32,7 +32,7 @@ hcomm_status_t hc_plan_hier(const hc_cluster_t *c, hc_hier_t *out)
     h.rail_first = calloc((size_t)ppn + 1, sizeof(int));
     h.rail_ranks = malloc((size_t)nr * sizeof(int));
     if (!h.node_first || !h.node_ranks || !h.rail_first || !h.rail_ranks) {
-        hc_error(ALGO, "plan hierarchy: out of memory for %d ranks", nr);
+        hc_error(TOPO, "plan hierarchy: out of memory for %d ranks", nr);
         hc_plan_hier_free(&h);
         return HCOMM_ERR_NO_MEMORY;
     }

@@ -53,7 +53,7 @@ static int ring_local(int k, int s, int j)
 hcomm_status_t hc_plan_rings(const hc_cluster_t *c, int nrings, hc_rings_t *out)
 {
     if (!cluster_ok(c) || nrings < 1 || !out) {
-        hc_error(ALGO, "plan rings: invalid cluster or nrings %d", nrings);
+        hc_error(TOPO, "plan rings: invalid cluster or nrings %d", nrings);
         return HCOMM_ERR_INVALID_ARG;
     }
     int maxr = distinct_rings(max_node_size(c));
@@ -64,7 +64,7 @@ hcomm_status_t hc_plan_rings(const hc_cluster_t *c, int nrings, hc_rings_t *out)
 
     int *order = malloc((size_t)nrings * (size_t)c->nranks * sizeof(*order));
     if (!order) {
-        hc_error(ALGO, "plan rings: out of memory for %d x %d ranks", nrings, c->nranks);
+        hc_error(TOPO, "plan rings: out of memory for %d x %d ranks", nrings, c->nranks);
         return HCOMM_ERR_NO_MEMORY;
     }
     for (int k = 0; k < nrings; k++) {

@@ -34,7 +34,7 @@ static hcomm_status_t tree_alloc(hc_tree_t *t, int nranks)
     t->nchildren = calloc((size_t)nranks, sizeof(int));
     t->children  = malloc((size_t)nranks * HC_TREE_MAX_CHILDREN * sizeof(int));
     if (!t->parent || !t->nchildren || !t->children) {
-        hc_error(ALGO, "plan tree: out of memory for %d ranks", nranks);
+        hc_error(TOPO, "plan tree: out of memory for %d ranks", nranks);
         free(t->children);
         free(t->nchildren);
         free(t->parent);
@@ -83,7 +83,7 @@ static hcomm_status_t spec_alloc(const hc_cluster_t *c, chain_spec_t *sp)
     sp->nparent = malloc((size_t)c->nnodes * sizeof(int));
     sp->start   = malloc((size_t)c->nnodes * sizeof(int));
     if (!sp->nparent || !sp->start) {
-        hc_error(ALGO, "plan tree: out of memory for %d nodes", c->nnodes);
+        hc_error(TOPO, "plan tree: out of memory for %d nodes", c->nnodes);
         free(sp->start);
         free(sp->nparent);
         return HCOMM_ERR_NO_MEMORY;
@@ -100,12 +100,12 @@ static void spec_free(chain_spec_t *sp)
 hcomm_status_t hc_plan_tree(const hc_cluster_t *c, int root, hc_tree_t *out)
 {
     if (!cluster_ok(c) || !c->node_of || !out || root < 0 || root >= c->nranks) {
-        hc_error(ALGO, "plan tree: invalid cluster or root %d", root);
+        hc_error(TOPO, "plan tree: invalid cluster or root %d", root);
         return HCOMM_ERR_INVALID_ARG;
     }
     int rn = c->node_of[root], nn = c->nnodes;
     if (rn < 0 || rn >= nn) {
-        hc_error(ALGO, "plan tree: root %d on invalid node %d", root, rn);
+        hc_error(TOPO, "plan tree: root %d on invalid node %d", root, rn);
         return HCOMM_ERR_INVALID_ARG;
     }
     chain_spec_t   sp = {.dir = 1};
@@ -123,7 +123,7 @@ hcomm_status_t hc_plan_tree(const hc_cluster_t *c, int root, hc_tree_t *out)
         if (c->node_ranks[i] == root)
             sp.start[rn] = i - c->node_first[rn];
     if (sp.start[rn] < 0) {
-        hc_error(ALGO, "plan tree: root %d missing from node %d's ranks", root, rn);
+        hc_error(TOPO, "plan tree: root %d missing from node %d's ranks", root, rn);
         st = HCOMM_ERR_INVALID_ARG;
         goto out_spec;
     }
@@ -171,7 +171,7 @@ static int dtree_node(int t, int p, int n)
 hcomm_status_t hc_plan_double_tree(const hc_cluster_t *c, hc_tree_t trees[2])
 {
     if (!cluster_ok(c) || !trees) {
-        hc_error(ALGO, "plan double tree: invalid cluster");
+        hc_error(TOPO, "plan double tree: invalid cluster");
         return HCOMM_ERR_INVALID_ARG;
     }
     int            nn   = c->nnodes;

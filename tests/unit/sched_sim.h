@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "algorithms/algo.h"
+#include "algorithms/select.h"
 #include "algorithms/sched.h"
 
 #define SIM_MAXR 16 /* ranks (at most 32: per-step rank bitmasks) */
@@ -97,5 +98,13 @@ void   ref_div(void *d, size_t n, int dtype, int div);
 
 #define SIM_STEP_FMT "rank %d step %u (kind %d peer %d len %zu)"
 #define SIM_STEP_ARGS(st) r, i, (st)->kind, (st)->peer, (st)->len
+
+/* Selection's choice for a communicator without plans (the size rule, or
+ * what params force), as the tests ask it. */
+static inline hc_algo_t sim_select(const hc_coll_args_t *a, int nranks, const hc_params_t *p)
+{
+    hc_select_ctx_t sc = {.nranks = nranks, .params = p};
+    return hc_select(&sc, a).algo;
+}
 
 #endif

@@ -69,10 +69,18 @@ static void test_invalid_keeps_default(void **state)
     unsetenv("HCOMM_NO_SUCH_PARAMETER");
 }
 
-/* NCCL_* variables stand in for their HCOMM_* equivalents, which win. */
+/* The NCCL front end's (src/shim/nccl/nccl_env.c); libnccl.so.2 calls it when loaded. */
+void hcomm_nccl_env_enable(void);
+
+/* NCCL_* variables stand in for their HCOMM_* equivalents, which win, in
+ * programs on the NCCL API only. */
 static void test_nccl_fallbacks(void **state)
 {
     (void)state;
+    setenv("NCCL_ALGO", "Ring", 1);
+    hc_params_reload();
+    assert_string_equal(hc_params_get()->algo, ""); /* a native hcomm program */
+    hcomm_nccl_env_enable();
     setenv("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,GRAPH,PROXY", 1);
     setenv("NCCL_ALGO", "Ring,CollnetDirect", 1);
     setenv("NCCL_SHM_DISABLE", "1", 1);
@@ -82,7 +90,7 @@ static void test_nccl_fallbacks(void **state)
     setenv("HCOMM_TCP_NSOCKS", "2", 1);
     hc_params_reload();
     const hc_params_t *p = hc_params_get();
-    assert_string_equal(p->log_subsys, "init,boot,algo");
+    assert_string_equal(p->log_subsys, "init,boot,topo");
     assert_string_equal(p->algo, "ring");
     assert_string_equal(p->transport, "tcp");
     assert_string_equal(p->socket_ifname, "^docker,lo");

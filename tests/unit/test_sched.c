@@ -187,7 +187,7 @@ static int case_setup(const tcase_t *tc, sim_t *sm, size_t regbase[MAXR][MAXOPS]
         for (int g = 0; g < tc->nops; g++) {
             hc_coll_args_t a  = case_args(tc, g, r);
             hc_sched_t    *s  = NULL;
-            hcomm_status_t st = hc_algo_build(&a, tc->op[g].algo, tc->n, r, tc->chunk, &s);
+            hcomm_status_t st = hc_algo_build(&a, tc->op[g].algo, NULL, tc->n, r, tc->chunk, &s);
             lay[r][g]         = sim_layout(&a, tc->n, r);
             if (st != HCOMM_SUCCESS) {
                 sim_fail("rank %d op %d: build failed: %s", r, g, hcomm_status_name(st));
@@ -590,35 +590,35 @@ static void test_select_and_names(void **state)
     (void)state;
 
     p.algo = "", p.allreduce_rd_max = 65536;
-    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RD);
+    assert_int_equal(sim_select(&a, 4, &p), HC_ALGO_RD);
     a.count = 16385; /* above rd: Rabenseifner on 4 or 8 ranks, the ring on 2, 3, 6 */
     p.allreduce_rab_max = 16385 * 4;
-    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RABENSEIFNER);
-    assert_int_equal(hc_algo_select(&a, 8, &p), HC_ALGO_RABENSEIFNER);
-    assert_int_equal(hc_algo_select(&a, 2, &p), HC_ALGO_RING);
-    assert_int_equal(hc_algo_select(&a, 3, &p), HC_ALGO_RING);
-    assert_int_equal(hc_algo_select(&a, 6, &p), HC_ALGO_RING);
+    assert_int_equal(sim_select(&a, 4, &p), HC_ALGO_RABENSEIFNER);
+    assert_int_equal(sim_select(&a, 8, &p), HC_ALGO_RABENSEIFNER);
+    assert_int_equal(sim_select(&a, 2, &p), HC_ALGO_RING);
+    assert_int_equal(sim_select(&a, 3, &p), HC_ALGO_RING);
+    assert_int_equal(sim_select(&a, 6, &p), HC_ALGO_RING);
     a.count = 16386;
-    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RING);
+    assert_int_equal(sim_select(&a, 4, &p), HC_ALGO_RING);
     a.count = 16385;
     p.algo = "rd";
-    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RD);
-    assert_int_equal(hc_algo_select(&g, 4, &p), HC_ALGO_CHAIN);
+    assert_int_equal(sim_select(&a, 4, &p), HC_ALGO_RD);
+    assert_int_equal(sim_select(&g, 4, &p), HC_ALGO_CHAIN);
     a.count = 1;
     p.algo  = "allreduce:ring";
-    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RING);
+    assert_int_equal(sim_select(&a, 4, &p), HC_ALGO_RING);
     p.algo  = "ring, allreduce:rd,";
     a.count = 1 << 20;
-    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RD);
+    assert_int_equal(sim_select(&a, 4, &p), HC_ALGO_RD);
     p.algo  = "allgather:ring,Allreduce:RING";
     a.count = 1;
-    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RING);
+    assert_int_equal(sim_select(&a, 4, &p), HC_ALGO_RING);
     p.algo = "bogus,allreduce:chain,nosuch:ring"; /* ignored, with one warning */
-    assert_int_equal(hc_algo_select(&a, 4, &p), HC_ALGO_RD);
+    assert_int_equal(sim_select(&a, 4, &p), HC_ALGO_RD);
     g.coll = HC_COLL_ALLTOALL;
-    assert_int_equal(hc_algo_select(&g, 4, &p), HC_ALGO_PAIRWISE);
+    assert_int_equal(sim_select(&g, 4, &p), HC_ALGO_PAIRWISE);
     g.coll = HC_COLL_BARRIER;
-    assert_int_equal(hc_algo_select(&g, 4, &p), HC_ALGO_DISSEM);
+    assert_int_equal(sim_select(&g, 4, &p), HC_ALGO_DISSEM);
 
     assert_int_equal(hc_algo_parse("ring"), HC_ALGO_RING);
     assert_int_equal(hc_algo_parse("PAIRWISE"), HC_ALGO_PAIRWISE);
@@ -637,22 +637,22 @@ static void test_build_errors(void **state)
     hc_sched_t    *s = NULL;
     (void)state;
 
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_RD, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_COUNT, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, 4, 4, 64, &s), HCOMM_ERR_INVALID_RANK);
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, 0, 0, 64, &s), HCOMM_ERR_INVALID_RANK);
-    assert_int_equal(hc_algo_build(NULL, HC_ALGO_RING, 4, 0, 64, &s), HCOMM_ERR_INVALID_ARG);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_RD, NULL, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_COUNT, NULL, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, NULL, 4, 4, 64, &s), HCOMM_ERR_INVALID_RANK);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, NULL, 0, 0, 64, &s), HCOMM_ERR_INVALID_RANK);
+    assert_int_equal(hc_algo_build(NULL, HC_ALGO_RING, NULL, 4, 0, 64, &s), HCOMM_ERR_INVALID_ARG);
     a.count = SIZE_MAX / 8;
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, 4, 0, 64, &s), HCOMM_ERR_OVERFLOW);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, NULL, 4, 0, 64, &s), HCOMM_ERR_OVERFLOW);
     a.count = 10, a.dtype = HCOMM_DTYPE_COUNT;
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, 4, 0, 64, &s), HCOMM_ERR_INVALID_DTYPE);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, NULL, 4, 0, 64, &s), HCOMM_ERR_INVALID_DTYPE);
     a.coll = HC_COLL_ALLREDUCE, a.dtype = HCOMM_INT32, a.op = HCOMM_OP_COUNT;
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, 4, 0, 64, &s), HCOMM_ERR_INVALID_OP);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, NULL, 4, 0, 64, &s), HCOMM_ERR_INVALID_OP);
     a.coll = HC_COLL_BROADCAST, a.root = 4;
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_CHAIN, 4, 0, 64, &s), HCOMM_ERR_INVALID_RANK);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_CHAIN, NULL, 4, 0, 64, &s), HCOMM_ERR_INVALID_RANK);
     assert_null(s);
     a.coll = HC_COLL_ALLREDUCE, a.op = HCOMM_SUM, a.root = 0;
-    assert_int_equal(hc_algo_build(&a, HC_ALGO_AUTO, 4, 0, 0, &s), HCOMM_SUCCESS);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_AUTO, NULL, 4, 0, 0, &s), HCOMM_SUCCESS);
     assert_non_null(s);
     hc_sched_destroy(s);
 }

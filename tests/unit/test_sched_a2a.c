@@ -264,7 +264,7 @@ static xcount_t count_cross(const shape_t *sh, const hc_coll_args_t *a, size_t c
         hc_sched_t    *s    = NULL;
         size_t         mine = 0;
         hcomm_status_t st   = hier ? hc_algo_hier_alltoall(a, &sh->h, r, chunk, &s)
-                                   : hc_algo_build(a, HC_ALGO_PAIRWISE, sh->n, r, chunk, &s);
+                                   : hc_algo_build(a, HC_ALGO_PAIRWISE, NULL, sh->n, r, chunk, &s);
         assert_int_equal(st, HCOMM_SUCCESS);
         for (uint32_t i = 0; i < s->nsteps; i++) {
             const hc_step_t *st2 = &s->steps[i];

@@ -135,7 +135,7 @@ static hcomm_status_t case_build(const tcase_t *tc, const hc_coll_args_t *a, int
 {
     switch (tc->kind) {
     case B_ALGO:
-        return hc_algo_build(a, tc->algo, tc->n, r, tc->chunk, s);
+        return hc_algo_build(a, tc->algo, NULL, tc->n, r, tc->chunk, s);
     case B_RING:
         return hc_algo_ring_ordered(a, tc->order, tc->nrings > 0 ? tc->nrings : 1, tc->n, r, tc->chunk,
                                     s);
@@ -424,13 +424,13 @@ static void test_names_and_errors(void **state)
     assert_int_equal(hc_algo_parse("Bruck"), HC_ALGO_BRUCK);
     assert_string_equal(hc_algo_name(HC_ALGO_BRUCK), "bruck");
     p.algo = "";
-    assert_int_equal(hc_algo_select(&ar, 4, &p), HC_ALGO_RING);
-    assert_int_equal(hc_algo_select(&ag, 4, &p), HC_ALGO_RING);
+    assert_int_equal(sim_select(&ar, 4, &p), HC_ALGO_RING);
+    assert_int_equal(sim_select(&ag, 4, &p), HC_ALGO_RING);
     p.algo = "bruck,allreduce:rabenseifner";
-    assert_int_equal(hc_algo_select(&ar, 4, &p), HC_ALGO_RABENSEIFNER);
-    assert_int_equal(hc_algo_select(&ag, 4, &p), HC_ALGO_BRUCK);
-    assert_int_equal(hc_algo_build(&ag, HC_ALGO_RABENSEIFNER, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
-    assert_int_equal(hc_algo_build(&ar, HC_ALGO_BRUCK, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
+    assert_int_equal(sim_select(&ar, 4, &p), HC_ALGO_RABENSEIFNER);
+    assert_int_equal(sim_select(&ag, 4, &p), HC_ALGO_BRUCK);
+    assert_int_equal(hc_algo_build(&ag, HC_ALGO_RABENSEIFNER, NULL, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
+    assert_int_equal(hc_algo_build(&ar, HC_ALGO_BRUCK, NULL, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
 
     assert_int_equal(hc_algo_ring_ordered(&ag, order, 1, 4, 0, 64, &s), HCOMM_ERR_INVALID_ARG);
     assert_int_equal(hc_algo_ring_ordered(&ar, order, 0, 4, 0, 64, &s), HCOMM_ERR_INVALID_ARG);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/api_coll.h" /* hcomm's checks and issue, inline: no call layer */
+#include "api/api_coll.h" /* hcomm's checks and issue, inline: no call layer */
 #include "base/log.h"
 #include "base/reduce.h" /* the library's half / bfloat16 conversions */
 #include "nccl_shim.h"

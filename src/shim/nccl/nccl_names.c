@@ -9,8 +9,16 @@
  * "No call layer"). The resolvers only read an address the loader
  * already bound (libhcomm is loaded and this library relocated before any
  * reference to these names is), and nothing in this library calls these
- * names itself, so no resolver runs before its own relocation. */
+ * names itself, so no resolver runs before its own relocation. Its one
+ * constructor makes NCCL_* variables stand in for HCOMM_* ones: libhcomm's
+ * constructors have run by then, and it reads no parameter before the first
+ * call. */
 #include "nccl_shim.h"
+
+__attribute__((constructor)) static void nccl_names_env(void)
+{
+    hcomm_nccl_env_enable();
+}
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* ncclResetDebugInit */

@@ -5,14 +5,15 @@
  * CUDA work queued before it, and later CUDA work waits for it. Buffers must
  * be host memory until hcomm's device-memory support arrives. */
 #include "base/log.h"
+#include "device/device.h"
 #include "hcomm_stream.h"
 #include "nccl_shim.h"
-#include "overlap/overlap.h" /* hc_cuda_is_device_ptr, hc_cuda_stream_id */
+#include "overlap/overlap.h" /* hc_cuda_stream_id */
 
 ncclResult_t hc_nccl_stream(ncclComm_t comm, cudaStream_t stream, const void *sendbuf,
                             const void *recvbuf, hcomm_stream_t *hs, const char *what)
 {
-    if (hc_cuda_is_device_ptr(sendbuf) || hc_cuda_is_device_ptr(recvbuf))
+    if (hc_mem_kind(sendbuf) != HC_MEM_HOST || hc_mem_kind(recvbuf) != HC_MEM_HOST)
         return hc_nccl_fail(ncclInvalidUsage,
                             "%s: device buffers need hcomm's device-memory support, not in "
                             "this version; pass host memory (pinned for speed)", what);

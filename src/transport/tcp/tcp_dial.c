@@ -3,6 +3,7 @@
 #include "transport/tcp/tcp.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/sock.h"

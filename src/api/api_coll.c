@@ -1,7 +1,28 @@
 /* api_coll.c - the public collective and point-to-point calls: validate the
  * arguments (one log line naming the problem), then issue. */
-#include "core/api_coll.h"
+#include "api/api_coll.h"
 #include "overlap/overlap.h"
+
+hcomm_status_t hc_api_issue_on_stream(hcomm_comm_t comm, const hc_coll_args_t *args,
+                                      const void *sendbuf, void *recvbuf, hcomm_stream_t stream)
+{
+    /* the task first: once the request is queued, handing it over cannot fail */
+    hc_stream_task_t *t = hc_stream_task_requests(1);
+    hcomm_request_t   queued;
+    if (t == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    hc_comm_make_threaded(comm);
+    hc_comm_lock(comm);
+    hcomm_status_t st = hc_coll_enqueue(comm, args, sendbuf, recvbuf, 1, &queued);
+    hc_comm_unlock(comm);
+    if (st != HCOMM_SUCCESS) {
+        hc_stream_task_free(t);
+        return st;
+    }
+    hc_stream_task_set_request(t, 0, queued);
+    hc_stream_push(stream, t);
+    return HCOMM_SUCCESS;
+}
 
 static hcomm_status_t coll_validate(hcomm_comm_t comm, hc_coll_call_t *c)
 {
@@ -56,8 +77,7 @@ hcomm_status_t hc_coll_run(hcomm_comm_t comm, hc_coll_call_t *c, hcomm_stream_t 
     }
     if (!nonblocking && hc_group_active())
         return hc_group_add(comm, &c->args, c->sendbuf, c->recvbuf, stream);
-    return hc_coll_issue(comm, &c->args, c->sendbuf, c->recvbuf, nonblocking ? req : NULL,
-                         stream);
+    return hc_api_issue(comm, &c->args, c->sendbuf, c->recvbuf, nonblocking ? req : NULL, stream);
 }
 
 /* ---- public entry points ---- */

@@ -1,12 +1,14 @@
-/* comm_split.c - hcomm_comm_split: ranks of one color form a new communicator,
+/* api_split.c - hcomm_comm_split: ranks of one color form a new communicator,
  * ordered by (key, rank); hcomm_comm_shrink: every rank but the excluded ones
  * does. The parent carries the exchange; each new group's first rank starts a
  * rendezvous root for it. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "base/hash.h"
 #include "base/log.h"
+#include "core/comm.h"
+#include "core/group.h"
 
 typedef struct split_entry {
     int32_t color, key, rank;
@@ -164,9 +166,7 @@ hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexc
     struct {
         hcomm_unique_id_t id;
         uint64_t          digest;
-    } msg, mine = {.digest = 1469598103934665603ull}; /* FNV-1a of keep[] */
-    for (int r = 0; r < n; r++)
-        mine.digest = (mine.digest ^ keep[r]) * 1099511628211ull;
+    } msg, mine = {.digest = hc_hash_bytes(HC_HASH_FNV_SEED, keep, (size_t)n)};
     if (comm->rank == first) {
         if ((st = split_root_start(comm, &mine.id)) != HCOMM_SUCCESS)
             memset(&mine.id, 0, sizeof(mine.id));

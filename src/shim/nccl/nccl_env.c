@@ -1,9 +1,10 @@
-/* params_nccl.c - NCCL's environment variables as fallbacks for their HCOMM_*
+/* nccl_env.c - NCCL's environment variables as stand-ins for their HCOMM_*
  * equivalents (docs/nccl.md), so that a program moved onto libnccl.so.2 keeps
  * its settings: an HCOMM_* variable always wins; an NCCL_* variable without
- * an equivalent is ignored with one info line. Part of params: the only place
- * besides params.c that reads the environment. */
-#include <ctype.h>
+ * an equivalent is ignored with one info line. Programs on libnccl.so.2 get
+ * them (its constructor calls hcomm_nccl_env_enable); native hcomm programs
+ * read HCOMM_* only. The only place besides base/params.c that reads the
+ * environment. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "base/log.h"
 #include "base/params.h"
+#include "nccl_shim.h"
 
 extern char **environ;
 
@@ -60,7 +62,7 @@ static int conv_subsys(const char *in, char *out, size_t len)
     static const char *const map[][2] = {
         {"ALL", "all"},   {"INIT", "init"}, {"COLL", "coll"}, {"P2P", "p2p"},
         {"NET", "net"},   {"SHM", "shm"},   {"BOOTSTRAP", "boot"}, {"ENV", "param"},
-        {"TUNING", "algo"}, {"GRAPH", "algo"}};
+        {"TUNING", "algo"}, {"GRAPH", "topo"}};
     int excl = in[0] == '^'; /* NCCL's "^A,B": all but A and B; hcomm reads it alike */
     if (excl && len > 1)
         out[0] = '^';
@@ -92,7 +94,7 @@ static const struct {
 };
 #define NCCL_NMAP (sizeof(nccl_map) / sizeof(nccl_map[0]))
 
-const char *hc_params_nccl_value(const char *name, char *buf, size_t len)
+static const char *nccl_value(const char *name, char *buf, size_t len)
 {
     for (size_t i = 0; i < NCCL_NMAP; i++) {
         const char *v = strcmp(nccl_map[i].hcomm, name) == 0 ? getenv(nccl_map[i].nccl) : NULL;
@@ -102,7 +104,7 @@ const char *hc_params_nccl_value(const char *name, char *buf, size_t len)
     return NULL;
 }
 
-void hc_params_nccl_report(void)
+static void nccl_report(void)
 {
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "NCCL_", 5) != 0)
@@ -114,4 +116,13 @@ void hc_params_nccl_report(void)
         if (!known)
             hc_info(PARAM, "%.*s has no hcomm equivalent; ignored", (int)len, *e);
     }
+}
+
+static const hc_params_fallback_t nccl_fallback = {nccl_value, nccl_report};
+
+void hcomm_nccl_env_enable(void)
+{
+    if (hc_params_set_fallback(&nccl_fallback) != 0)
+        hc_info(PARAM, "libnccl.so.2 loaded after hcomm read its parameters: NCCL_* variables "
+                       "are not read");
 }

@@ -7,8 +7,9 @@
 
 #include <stdint.h>
 
-#include "core/comm.h"
 #include "base/log.h"
+#include "core/comm.h"
+#include "core/group.h"
 
 /* What a call needs checked. */
 typedef struct hc_coll_call {
@@ -25,6 +26,22 @@ typedef struct hc_coll_call {
  * group, started with req, or run to completion. */
 hcomm_status_t hc_coll_run(hcomm_comm_t comm, hc_coll_call_t *c, hcomm_stream_t stream,
                            hcomm_request_t *req, int nonblocking);
+
+/* Queues args (validated) on comm behind a gate that stream opens when its
+ * earlier work is done. */
+hcomm_status_t hc_api_issue_on_stream(hcomm_comm_t comm, const hc_coll_args_t *args,
+                                      const void *sendbuf, void *recvbuf, hcomm_stream_t stream);
+
+/* Issues args (validated) on comm: on stream when it is non-NULL, else
+ * nonblocking (req non-NULL) or to completion. */
+static inline hcomm_status_t hc_api_issue(hcomm_comm_t comm, const hc_coll_args_t *args,
+                                          const void *sendbuf, void *recvbuf,
+                                          hcomm_request_t *req, hcomm_stream_t stream)
+{
+    if (stream != NULL)
+        return hc_api_issue_on_stream(comm, args, sendbuf, recvbuf, stream);
+    return hc_coll_issue(comm, args, sendbuf, recvbuf, req);
+}
 
 /* Whether block is rank's block of n elements inside whole (nranks blocks):
  * an in-place allgather or reduce_scatter. */

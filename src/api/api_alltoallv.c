@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "api/api_coll.h"
 #include "base/log.h"
+#include "core/comm.h"
+#include "core/group.h"
 #include "overlap/overlap.h"
 
 /* Counts and displacements of one side: in range, and a buffer where data is. */
@@ -75,7 +77,7 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
         hc_error(COLL, "%s: not allowed inside a group", name);
         st = HCOMM_ERR_INVALID_USAGE;
     } else {
-        st = hc_coll_issue(comm, &a, sendbuf, recvbuf, NULL, stream);
+        st = hc_api_issue(comm, &a, sendbuf, recvbuf, NULL, stream);
     }
     free(v);
     return st;

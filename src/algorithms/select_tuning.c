@@ -1,5 +1,8 @@
-/* tuning.c - reads the tuning file once and answers lookups from it. */
-#include "core/tuning.h"
+/* select_tuning.c - the tuning file (HCOMM_TUNING_FILE, written by
+ * hcomm-perf --tune; format in docs/tuning.md): per collective, rank count and
+ * size range, the algorithm and chunk size that measured fastest. Read once;
+ * selection asks it after HCOMM_ALGO. */
+#include "algorithms/select.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -23,16 +26,6 @@ static tuning_entry_t  tuning[TUNING_MAX];
 static int             ntuning;
 static pthread_once_t  tuning_once = PTHREAD_ONCE_INIT;
 
-static int tuning_coll(const char *name, hc_coll_t *coll)
-{
-    for (int c = 0; c < HC_COLL_COUNT; c++)
-        if (strcmp(name, hc_coll_name((hc_coll_t)c)) == 0) {
-            *coll = (hc_coll_t)c;
-            return 0;
-        }
-    return -1;
-}
-
 /* One "coll nranks min max algo chunk" line into *e; 0 on success. */
 static int tuning_line(const char *line, tuning_entry_t *e)
 {
@@ -42,10 +35,11 @@ static int tuning_line(const char *line, tuning_entry_t *e)
     if (sscanf(line, " %31s %d %llu %llu %31s %llu %n", coll, &nranks, &lo, &hi, algo, &chunk,
                &used) != 6 || line[used] != '\0')
         return -1;
-    if (tuning_coll(coll, &e->coll) != 0 || nranks < 1 || lo > hi)
+    e->coll = hc_coll_parse_n(coll, strlen(coll));
+    if (e->coll == HC_COLL_COUNT || nranks < 1 || lo > hi)
         return -1;
     e->algo = hc_algo_parse(algo);
-    if (e->algo == HC_ALGO_COUNT || e->algo == HC_ALGO_AUTO)
+    if (!hc_algo_implements(e->coll, e->algo))
         return -1;
     e->nranks = nranks;
     e->lo     = (size_t)lo;
@@ -66,7 +60,7 @@ int hc_tuning_parse(FILE *f, const char *path)
             continue;
         if (n == TUNING_MAX || tuning_line(p, &tuning[n]) != 0) {
             hc_warn(ALGO, "tuning file %s:%d: %s; the file is ignored", path, lineno,
-                    n == TUNING_MAX ? "too many entries" : "expected: coll nranks min max algo chunk");
+                    n == TUNING_MAX ? "too many entries" : "expected: coll nranks min max algo chunk, algo one of coll's");
             ntuning = 0;
             return -1;
         }

@@ -1,0 +1,167 @@
+/* api_comm.c - the public calls of a communicator's life: unique ids, init
+ * (from an id or the environment), destroy, abort, and what a live one tells. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "core/comm.h"
+#include "overlap/overlap.h"
+
+hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_unique_id_t *id,
+                               int rank)
+{
+    return hc_comm_create(comm, nranks, id, rank, NULL);
+}
+
+hcomm_status_t hcomm_get_unique_id(hcomm_unique_id_t *id)
+{
+    uint8_t cookie[16];
+    if (id == NULL) {
+        hc_error(INIT, "hcomm_get_unique_id: NULL id");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    hcomm_status_t st = hc_bootstrap_random(cookie, sizeof(cookie));
+    if (st != HCOMM_SUCCESS)
+        return st;
+    return hc_bootstrap_root_start(NULL, cookie, id);
+}
+
+/* A cookie from a string (HCOMM_ROOT): keeps unrelated jobs apart, no secret. */
+static void comm_cookie_from(const char *s, uint8_t cookie[16])
+{
+    uint64_t a = hc_hash_str(HC_HASH_FNV_SEED, s), b = hc_hash_str(0x84222325cbf29ce4ull, s);
+    memcpy(cookie, &a, 8);
+    memcpy(cookie + 8, &b, 8);
+}
+
+static int comm_parse_cookie(const char *hex, uint8_t cookie[16])
+{
+    if (strlen(hex) != 32)
+        return -1;
+    for (int i = 0; i < 16; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        cookie[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
+{
+    const hc_params_t *p = hc_params_get();
+    int                rank = p->rank, nranks = p->nranks;
+    uint8_t            cookie[16];
+    hcomm_unique_id_t  id;
+    hcomm_status_t     st;
+
+    if (rank < 0 || nranks < 1) {
+        if (hc_params_launcher_rank_size(&rank, &nranks) != 0) {
+            hc_error(INIT, "hcomm_comm_init_env: set HCOMM_RANK and HCOMM_NRANKS (or launch "
+                           "with hcomm-run, mpirun or srun)");
+            return HCOMM_ERR_INVALID_USAGE;
+        }
+    }
+    if (p->root[0] == '\0') {
+        hc_error(INIT, "hcomm_comm_init_env: HCOMM_ROOT=host:port is not set");
+        return HCOMM_ERR_INVALID_USAGE;
+    }
+    if (p->cookie[0] != '\0') {
+        if (comm_parse_cookie(p->cookie, cookie) != 0) {
+            hc_error(INIT, "HCOMM_COOKIE: expected 32 hex digits");
+            return HCOMM_ERR_INVALID_ARG;
+        }
+    } else {
+        comm_cookie_from(p->root, cookie);
+        hc_info(INIT, "HCOMM_COOKIE not set: cookie derived from HCOMM_ROOT");
+    }
+    if (rank == 0)
+        st = hc_bootstrap_root_start(p->root, cookie, &id);
+    else
+        st = hc_bootstrap_id_from_addr(p->root, cookie, &id);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    return hc_comm_create(comm, nranks, &id, rank, NULL);
+}
+
+/* Ends comm once it is drained (abort: failed first, so that every queued
+ * request finishes as aborted): no new call can find it, streams let go of
+ * its requests, and it is freed. */
+static hcomm_status_t comm_end(hcomm_comm_t comm, int abort)
+{
+    if (abort)
+        hc_comm_fail(comm, HCOMM_ERR_ABORTED);
+    hc_comm_drain(comm);
+    hc_comm_unregister(comm);
+    hc_stream_forget_comm(comm);
+    if (hc_comm_wait_released(comm) != 0)
+        return HCOMM_ERR_TIMEOUT;
+    hc_comm_free(comm);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_destroy: communicator %p is NULL or already destroyed",
+                 (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    return comm_end(comm, 0);
+}
+
+hcomm_status_t hcomm_comm_abort(hcomm_comm_t comm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_abort: communicator %p is NULL or already destroyed",
+                 (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    return comm_end(comm, 1);
+}
+
+hcomm_status_t hcomm_comm_rank(hcomm_comm_t comm, int *rank)
+{
+    if (!hc_comm_is_live(comm) || rank == NULL) {
+        hc_error(INIT, "hcomm_comm_rank: %s", rank ? "invalid communicator" : "NULL rank");
+        return rank ? HCOMM_ERR_INVALID_COMM : HCOMM_ERR_INVALID_ARG;
+    }
+    *rank = comm->rank;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_size(hcomm_comm_t comm, int *nranks)
+{
+    if (!hc_comm_is_live(comm) || nranks == NULL) {
+        hc_error(INIT, "hcomm_comm_size: %s", nranks ? "invalid communicator" : "NULL nranks");
+        return nranks ? HCOMM_ERR_INVALID_COMM : HCOMM_ERR_INVALID_ARG;
+    }
+    *nranks = comm->nranks;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_get_error: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    return comm->error;
+}
+
+hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_bytes_sent: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    if (bytes == NULL) {
+        hc_error(INIT, "hcomm_comm_bytes_sent: NULL output");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    *bytes = comm->bytes_sent;
+    return HCOMM_SUCCESS;
+}

@@ -1,0 +1,108 @@
+/* compress_run.c - runs a codec's program (codec_table.c): local steps and
+ * collectives in turn. Blocking, they run on the caller's thread; on a stream,
+ * the local steps become host functions and the collectives stream
+ * operations, all queued now, so the collectives take their places in the
+ * communicator's issue order at the call, as any other stream operation does.
+ * The collectives are the public ones, so a compressed allreduce rides every
+ * transport and plan unchanged (the codecs themselves never communicate). */
+#include <stdlib.h>
+
+#include "base/log.h"
+#include "compress/compress.h"
+#include "core/handles.h"
+#include "overlap/overlap.h"
+
+/* One collective step on the state's buffers (average: on the caller's). */
+static hcomm_status_t run_coll(const hc_compress_call_t *c, hc_cstep_kind_t kind,
+                               hcomm_stream_t stream)
+{
+    struct hcomm_compress *s = c->s;
+
+    switch (kind) {
+    case HC_CSTEP_ALLTOALL:
+        return hcomm_alltoall(s->sendbuf, s->recvbuf, s->msg_bytes, HCOMM_UINT8, s->comm, stream);
+    case HC_CSTEP_ALLGATHER:
+        return hcomm_allgather(s->sendbuf, s->recvbuf, s->msg_bytes, HCOMM_UINT8, s->comm, stream);
+    case HC_CSTEP_ALLREDUCE:
+        return hcomm_allreduce(s->sendbuf, s->sendbuf, s->count, s->codec->wire_dtype, HCOMM_SUM,
+                               s->comm, stream);
+    default:
+        return hcomm_allreduce(c->in, c->out, s->count, s->dtype, HCOMM_AVG, s->comm, stream);
+    }
+}
+
+static void call_unref(hc_compress_call_t *c)
+{
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(c);
+}
+
+/* A local step on the stream's thread: the call's local steps run there in
+ * program order, so the next one is the first local step after c->next. */
+static hcomm_status_t stream_step(void *arg)
+{
+    hc_compress_call_t       *c = arg;
+    const hc_cstep_t *p = c->next;
+
+    while (p->kind != HC_CSTEP_LOCAL)
+        p++;
+    c->next           = p + 1;
+    hcomm_status_t st = p->fn(c);
+    call_unref(c);
+    return st;
+}
+
+/* Whether a collective is at p or after it. */
+static int coll_ahead(const hc_cstep_t *p)
+{
+    for (; p->kind != HC_CSTEP_END; p++)
+        if (p->kind != HC_CSTEP_LOCAL)
+            return 1;
+    return 0;
+}
+
+hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *out,
+                               hcomm_stream_t stream)
+{
+    hc_compress_call_t        local = {s, in, out, NULL, 1}, *c = &local;
+    hcomm_status_t         st    = HCOMM_SUCCESS;
+    const hc_cstep_t *p     = s->codec->steps;
+    int                    colls = 0; /* collectives issued */
+
+    if (stream != NULL && p->kind == HC_CSTEP_LOCAL) {
+        c = malloc(sizeof(*c));
+        if (c == NULL) {
+            hc_error(COMPRESS, "hcomm_allreduce_compressed: out of memory");
+            return HCOMM_ERR_NO_MEMORY;
+        }
+        *c      = local;
+        c->next = p;
+    }
+    for (; p->kind != HC_CSTEP_END; p++) {
+        if (p->kind != HC_CSTEP_LOCAL) {
+            st = run_coll(c, p->kind, stream);
+            colls += st == HCOMM_SUCCESS;
+        } else if (stream == NULL) {
+            st = p->fn(c);
+        } else {
+            __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+            st = hc_stream_launch_step(stream, stream_step, c);
+            if (st != HCOMM_SUCCESS)
+                __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+        }
+        if (st != HCOMM_SUCCESS)
+            break;
+    }
+    /* Part of the call's collectives issued and the rest not: the peers would
+     * wait in the next one until HCOMM_TIMEOUT. Failing the communicator
+     * closes its connections, so they get an error at once. */
+    if (st != HCOMM_SUCCESS && colls > 0 && coll_ahead(p)) {
+        hc_error(COMPRESS, "hcomm_allreduce_compressed: %s after %d of the call's collectives; "
+                       "failing the communicator",
+                 hcomm_status_name(st), colls);
+        hc_comm_set_failed(s->comm, st);
+    }
+    if (c != &local)
+        call_unref(c);
+    return st;
+}

@@ -1,0 +1,108 @@
+/* comm_cache.c - a communicator's schedules, cached per call shape (selection
+ * and building run once per shape), and the scratch buffer its requests share. */
+#include <stdlib.h>
+
+#include "algorithms/select.h"
+#include "base/log.h"
+#include "core/comm.h"
+
+hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size)
+{
+    if (size <= comm->scratch_size)
+        return HCOMM_SUCCESS;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size) != 0) {
+        hc_error(EXEC, "cannot allocate %zu bytes of scratch", size);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    free(comm->scratch);
+    comm->scratch      = p;
+    comm->scratch_size = size;
+    return HCOMM_SUCCESS;
+}
+
+static int cache_match(const hc_sched_cache_entry_t *e, const hc_coll_args_t *a, hc_algo_t algo,
+                       size_t chunk)
+{
+    return e->algo == algo && e->chunk_bytes == chunk && e->args.coll == a->coll &&
+           e->args.count == a->count && e->args.dtype == a->dtype && e->args.op == a->op &&
+           e->args.root == a->root && e->args.in_place == a->in_place;
+}
+
+void hc_comm_cache_clear(hcomm_comm_t comm)
+{
+    for (int i = 0; i < comm->ncache; i++)
+        hc_sched_destroy(comm->cache[i].sched);
+    comm->ncache    = 0;
+    comm->cache_mru = 0;
+}
+
+hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
+                                 hc_sched_t **sched_p, int *owned_p)
+{
+    const hc_params_t *p      = hc_params_get();
+    int                victim = 0;
+
+    /* alltoallv's schedule follows its counts: built for each call, not cached */
+    int cacheable = args->coll != HC_COLL_ALLTOALLV;
+
+    /* the algorithm follows from args and the parameters, so a repeat of the
+     * last call needs no selection (unless calibration times another) */
+    if (cacheable && comm->cache_mru < comm->ncache) {
+        hc_sched_cache_entry_t *e = &comm->cache[comm->cache_mru];
+        if (cache_match(e, args, e->algo, e->chunk_bytes) && e->algo_setting == p->algo &&
+            (comm->timing == HC_ALGO_AUTO || comm->timing == e->algo)) {
+            e->last_use = ++comm->cache_clock;
+            *sched_p    = e->sched;
+            *owned_p    = 0;
+            return HCOMM_SUCCESS;
+        }
+    }
+    hc_select_ctx_t sc = {.nranks = comm->nranks, .plans = &comm->plans, .params = p,
+                          .timing = comm->timing};
+    hc_choice_t     choice = hc_select(&sc, args);
+    hc_algo_t       algo   = choice.algo;
+    size_t          chunk  = choice.chunk;
+    for (int i = 0; i < comm->ncache && cacheable; i++) {
+        hc_sched_cache_entry_t *e = &comm->cache[i];
+        if (cache_match(e, args, algo, chunk)) {
+            e->last_use     = ++comm->cache_clock;
+            comm->cache_mru = i;
+            *sched_p        = e->sched;
+            *owned_p        = 0;
+            return HCOMM_SUCCESS;
+        }
+        if (e->last_use < comm->cache[victim].last_use)
+            victim = i;
+    }
+    hc_sched_t    *s  = NULL;
+    hcomm_status_t st = hc_algo_build(args, algo, &comm->plans, comm->nranks, comm->rank, chunk,
+                                      &s);
+    if (st != HCOMM_SUCCESS) {
+        hc_error(ALGO, "building %s with %s for %zu elements failed: %s",
+                 hc_coll_name(args->coll), hc_algo_name(algo), args->count,
+                 hcomm_status_str(st));
+        return st;
+    }
+    hc_debug(ALGO, "%s of %zu elements (%zu bytes): %s (%s), %u steps", hc_coll_name(args->coll),
+             args->count, args->count * hcomm_dtype_size(args->dtype), hc_algo_name(algo),
+             hc_chosen_by_name(choice.by), s->nsteps);
+    *sched_p = s;
+    *owned_p = !cacheable;
+    if (!cacheable)
+        return HCOMM_SUCCESS;
+    if (comm->ncache < HC_SCHED_CACHE_MAX) {
+        victim = comm->ncache++;
+    } else if (comm->req_head == NULL) {
+        hc_sched_destroy(comm->cache[victim].sched);
+    } else {
+        /* a queued request may hold the victim: this one owns its schedule instead */
+        *owned_p = 1;
+        return HCOMM_SUCCESS;
+    }
+    comm->cache[victim] = (hc_sched_cache_entry_t){
+        .args = *args, .algo = algo, .algo_setting = p->algo, .chunk_bytes = chunk, .sched = s,
+        .last_use = ++comm->cache_clock};
+    comm->cache_mru = victim;
+    return HCOMM_SUCCESS;
+}

@@ -1,0 +1,42 @@
+/* group.h - hcomm_group_start/end's state on the calling thread, and the
+ * fusion of a group's calls on one communicator into one request (one
+ * schedule, so the executor orders every peer's messages consistently). The
+ * public calls, which also hand a group to its stream, are api/api_group.c. */
+#ifndef HC_CORE_GROUP_H
+#define HC_CORE_GROUP_H
+
+#include <stddef.h>
+
+#include "algorithms/algo.h"
+#include "hcomm.h"
+
+/* One call queued in a group. */
+typedef struct hc_group_call {
+    hcomm_comm_t   comm;
+    hc_coll_args_t args;
+    const void    *sendbuf;
+    void          *recvbuf;
+    hcomm_stream_t stream;
+} hc_group_call_t;
+
+/* Whether the calling thread is inside a group. */
+int           hc_group_active(void);
+/* Counts the outermost groups started on the calling thread: what a call
+ * queued in a group keeps alive lasts until the epoch changes. */
+unsigned long hc_group_epoch(void);
+/* A start; an end: 1 when it closed the outermost group (whose calls are
+ * then to be issued), 0 when a group is still open, -1 (logged) when none was. */
+void          hc_group_enter(void);
+int           hc_group_leave(void);
+
+hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
+                            void *recvbuf, hcomm_stream_t stream);
+/* The calls the group queued, until hc_group_reset. */
+const hc_group_call_t *hc_group_calls(size_t *n);
+void                   hc_group_reset(void);
+
+/* Fuses comm's calls of the group into one request and queues it on comm
+ * (gated: for a stream); comm's lock held. */
+hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t *req_p);
+
+#endif

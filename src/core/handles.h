@@ -1,0 +1,39 @@
+/* handles.h - communicators and requests as the floors above core (streams,
+ * compression, MoE) use them: by handle, without their insides, which hold
+ * transports. Each function takes the communicator's lock where it needs it,
+ * so any thread may call it. */
+#ifndef HC_CORE_HANDLES_H
+#define HC_CORE_HANDLES_H
+
+#include <stddef.h>
+
+#include "hcomm.h"
+
+/* Whether comm is a live communicator (not NULL, destroyed or foreign). */
+int hc_comm_is_live(hcomm_comm_t comm);
+/* Validates comm for a new operation: live, not failed. Logs (naming what)
+ * and returns why not. */
+hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what);
+/* rank and size of a live communicator. */
+int hc_comm_rank(hcomm_comm_t comm);
+int hc_comm_nranks(hcomm_comm_t comm);
+/* Records status as comm's error (the first one sticks) and closes its
+ * transports, so that its peers get an error at once instead of waiting. */
+void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status);
+
+/* A request queued for a stream waits behind a closed gate until the stream
+ * reaches it; the stream and the user (hcomm_stream_last_request) each hold
+ * it, and the last to drop it recycles it. */
+void            hc_request_open_gate(hcomm_request_t req);
+void            hc_request_hold(hcomm_request_t req);
+void            hc_request_drop(hcomm_request_t req);
+hcomm_status_t  hc_request_status(hcomm_request_t req); /* HCOMM_IN_PROGRESS until done */
+hcomm_comm_t    hc_request_comm(hcomm_request_t req);
+/* Progresses req's communicator until req is done (it fails after
+ * HCOMM_TIMEOUT without progress); its status. */
+hcomm_status_t  hc_request_wait(hcomm_request_t req);
+/* The same for n requests of one or several communicators that may depend on
+ * each other, progressed together; their statuses stay in them. */
+void            hc_requests_wait(hcomm_request_t const *reqs, size_t n);
+
+#endif

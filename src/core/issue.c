@@ -1,0 +1,71 @@
+/* issue.c - issuing a collective: its schedule (cached), a request prepared
+ * for it, queued on the communicator; run to completion, or handed out. */
+#include "base/log.h"
+#include "core/comm.h"
+#include "core/exec.h"
+
+hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
+                               void *recvbuf, int gated, hcomm_request_t *req_p)
+{
+    hc_sched_t    *sched;
+    int            owned;
+    hcomm_status_t st = hc_comm_get_sched(comm, args, &sched, &owned);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    hcomm_request_t req = hc_request_alloc(comm);
+    if (req == NULL) {
+        if (owned)
+            hc_sched_destroy(sched);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    void *bufs[HC_BUF_PER_OP] = {(void *)sendbuf, recvbuf, (void *)0};
+    st             = hc_exec_prepare(req, comm, sched, bufs, sched->tmp_bytes);
+    req->own_sched = owned;
+    if (st != HCOMM_SUCCESS) {
+        hc_request_recycle(comm, req);
+        return st;
+    }
+    if (gated) {
+        req->gated   = 1;
+        req->holders = 1;
+        comm->held++;
+    }
+    hc_comm_enqueue(comm, req);
+    *req_p = req;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
+                             void *recvbuf, hcomm_request_t *user)
+{
+    hcomm_request_t req;
+    hc_comm_lock(comm);
+    hcomm_status_t st = hc_coll_enqueue(comm, args, sendbuf, recvbuf, 0, &req);
+    if (st == HCOMM_SUCCESS && user != NULL) {
+        *user = req;
+        hc_comm_progress_locked(comm);
+    }
+    hc_comm_unlock(comm);
+    if (st != HCOMM_SUCCESS || user != NULL)
+        return st;
+    st = hc_request_wait(req);
+    hc_comm_lock(comm);
+    hc_request_recycle(comm, req);
+    hc_comm_unlock(comm);
+    return st;
+}
+
+hcomm_status_t hc_request_finish(hcomm_request_t req)
+{
+    hcomm_comm_t comm = req->comm;
+    hc_comm_lock(comm);
+    hcomm_status_t st = req->status;
+    if (req->holders > 0) { /* a stream's: the user's hold goes */
+        hc_comm_unlock(comm);
+        hc_request_drop(req);
+        return st;
+    }
+    hc_request_recycle(comm, req);
+    hc_comm_unlock(comm);
+    return st;
+}

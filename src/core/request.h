@@ -1,0 +1,51 @@
+/* request.h - a request: one operation in a communicator's queue (a
+ * collective, or a group's fused calls) with the executor's state for its
+ * schedule. hcomm_request_t is its handle, inside the library as outside.
+ * Private to core/ (it holds transport requests); the floors above see
+ * requests through core/handles.h. */
+#ifndef HC_CORE_REQUEST_H
+#define HC_CORE_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algorithms/sched.h"
+#include "core/handles.h"
+#include "hcomm.h"
+
+struct hcomm_request {
+    hcomm_request_t   next;
+    struct hcomm_comm *comm;
+    hc_sched_t       *sched;
+    int               own_sched; /* merged group schedule, freed with the request */
+    int               gated;     /* on a stream that has not reached it yet */
+    int               holders;   /* on a stream: the stream and the user still holding it */
+    double            gate_since; /* when the closed gate was first found at the head */
+    hcomm_status_t    status;    /* HCOMM_IN_PROGRESS until finished */
+    int               started;
+    void            **bufs;      /* sched->nbufs base pointers; TMP ones hold offsets
+                                    into the comm's scratch until it starts */
+    size_t            tmp_total; /* scratch bytes it needs */
+    void             *bufs_inline[HC_BUF_PER_OP];
+    /* per step */
+    struct hc_tl_req *tl_reqs;
+    struct hc_exec_sink *sinks;
+    uint8_t          *state;
+    uint32_t          cap_steps;
+    /* per peer: next pseq allowed to post */
+    uint32_t         *next_send, *next_recv;
+    int               cap_peers;
+    uint32_t          first_pending, ndone, ndiv;
+    double            last_progress;
+    unsigned          poll_tick;
+    unsigned          nposted;
+    size_t            bytes_seen;  /* bytes moved by posted steps at the last check */
+};
+
+/* A request for comm: a spare one of its last ones, or a new one; NULL (logged)
+ * when out of memory. comm's lock held, as for all of these. */
+hcomm_request_t hc_request_alloc(struct hcomm_comm *comm);
+/* Done with req: keeps a few for the next calls (comm live), frees the rest. */
+void            hc_request_recycle(struct hcomm_comm *comm, hcomm_request_t req);
+
+#endif

@@ -1,0 +1,178 @@
+/* test_select.c - the selection pipeline: its stages in order (timing, forced,
+ * tuned, calibrated or modelled, rule), and an algorithm the plans cannot
+ * serve never chosen at any stage, nor built. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/algo.h"
+#include "algorithms/select.h"
+#include "base/log.h"
+#include "base/params.h"
+
+/* Plans on hosts of the given rank counts (ranks numbered host by host). */
+static void plans_on_hosts(const int *per_host, int nhosts, hc_plans_t *p)
+{
+    hc_rank_topo_t rt[16];
+    hc_cluster_t  *c = NULL;
+    int            n = 0;
+    memset(rt, 0, sizeof(rt));
+    for (int h = 0; h < nhosts; h++)
+        for (int k = 0; k < per_host[h]; k++, n++) {
+            snprintf(rt[n].hostname, sizeof(rt[n].hostname), "host%d", h);
+            rt[n].host_hash          = 1000 + (uint64_t)h;
+            rt[n].nnics              = 1;
+            rt[n].nics[0].speed_gbps = 1.25;
+        }
+    assert_int_equal(hc_cluster_build(rt, n, &c), HCOMM_SUCCESS);
+    assert_int_equal(hc_plans_build(c, 1, p), HCOMM_SUCCESS);
+}
+
+/* Loads the tuning entries in text (the file HCOMM_TUNING_FILE names). */
+static void tune(const char *text)
+{
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    assert_non_null(f);
+    assert_true(hc_tuning_parse(f, "test") >= 0);
+    fclose(f);
+}
+
+static hc_choice_t pick(const hc_plans_t *p, int nranks, const hc_params_t *prm, hc_algo_t timing,
+                        hc_coll_t coll, size_t bytes)
+{
+    hc_select_ctx_t sc = {.nranks = nranks, .plans = p, .params = prm, .timing = timing};
+    hc_coll_args_t  a  = {.coll = coll, .count = bytes, .dtype = HCOMM_UINT8, .op = HCOMM_SUM};
+    return hc_select(&sc, &a);
+}
+
+/* Each stage wins over the ones after it. */
+static void test_stages_in_order(void **state)
+{
+    static const int two_nodes[] = {4, 4};
+    hc_params_t      prm         = *hc_params_get();
+    hc_plans_t       p;
+    (void)state;
+    prm.algo = "";
+    plans_on_hosts(two_nodes, 2, &p);
+    tune("allreduce 8 0 1024 ring 65536\n");
+
+    hc_choice_t c = pick(&p, 8, &prm, HC_ALGO_RD, HC_COLL_ALLREDUCE, 512);
+    assert_int_equal(c.algo, HC_ALGO_RD);
+    assert_int_equal(c.by, HC_CHOSEN_TIMING);
+    prm.algo = "allreduce:tree";
+    c        = pick(&p, 8, &prm, HC_ALGO_AUTO, HC_COLL_ALLREDUCE, 512);
+    assert_int_equal(c.algo, HC_ALGO_TREE);
+    assert_int_equal(c.by, HC_CHOSEN_FORCED);
+    prm.algo = "";
+    c        = pick(&p, 8, &prm, HC_ALGO_AUTO, HC_COLL_ALLREDUCE, 512);
+    assert_int_equal(c.algo, HC_ALGO_RING);
+    assert_int_equal(c.by, HC_CHOSEN_TUNED);
+    assert_int_equal(c.chunk, 65536);
+    /* above the tuned range: the cost model across nodes */
+    c = pick(&p, 8, &prm, HC_ALGO_AUTO, HC_COLL_ALLREDUCE, 4096);
+    assert_int_equal(c.by, HC_CHOSEN_MODELLED);
+    assert_true(hc_algo_serves(HC_COLL_ALLREDUCE, c.algo, &p));
+    p.cluster->step_us = 20; /* what calibration measures */
+    assert_int_equal(pick(&p, 8, &prm, HC_ALGO_AUTO, HC_COLL_ALLREDUCE, 4096).by,
+                     HC_CHOSEN_CALIBRATED);
+    /* the model prices no broadcast: its one algorithm by rule */
+    c = pick(&p, 8, &prm, HC_ALGO_AUTO, HC_COLL_BROADCAST, 4096);
+    assert_int_equal(c.algo, HC_ALGO_CHAIN);
+    assert_int_equal(c.by, HC_CHOSEN_RULE);
+    tune("");
+    hc_plans_free(&p);
+}
+
+/* Nodes of 3 and 1 ranks: the hierarchical alltoall cannot run there, so it
+ * is passed over whoever names it, and refused if built anyway. */
+static void test_unservable_never_chosen(void **state)
+{
+    static const int uneven[] = {3, 1};
+    hc_params_t      prm      = *hc_params_get();
+    hc_plans_t       p;
+    hc_sched_t      *s = NULL;
+    (void)state;
+    plans_on_hosts(uneven, 2, &p);
+    assert_true(hc_algo_implements(HC_COLL_ALLTOALL, HC_ALGO_HIER));
+    assert_false(hc_algo_serves(HC_COLL_ALLTOALL, HC_ALGO_HIER, &p));
+
+    prm.algo = "alltoall:hier";
+    for (size_t bytes = 8; bytes <= ((size_t)1 << 22); bytes *= 8)
+        assert_int_equal(pick(&p, 4, &prm, HC_ALGO_AUTO, HC_COLL_ALLTOALL, bytes).algo,
+                         HC_ALGO_PAIRWISE);
+    prm.algo = "";
+    tune("alltoall 4 0 18446744073709551615 hier 0\n");
+    assert_int_equal(pick(&p, 4, &prm, HC_ALGO_AUTO, HC_COLL_ALLTOALL, 64).algo,
+                     HC_ALGO_PAIRWISE);
+    assert_int_equal(pick(&p, 4, &prm, HC_ALGO_HIER, HC_COLL_ALLTOALL, 64).algo,
+                     HC_ALGO_PAIRWISE);
+    tune("");
+    hc_coll_args_t a = {.coll = HC_COLL_ALLTOALL, .count = 8, .dtype = HCOMM_UINT8};
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_HIER, &p, 4, 0, 0, &s), HCOMM_ERR_UNSUPPORTED);
+    assert_null(s);
+    hc_plans_free(&p);
+}
+
+/* Without plans (a bare schedule build): the algorithms that follow plans are
+ * never chosen, and building one says what it lacks. */
+static void test_without_plans(void **state)
+{
+    hc_params_t    prm = *hc_params_get();
+    hc_sched_t    *s   = NULL;
+    hc_coll_args_t a   = {.coll = HC_COLL_ALLREDUCE, .count = 16, .dtype = HCOMM_FLOAT32};
+    (void)state;
+    prm.algo = "tree,leader";
+    hc_choice_t c = pick(NULL, 4, &prm, HC_ALGO_AUTO, HC_COLL_ALLREDUCE, 64);
+    assert_int_equal(c.algo, HC_ALGO_RD);
+    assert_int_equal(c.by, HC_CHOSEN_RULE);
+    assert_false(hc_algo_serves(HC_COLL_ALLREDUCE, HC_ALGO_TREE, NULL));
+    assert_true(hc_algo_serves(HC_COLL_ALLREDUCE, HC_ALGO_RING, NULL));
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_LEADER, NULL, 4, 0, 0, &s), HCOMM_ERR_UNSUPPORTED);
+    assert_null(s);
+    assert_int_equal(hc_algo_build(&a, HC_ALGO_RING, NULL, 4, 0, 0, &s), HCOMM_SUCCESS);
+    hc_sched_destroy(s);
+}
+
+/* The table: every collective has an algorithm; the cost model prices the
+ * allreduce and alltoall ones; a tuning line must name one of its collective's. */
+static void test_table(void **state)
+{
+    (void)state;
+    for (int c = 0; c < HC_COLL_COUNT; c++) {
+        int n = 0;
+        for (int a = 1; a < HC_ALGO_COUNT; a++)
+            n += hc_algo_implements((hc_coll_t)c, (hc_algo_t)a);
+        assert_true(n >= 1);
+        const char *name = hc_coll_name((hc_coll_t)c);
+        assert_int_equal(hc_coll_parse_n(name, strlen(name)), c);
+    }
+    assert_int_equal(hc_algo_cost(HC_COLL_ALLREDUCE, HC_ALGO_LEADER), HC_COST_LEADER);
+    assert_int_equal(hc_algo_cost(HC_COLL_ALLTOALL, HC_ALGO_HIER), HC_COST_A2A_HIER);
+    assert_int_equal(hc_algo_cost(HC_COLL_BROADCAST, HC_ALGO_TREE), HC_COST_NONE);
+    static const char bad[] = "allreduce 4 0 64 chain 0\n";
+    FILE *f = fmemopen((void *)bad, strlen(bad), "r");
+    assert_int_equal(hc_tuning_parse(f, "test"), -1);
+    fclose(f);
+    assert_string_equal(hc_chosen_by_name(HC_CHOSEN_CALIBRATED), "calibrated");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stages_in_order),
+        cmocka_unit_test(test_unservable_never_chosen),
+        cmocka_unit_test(test_without_plans),
+        cmocka_unit_test(test_table),
+    };
+    (void)hc_params_get();
+    if (getenv("HCOMM_LOG_LEVEL") == NULL)
+        hc_log_level_g = HC_LOG_NONE; /* the passed-over choices log by design */
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
