@@ -18,10 +18,11 @@ SIZES=${SIZES:-8192 32768 131072 524288 2097152}
 iters=${*:--n 20 -w 5}
 perf="$top/perf/.libs/hcomm-perf"
 [ -x "$perf" ] || perf="$top/perf/hcomm-perf"
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../tests/test_lib.sh"
 # shellcheck source=tests/netns/netns_lib.sh
 . "$(dirname "$0")/../tests/netns/netns_lib.sh"
-trap netns_cleanup EXIT INT TERM
-why=$(netns_setup) || { echo "a2a_bench: $why" >&2; exit 2; }
+netns_setup
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=120
 n=$((NODES * PPN))
 

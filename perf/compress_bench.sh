@@ -8,9 +8,9 @@
 # CODECS (default "onebit topk:0.01 fp16") names the -C specs.
 top=.
 NODES=${NODES:-2} PPN=${PPN:-1} RATE=${RATE:-1gbit} CODECS=${CODECS:-onebit topk:0.01 fp16}
+. "$(dirname "$0")/../tests/test_lib.sh"
 . "$(dirname "$0")/../tests/netns/netns_lib.sh"
-trap netns_cleanup EXIT INT TERM
-why=$(netns_setup) || { echo "compress_bench: $why" >&2; exit 2; }
+netns_setup
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=120
 args=${*:--b 1M -e 64M -f 4 -n 5 -w 1}
 perf="$top/perf/.libs/hcomm-perf"

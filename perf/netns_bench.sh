@@ -7,9 +7,9 @@
 #   NODES=4 PPN=2 RATE=1gbit perf/netns_bench.sh [-b 16M -e 64M -n 5 -w 1]
 top=.
 NODES=${NODES:-4} PPN=${PPN:-2} RATE=${RATE:-1gbit} PLACE=rr
+. "$(dirname "$0")/../tests/test_lib.sh"
 . "$(dirname "$0")/../tests/netns/netns_lib.sh"
-trap netns_cleanup EXIT INT TERM
-why=$(netns_setup) || { echo "netns_bench: $why" >&2; exit 2; }
+netns_setup
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=120
 args=${*:--b 16M -e 64M -n 5 -w 1}
 # shellcheck disable=SC2086

@@ -8,9 +8,9 @@
 #   NODES=2 PPN=1 RATE=1gbit perf/overlap_bench.sh [overlap_train options]
 top=.
 NODES=${NODES:-2} PPN=${PPN:-1} RATE=${RATE:-1gbit}
+. "$(dirname "$0")/../tests/test_lib.sh"
 . "$(dirname "$0")/../tests/netns/netns_lib.sh"
-trap netns_cleanup EXIT INT TERM
-why=$(netns_setup) || { echo "overlap_bench: $why" >&2; exit 2; }
+netns_setup
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=120
 args=${*:---steps 6 --layer-bytes 2M --bucket-bytes 2M --compute-us 9000}
 # shellcheck disable=SC2086

@@ -19,9 +19,9 @@ perf="$top/perf/.libs/hcomm-perf"
 [ -x "$perf" ] || perf="$top/perf/hcomm-perf"
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=300
 if [ -n "$NODES" ]; then
+    . "$top/tests/test_lib.sh"
     . "$top/tests/netns/netns_lib.sh"
-    trap netns_cleanup EXIT INT TERM
-    why=$(netns_setup) || { echo "select_bench: $why" >&2; exit 2; }
+    netns_setup
     work=$netns_dir layout="$NODES namespaces x ${PPN} ranks, PLACE=$PLACE, $RATE links"
 else
     work=$(mktemp -d /tmp/hcomm-select.XXXXXX)

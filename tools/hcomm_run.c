@@ -29,7 +29,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: hcomm-run -n N [--timeout SEC] PROGRAM [ARGS...]\n"
+            "Usage: hcomm-run -n N [--timeout SEC] [--nccl] PROGRAM [ARGS...]\n"
             "Starts N ranks of PROGRAM on this host, each with the environment of\n"
             "hcomm-run plus:\n"
             "  HCOMM_RANK    the rank, 0 .. N-1\n"
@@ -39,17 +39,20 @@ static void usage(FILE *f)
             "Options:\n"
             "  -n, --np N         number of ranks (required, 1 .. %d)\n"
             "  -t, --timeout SEC  kill every rank after SEC seconds and exit 124\n"
+            "      --nccl         run a program built for NCCL on hcomm's libnccl.so.2:\n"
+            "                     puts %s first on LD_LIBRARY_PATH\n"
             "  -h, --help         show this help\n"
             "SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank exits\n"
             "non-zero or dies by a signal, the others get SIGTERM, then SIGKILL %.0f s\n"
             "later, and hcomm-run exits with that rank's status (128 + signal number\n"
             "for a signal). Exit status: 0 when every rank exited 0; 124 on timeout;\n"
             "127 when PROGRAM cannot be executed; 2 on bad usage.\n",
-            MAX_RANKS, LAUNCH_GRACE_S);
+            MAX_RANKS, HCOMM_NCCL_LIBDIR, LAUNCH_GRACE_S);
 }
 
 typedef struct {
     int    nranks;
+    int    nccl; /* --nccl: hcomm's libnccl.so.2 first on the library path */
     double timeout_s;
     char **argv; /* program and its arguments, NULL-terminated */
 } run_opts_t;
@@ -72,6 +75,7 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"timeout", required_argument, NULL, 't'},
+        {"nccl", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -80,6 +84,7 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
     char *end;
 
     o->nranks    = 0;
+    o->nccl      = 0;
     o->timeout_s = 0;
     /* '+': stop at the program name, its options are its own. */
     while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
@@ -101,6 +106,9 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
                 return 2;
             }
             break;
+        case 'N':
+            o->nccl = 1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -111,7 +119,7 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
     }
     if (o->nranks == 0 || optind >= argc) {
         fprintf(stderr, TAG ": %s\n", o->nranks == 0 ? "-n N is required" : "no program given");
-        fprintf(stderr, "Usage: hcomm-run -n N [--timeout SEC] PROGRAM [ARGS...]\n");
+        fprintf(stderr, "Usage: hcomm-run -n N [--timeout SEC] [--nccl] PROGRAM [ARGS...]\n");
         return 2;
     }
     o->argv = argv + optind;
@@ -181,6 +189,21 @@ static int set_job_env(int nranks)
     return 0;
 }
 
+/* --nccl: hcomm's drop-in directory ahead of whatever LD_LIBRARY_PATH holds,
+ * so that the ranks load hcomm's libnccl.so.2 and not another NCCL. */
+static int set_nccl_env(void)
+{
+    const char *old = getenv("LD_LIBRARY_PATH");
+    char        path[PATH_MAX * 2];
+    int         n = snprintf(path, sizeof(path), "%s%s%s", HCOMM_NCCL_LIBDIR,
+                             old != NULL && *old != '\0' ? ":" : "", old != NULL ? old : "");
+    if (n < 0 || (size_t)n >= sizeof(path) || setenv("LD_LIBRARY_PATH", path, 1) != 0) {
+        fprintf(stderr, TAG ": cannot set LD_LIBRARY_PATH for --nccl\n");
+        return -1;
+    }
+    return 0;
+}
+
 /* Whether execvp would find an executable file for prog (checked up front so a
  * typo gives one clear message instead of N failing ranks). */
 static int findable(const char *prog)
@@ -236,7 +259,7 @@ int main(int argc, char **argv)
                 strchr(o.argv[0], '/') ? "no such executable file" : "not found in PATH");
         return 127;
     }
-    if (set_job_env(o.nranks) != 0)
+    if (set_job_env(o.nranks) != 0 || (o.nccl && set_nccl_env() != 0))
         return 1;
     pids = calloc((size_t)o.nranks, sizeof(*pids));
     if (pids == NULL) {

@@ -116,9 +116,10 @@ void           hc_comm_cache_clear(hcomm_comm_t comm);
 /* Makes sure comm->scratch holds at least size bytes. */
 hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size);
 
-/* The queue (comm_queue.c): add a prepared request at the tail; progress the
+/* The queue (comm_queue.c): add a prepared request at the tail (gated: behind
+ * a closed gate, held once by the stream that will open it); progress the
  * head; wait until the queue is empty. */
-void           hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req);
+void           hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req, int gated);
 hcomm_status_t hc_comm_progress(hcomm_comm_t comm);
 /* The same, with comm's lock already held (one hold per spin, not two). */
 hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm);

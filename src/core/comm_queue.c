@@ -8,8 +8,13 @@
 #include "core/comm.h"
 #include "core/exec.h"
 
-void hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req)
+void hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req, int gated)
 {
+    if (gated) {
+        req->gated   = 1;
+        req->holders = 1;
+        comm->held++;
+    }
     req->next = NULL;
     if (comm->req_tail != NULL)
         comm->req_tail->next = req;

@@ -146,12 +146,7 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
         return st;
     }
     req->own_sched = 1;
-    if (gated) {
-        req->gated   = 1;
-        req->holders = 1;
-        comm->held++;
-    }
-    hc_comm_enqueue(comm, req);
+    hc_comm_enqueue(comm, req, gated);
     *req_p = req;
     return HCOMM_SUCCESS;
 }

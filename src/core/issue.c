@@ -25,12 +25,7 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
         hc_request_recycle(comm, req);
         return st;
     }
-    if (gated) {
-        req->gated   = 1;
-        req->holders = 1;
-        comm->held++;
-    }
-    hc_comm_enqueue(comm, req);
+    hc_comm_enqueue(comm, req, gated);
     *req_p = req;
     return HCOMM_SUCCESS;
 }

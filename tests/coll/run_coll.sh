@@ -4,34 +4,22 @@
 # pipelining settings, sized to finish in a few minutes on a 2-core machine: the
 # full matrix (1M+3 counts included) at 1, 2, 3, 4, 5 and 8 ranks on shm and
 # tcp, without the 1M+3 counts for auto, --quick for the rest. Prints one
-# line per run and finally "N passed, M failed" (runs); exits 1 if any run
-# failed, 77 if a binary is missing.
+# line per run and finally "N passed, M failed" (runs); a failed run's log is
+# kept. Exits 1 if any run failed, 77 if a binary is missing.
 #
 # Under `make check` the current directory is the top build directory. By hand:
 #   tests/coll/run_coll.sh            (from the top build directory)
 #   HCOMM_RUN=... COLL_CHECK=... tests/coll/run_coll.sh
 # RUN_COLL_FILTER=REGEX runs only the runs whose label matches (e.g. "n=8").
-
-builddir=${top_builddir:-.}
-if [ ! -x "$builddir/tools/hcomm-run" ]; then
-    # run from elsewhere: the script sits in tests/coll of the tree
-    builddir=$(cd "$(dirname "$0")/../.." && pwd)
-fi
-run=${HCOMM_RUN:-$builddir/tools/hcomm-run}
-check=${COLL_CHECK:-$builddir/tests/coll/coll_check}
-
-for b in "$run" "$check"; do
-    if [ ! -x "$b" ]; then
-        echo "run_coll: SKIP: $b not built (make check builds it)"
-        exit 77
-    fi
-done
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
+run=${HCOMM_RUN:-$top/tools/hcomm-run}
+check=${COLL_CHECK:-$top/tests/coll/coll_check}
+need "$run" "$check"
 
 export HCOMM_TIMEOUT=60     # a stuck rank fails after a minute without progress
 launcher_timeout=240        # hcomm-run's safety net, per run
 logdir=$(mktemp -d "${TMPDIR:-/tmp}/run_coll.XXXXXX") || exit 99
-passed=0
-failed=0
 start_all=$(date +%s)
 
 now() { date +%s.%N; }
@@ -40,29 +28,32 @@ now() { date +%s.%N; }
 one() {
     n=$1 transport=$2 extra_env=$3
     shift 3
-    label="n=$n transport=$transport${extra_env:+ $extra_env}${*:+ $*}"
+    args=$*
+    label="n=$n transport=$transport${extra_env:+ $extra_env}${args:+ $args}"
     if [ -n "$RUN_COLL_FILTER" ] && ! echo "$label" | grep -Eq -- "$RUN_COLL_FILTER"; then
         return
     fi
-    log=$logdir/run$((passed + failed)).log
+    log=$logdir/run$((pass + fail)).log
     t0=$(now)
     # shellcheck disable=SC2086 # extra_env is a list of assignments
     env HCOMM_TRANSPORT="$transport" $extra_env \
         "$run" -n "$n" --timeout "$launcher_timeout" "$check" "$@" >"$log" 2>&1
     rc=$?
     secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
-    if [ $rc -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "PASS $label ($secs s)"
-        rm -f "$log"
-    else
-        failed=$((failed + 1))
-        echo "FAIL $label ($secs s, exit $rc$( [ $rc -eq 124 ] && echo ': timed out'))"
-        echo "  reproduce: HCOMM_TRANSPORT=$transport $extra_env HCOMM_TIMEOUT=60" \
-            "$run -n $n $check $*"
-        grep -E '^(FAIL|coll_check: rank)|hcomm-run:' "$log" | head -n 20 | sed 's/^/  /'
-        echo "  full log: $log"
-    fi
+    case $rc in
+    0) rm -f "$log"; how="$secs s" ;;
+    124) how="$secs s, exit $rc: timed out" ;;
+    *) how="$secs s, exit $rc" ;;
+    esac
+    result "$label ($how)" $rc "$log"
+}
+
+# a failed run: how to repeat it, its failures, and where its whole log is
+on_fail() {
+    echo "  reproduce: HCOMM_TRANSPORT=$transport $extra_env HCOMM_TIMEOUT=60" \
+        "$run -n $n $check $args"
+    grep -E '^(FAIL|coll_check: rank)|hcomm-run:' "$1" | head -n 20 | sed 's/^/  /'
+    echo "  full log: $1"
 }
 
 small="--max-count 1023"  # everything but the 1M+3 counts
@@ -93,8 +84,6 @@ one 2 shm "HCOMM_SHM_RING_BYTES=64K HCOMM_SHM_CMA_MIN=0"
 one 3 shm "HCOMM_SHM_CMA_MIN=1K"
 one 3 tcp "HCOMM_TCP_NSOCKS=3 HCOMM_TCP_STRIPE_MIN=4K"
 
-elapsed=$(( $(date +%s) - start_all ))
-echo "run_coll: $elapsed s in all"
-[ $failed -eq 0 ] && rmdir "$logdir" 2>/dev/null
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+echo "run_coll: $(( $(date +%s) - start_all )) s in all"
+[ "$fail" -eq 0 ] && rmdir "$logdir" 2>/dev/null
+finish

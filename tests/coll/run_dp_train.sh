@@ -5,26 +5,26 @@
 # run's training loss and within 1 point of its test accuracy. The runs train
 # to convergence (the loss curve is flat over the last epochs); without error
 # feedback (dp_train --no-error-feedback) the same runs miss by far more.
-top=${top_builddir:-.}
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" train="$top/examples/dp_train"
-# shellcheck source=tests/coll/test_lib.sh
-. "$(dirname "$0")/test_lib.sh"
 need "$run" "$train"
 export HCOMM_TIMEOUT=60
 scratch dp-train
 for c in none onebit topk:0.01; do
-    timeout 120 "$run" -n 2 "$train" --compress "$c" > "$out.$c" 2>&1
+    try 120 "$run" -n 2 "$train" --compress "$c"
     st=$?
-    grep '^final ' "$out.$c"
-    [ "$st" -eq 0 ] && grep -q '^final loss ' "$out.$c"
-    result "dp_train --compress $c on 2 ranks (exit $st)" $? "$out.$c"
+    cp "$out" "$out.$c"
+    grep '^final ' "$out"
+    [ "$st" -eq 0 ] && has '^final loss '
+    result "dp_train --compress $c on 2 ranks (exit $st)" $?
 done
 # final loss L accuracy A compress SPEC bytes_sent B: fields 3, 5 and 9
-base=$(grep '^final ' "$out.none" 2>/dev/null)
+base=$(grep '^final ' "$out.none")
 for c in onebit topk:0.01; do
-    this=$(grep '^final ' "$out.$c" 2>/dev/null)
+    this=$(grep '^final ' "$out.$c")
     if [ -z "$base" ] || [ -z "$this" ]; then
-        result "$c against none: no final line to compare" 1
+        result "$c against none: no final line to compare" 1 "$out.$c"
         continue
     fi
     echo "$base" "$this" | awk -v c="$c" '{
@@ -34,6 +34,6 @@ for c in onebit topk:0.01; do
                c, l, l0, dl, a, a0, da, b0 / b
         exit !(dl <= 2 && dl >= -2 && da <= 1 && da >= -1 && b < b0)
     }'
-    result "$c within 2% of the plain loss and 1 point of its accuracy, fewer bytes" $?
+    result "$c within 2% of the plain loss and 1 point of its accuracy, fewer bytes" $? "$out.$c"
 done
 finish

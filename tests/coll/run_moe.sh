@@ -3,48 +3,47 @@
 # their serial references on 1 to 4 ranks (moe_check), over the default
 # transports and tcp; then hcomm-perf alltoallv, moe_dispatch and moe_combine
 # with their own checks, the dedup they report, and refused usages.
-top=${top_builddir:-.}
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" check="$top/tests/coll/moe_check" perf="$top/perf/hcomm-perf"
-# shellcheck source=tests/coll/test_lib.sh
-. "$(dirname "$0")/test_lib.sh"
 need "$run" "$check" "$perf"
 export HCOMM_TIMEOUT=60
 scratch moe
 for n in 1 2 3 4; do
-    timeout 300 "$run" -n "$n" "$check" > "$out" 2>&1
+    try 300 "$run" -n "$n" "$check"
     result "moe_check on $n ranks" $?
 done
 for n in 3 4; do
-    HCOMM_TRANSPORT=tcp timeout 300 "$run" -n "$n" "$check" > "$out" 2>&1
+    try 300 HCOMM_TRANSPORT=tcp "$run" -n "$n" "$check"
     result "moe_check on $n ranks over tcp" $?
 done
-ok() { grep -q 'Out of bounds values : 0 OK' "$out"; }
-timeout 120 "$perf" alltoallv --ranks 3 -b 8 -e 1M -f 8 -n 2 -w 1 -d all > "$out" 2>&1 && ok
+try 120 "$perf" alltoallv --ranks 3 -b 8 -e 1M -f 8 -n 2 -w 1 -d all && perf_ok
 result "hcomm-perf alltoallv on 3 ranks, every dtype" $?
-HCOMM_TRANSPORT=tcp timeout 120 "$perf" alltoallv --ranks 4 --seed 7 -b 1K -e 256K -f 16 -n 2 \
-    -w 1 > "$out" 2>&1 && ok
+try 120 HCOMM_TRANSPORT=tcp "$perf" alltoallv --ranks 4 --seed 7 -b 1K -e 256K -f 16 -n 2 -w 1 &&
+    perf_ok
 result "hcomm-perf alltoallv on 4 ranks over tcp, --seed 7" $?
 for c in moe_dispatch moe_combine; do
-    timeout 120 "$perf" $c --ranks 4 --tokens 64 --hidden 256 --topk 4 --experts 8 -n 2 -w 1 \
-        -d all > "$out" 2>&1 && ok
+    try 120 "$perf" $c --ranks 4 --tokens 64 --hidden 256 --topk 4 --experts 8 -n 2 -w 1 -d all &&
+        perf_ok
     result "hcomm-perf $c on 4 ranks, float32/bfloat16/float16" $?
 done
 # 2 experts per rank, top-4: some tokens choose two on one rank; the bytes on
 # the wire must then shrink by about the share of duplicate pairs (within the
 # metadata and count exchange: 0.03)
-timeout 120 "$perf" moe_dispatch --ranks 4 --tokens 128 --hidden 2048 --topk 4 --experts 8 -n 2 \
-    -w 1 > "$out" 2>&1 && ok &&
+try 120 "$perf" moe_dispatch --ranks 4 --tokens 128 --hidden 2048 --topk 4 --experts 8 -n 2 -w 1 &&
+    perf_ok &&
     awk '!/^#/ && NF >= 13 { seen = 1; d = $9 - $12
                              if (!($9 > 0.1 && $10 < $11 && d > -0.03 && d < 0.03)) bad = 1 }
          END { exit !(seen && !bad) }' "$out"
 result "hcomm-perf moe_dispatch: wire bytes shrink by the dedup share" $?
-timeout 120 "$perf" moe_dispatch --ranks 1 --tokens 16 --hidden 8 --topk 2 --experts 4 -n 1 \
-    -w 0 > "$out" 2>&1 && ok && awk '!/^#/ && NF >= 13 { s = 1; if ($10 != 0) b = 1 }
-                                     END { exit !(s && !b) }' "$out"
+try 120 "$perf" moe_dispatch --ranks 1 --tokens 16 --hidden 8 --topk 2 --experts 4 -n 1 -w 0 &&
+    perf_ok && awk '!/^#/ && NF >= 13 { s = 1; if ($10 != 0) b = 1 }
+                    END { exit !(s && !b) }' "$out"
 result "hcomm-perf moe_dispatch on 1 rank sends nothing over a transport" $?
 for bad in "moe_dispatch --topk 9 --experts 8" "moe_combine -d int32" "alltoallv -m 2" \
     "moe_dispatch --tokens 0" "moe_dispatch --topk 65"; do
-    timeout 60 "$perf" $bad --ranks 2 > "$out" 2>&1
+    # shellcheck disable=SC2086 # bad is a list of arguments
+    try 60 "$perf" $bad --ranks 2
     [ $? -eq 2 ]
     result "hcomm-perf $bad is refused" $?
 done

@@ -1,44 +1,33 @@
 #!/bin/sh
 # run_perf.sh - hcomm-perf's own result checks over every collective, dtype and
-# op, with two operations fused per group (-m 2), blocking and nonblocking.
-top=${top_builddir:-.}
+# op, with two operations fused per group (-m 2), blocking and nonblocking;
+# then the tuning file: written by --tune, followed, ignored when bad.
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
 perf="$top/perf/hcomm-perf"
-[ -x "$perf" ] || { echo "SKIP: $perf not built"; exit 77; }
+need "$perf"
 export HCOMM_TIMEOUT=60
-pass=0 fail=0
+scratch perf
 for coll in all_reduce reduce_scatter reduce broadcast all_gather alltoall sendrecv; do
     for z in 0 1; do
         args="$coll --ranks 3 -b 8 -e 128K -f 16 -n 2 -w 1 -m 2 -z $z -d all -o all -r 2"
-        if timeout 120 "$perf" $args > /tmp/hcomm-run-perf.$$ 2>&1; then
-            pass=$((pass + 1))
-        else
-            fail=$((fail + 1)); echo "FAIL: hcomm-perf $args"; grep -v '^#' /tmp/hcomm-run-perf.$$ | tail -20
-        fi
+        # shellcheck disable=SC2086 # args is a list of arguments
+        try 120 "$perf" $args
+        result "hcomm-perf $args" $?
     done
 done
 # --tune writes a tuning file; selection then follows it; a bad file is ignored
-tf=/tmp/hcomm-run-perf-tune.$$
-if "$perf" all_reduce --ranks 2 -b 8 -e 64K -f 64 -n 2 -w 1 --tune="$tf" > /tmp/hcomm-run-perf.$$ 2>&1 &&
-    grep -q '^allreduce 2 0 ' "$tf"; then
-    pass=$((pass + 1))
-else
-    fail=$((fail + 1)); echo "FAIL: hcomm-perf --tune"; tail -20 /tmp/hcomm-run-perf.$$
-fi
+tf=$tmp/tune
+"$perf" all_reduce --ranks 2 -b 8 -e 64K -f 64 -n 2 -w 1 --tune="$tf" > "$out" 2>&1 &&
+    has '^allreduce 2 0 ' "$tf"
+result "hcomm-perf --tune writes a tuning file" $?
 printf 'allreduce 2 0 18446744073709551615 rabenseifner 65536\n' > "$tf"
-if HCOMM_TUNING_FILE="$tf" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo "$perf" all_reduce --ranks 2 \
-    -b 8 -e 8K -f 32 -n 2 -w 1 > /tmp/hcomm-run-perf.$$ 2>&1 &&
-    grep -q 'allreduce of 2048 elements (8192 bytes): rabenseifner' /tmp/hcomm-run-perf.$$; then
-    pass=$((pass + 1))
-else
-    fail=$((fail + 1)); echo "FAIL: HCOMM_TUNING_FILE not followed"; grep -i 'allreduce of' /tmp/hcomm-run-perf.$$ | head
-fi
+HCOMM_TUNING_FILE="$tf" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo "$perf" all_reduce --ranks 2 \
+    -b 8 -e 8K -f 32 -n 2 -w 1 > "$out" 2>&1 &&
+    has 'allreduce of 2048 elements (8192 bytes): rabenseifner'
+result "HCOMM_TUNING_FILE followed" $?
 printf 'allreduce two 0 9 warp 1\n' > "$tf"
-if HCOMM_TUNING_FILE="$tf" "$perf" all_reduce --ranks 2 -b 8 -e 8K -f 32 -n 2 -w 1 \
-    > /tmp/hcomm-run-perf.$$ 2>&1 && grep -q 'tuning file .*:1: expected' /tmp/hcomm-run-perf.$$; then
-    pass=$((pass + 1))
-else
-    fail=$((fail + 1)); echo "FAIL: a bad tuning file must warn and be ignored"; tail -5 /tmp/hcomm-run-perf.$$
-fi
-rm -f /tmp/hcomm-run-perf.$$ "$tf"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+HCOMM_TUNING_FILE="$tf" "$perf" all_reduce --ranks 2 -b 8 -e 8K -f 32 -n 2 -w 1 > "$out" 2>&1 &&
+    has 'tuning file .*:1: expected'
+result "a bad tuning file warns and is ignored" $?
+finish

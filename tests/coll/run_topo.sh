@@ -3,16 +3,14 @@
 # the ranks of this host on virtual nodes (tcp between nodes, shm inside), and
 # coll_check runs every collective with the cost model's choice and with each
 # algorithm forced. Also hcomm-topo on a file and on a synthetic 1024 x 8 cluster.
-top=${top_builddir:-.}
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" check="$top/tests/coll/coll_check" topo="$top/tools/hcomm-topo"
-for b in "$run" "$check" "$topo"; do
-    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
-done
-dir=$(mktemp -d /tmp/hcomm-topo-test.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+need "$run" "$check" "$topo"
 export HCOMM_TIMEOUT=60
+scratch topo
 
-# nodes: a list of rank lists, e.g. "0,2 1,3"
+# write_topo FILE NODE...: a topology file; a node is a list of ranks, e.g. 0,2
 write_topo() {
     file=$1; shift
     { echo '<?xml version="1.0"?>'
@@ -27,27 +25,23 @@ write_topo() {
       done
       echo '</hcomm_topology>'; } > "$file"
 }
-write_topo "$dir/rr2x2.xml" 0,2 1,3
-write_topo "$dir/rr3x2.xml" 0,3 1,4 2,5
-write_topo "$dir/uneven.xml" 3 0,2,5 1,4
+write_topo "$tmp/rr2x2.xml" 0,2 1,3
+write_topo "$tmp/rr3x2.xml" 0,3 1,4 2,5
+write_topo "$tmp/uneven.xml" 3 0,2,5 1,4
 
-pass=0 fail=0
 one() { # NRANKS FILE ALGO [coll_check args]; FILE "-": no file (one node)
     n=$1 file=$2 algo=$3; shift 3
-    log="$dir/log" tf="$dir/$file"
+    tf="$tmp/$file"
     [ "$file" = - ] && tf=
-    if HCOMM_TOPO_FILE="$tf" HCOMM_ALGO="$algo" timeout 300 "$run" -n "$n" --timeout 280 \
-        "$check" "$@" > "$log" 2>&1; then
-        pass=$((pass + 1)); echo "PASS n=$n $file HCOMM_ALGO=$algo $*"
-    else
-        fail=$((fail + 1)); echo "FAIL n=$n $file HCOMM_ALGO=$algo $*"
-        grep -E '^FAIL|coll_check: rank|hcomm-run' "$log" | head -10 | sed 's/^/  /'
-    fi
+    try 300 HCOMM_TOPO_FILE="$tf" HCOMM_ALGO="$algo" "$run" -n "$n" --timeout 280 "$check" "$@"
+    result "n=$n $file HCOMM_ALGO=$algo $*" $?
 }
 one 4 rr2x2.xml "" --quick
 one 4 rr2x2.xml "" --coll allreduce --max-count 1048579
 one 6 rr3x2.xml "" --quick
 one 6 uneven.xml "" --quick
+# hier cannot serve alltoall on nodes of 1, 3 and 2 ranks: passed over, never used
+one 6 uneven.xml "alltoall:hier" --coll alltoall --quick
 for f in rr2x2.xml:4 uneven.xml:6; do
     one "${f#*:}" "${f%:*}" "allreduce:hier,broadcast:hier,reduce:hier,allgather:hier,reduce_scatter:hier" --quick
     one "${f#*:}" "${f%:*}" "allreduce:tree,broadcast:tree,reduce:tree" --quick
@@ -67,26 +61,27 @@ one 5 - "allreduce:leader" --coll allreduce --quick
 unset HCOMM_TRANSPORT
 
 # the file's nodes decide the transports: tcp between virtual nodes, shm inside
-HCOMM_TOPO_FILE="$dir/rr2x2.xml" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=init \
-    "$run" -n 4 "$check" --coll barrier --quick > "$log" 2>&1
-ntcp=$(grep -c 'connected over tcp' "$log") nshm=$(grep -c 'connected over shm' "$log")
-if [ "$ntcp" -eq 8 ] && [ "$nshm" -eq 4 ]; then
-    pass=$((pass + 1)); echo "PASS virtual nodes: 8 tcp and 4 shm connections"
-else
-    fail=$((fail + 1)); echo "FAIL virtual nodes: $ntcp tcp and $nshm shm connections (want 8 and 4)"
-fi
+HCOMM_TOPO_FILE="$tmp/rr2x2.xml" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=init \
+    "$run" -n 4 "$check" --coll barrier --quick > "$out" 2>&1
+ntcp=$(grep -c 'connected over tcp' "$out") nshm=$(grep -c 'connected over shm' "$out")
+[ "$ntcp" -eq 8 ] && [ "$nshm" -eq 4 ]
+result "virtual nodes: $ntcp tcp and $nshm shm connections (want 8 and 4)" $?
 
 # hcomm-topo: a file, and plans at a scale this machine cannot run
-if "$topo" --topo "$dir/uneven.xml" --ranks 6 > "$log" 2>&1 && grep -q '^ring 0 (6 ranks)' "$log" &&
-   grep -q '^tree 1' "$log" && grep -q '^rail 2' "$log"; then
-    pass=$((pass + 1)); echo "PASS hcomm-topo --topo"
-else
-    fail=$((fail + 1)); echo "FAIL hcomm-topo --topo"; head -20 "$log"
-fi
-if "$topo" --synthetic 1024x8x4 --quiet > "$log" 2>&1 && grep -q '^# cluster: 8192 ranks on 1024 nodes' "$log"; then
-    pass=$((pass + 1)); echo "PASS hcomm-topo --synthetic 1024x8x4 ($(grep 'plans built' "$log"))"
-else
-    fail=$((fail + 1)); echo "FAIL hcomm-topo --synthetic"; head -20 "$log"
-fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+"$topo" --topo "$tmp/uneven.xml" --ranks 6 > "$out" 2>&1 && has '^ring 0 (6 ranks)' &&
+    has '^tree 1' && has '^rail 2'
+result "hcomm-topo --topo" $?
+"$topo" --synthetic 1024x8x4 --quiet > "$out" 2>&1 && has '^# cluster: 8192 ranks on 1024 nodes'
+st=$?
+result "hcomm-topo --synthetic 1024x8x4 ($(grep 'plans built' "$out"))" $st
+# hcomm-topo asks the communicators' own selection: on the uneven nodes the
+# hierarchical alltoall gets no prediction and is never chosen, even forced
+HCOMM_ALGO=alltoall:hier "$topo" --topo "$tmp/uneven.xml" --ranks 6 -b 8 -e 1M > "$out" 2>&1 &&
+    awk '/^# alltoall:/ { a = 1; next }
+         a && !/^#/ { n++; if ($3 != "-" || $(NF - 1) != "pairwise") bad++ }
+         END { exit !(n > 0 && bad == 0) }' "$out"
+result "hcomm-topo: alltoall on uneven nodes never hier, even forced" $?
+HCOMM_ALGO=allreduce:leader "$topo" --topo "$tmp/rr2x2.xml" --ranks 4 -b 8 -e 64 > "$out" 2>&1 &&
+    has ' leader *forced$'
+result "hcomm-topo: HCOMM_ALGO's choice, shown as forced" $?
+finish

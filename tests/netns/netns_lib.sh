@@ -1,26 +1,30 @@
-# netns_lib.sh - sourced by the multi-host tests and benchmarks: NODES network
-# namespaces joined by veth pairs to a bridge in a namespace of its own, each
-# node's link limited with tc tbf to RATE, and a launcher that starts PPN ranks
-# per namespace. Set NODES, PPN, RATE (default 1gbit), PLACE (block: rank r on
-# node r / PPN; rr: on node r % NODES) and top (the build directory) first.
-: "${NODES:=3}" "${PPN:=2}" "${RATE:=1gbit}" "${BURST:=256kb}" "${PLACE:=block}" "${top:=.}"
+# netns_lib.sh - sourced by the multi-host tests and benchmarks, after
+# tests/test_lib.sh (top, skip, need_root, scratch): NODES network namespaces
+# joined by veth pairs to a bridge in a namespace of its own, each node's link
+# limited with tc tbf to RATE, and a launcher that starts PPN ranks per
+# namespace. Set NODES, PPN, RATE (default 1gbit), PLACE (block: rank r on
+# node r / PPN; rr: on node r % NODES) first. The namespaces and $netns_dir
+# go when the script ends.
+: "${NODES:=3}" "${PPN:=2}" "${RATE:=1gbit}" "${BURST:=256kb}" "${PLACE:=block}"
 tag=hc$$ sub=10.213.$(($$ % 200 + 20))
-netns_dir=$(mktemp -d /tmp/hcomm-netns.XXXXXX)
+scratch netns
+# shellcheck disable=SC2154 # tmp: set by scratch
+netns_dir=$tmp
 
 netns_cleanup() {
     for p in $(cat "$netns_dir"/pids 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
     for i in $(seq 0 $((NODES - 1))); do ip netns del "${tag}n$i" 2>/dev/null; done
     ip netns del "${tag}h" 2>/dev/null
-    rm -rf "$netns_dir"
 }
+at_exit netns_cleanup
 
-# Prints why the namespaces cannot be built, or nothing; returns non-zero then.
+# netns_setup: builds the namespaces, or SKIPs (exit 77) saying why it cannot.
 netns_setup() {
-    [ "$(id -u)" = 0 ] || { echo "needs root for ip netns"; return 1; }
-    command -v ip > /dev/null || { echo "no ip (iproute2)"; return 1; }
-    {
+    need_root "ip netns"
+    command -v ip > /dev/null || skip "no ip (iproute2)"
+    (
         ip netns add "${tag}h" && ip -n "${tag}h" link add br0 type bridge &&
-            ip -n "${tag}h" link set br0 up || return 1
+            ip -n "${tag}h" link set br0 up || exit 1
         for i in $(seq 0 $((NODES - 1))); do
             ns=${tag}n$i
             ip netns add "$ns" &&
@@ -30,9 +34,10 @@ netns_setup() {
                 ip -n "$ns" addr add "$sub.$((i + 1))/24" dev "${tag}b$i" &&
                 ip -n "$ns" link set "${tag}b$i" up && ip -n "$ns" link set lo up &&
                 tc -n "$ns" qdisc add dev "${tag}b$i" root tbf rate "$RATE" burst "$BURST" latency 50ms ||
-                return 1
+                exit 1
         done
-    } 2> "$netns_dir/setup.err" || { head -1 "$netns_dir/setup.err"; return 1; }
+    ) 2> "$netns_dir/setup.err" ||
+        skip "cannot build the namespaces: $(head -n 1 "$netns_dir/setup.err")"
 }
 
 # netns_launch PROG ARGS...: every rank in its namespace, rank 0 the root; rank

@@ -4,24 +4,23 @@
 # share memory (shm), ranks in different ones talk tcp over the veths. Checks
 # that every collective is exact there and that allreduce picks the
 # hierarchical algorithm by itself (no HCOMM_ALGO). Skips without root or ip.
-top=${top_builddir:-.}
-here=$(dirname "$0")
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
 check="$top/tests/coll/.libs/coll_check" perf="$top/perf/.libs/hcomm-perf"
 [ -x "$check" ] || check="$top/tests/coll/coll_check"
 [ -x "$perf" ] || perf="$top/perf/hcomm-perf"
+need "$check" "$perf"
 NODES=3 PPN=2
-. "$here/netns_lib.sh"
-trap netns_cleanup EXIT INT TERM
-why=$(netns_setup) || { echo "SKIP: $why"; exit 77; }
+# shellcheck source=tests/netns/netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
+netns_setup
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=60
 dir=$netns_dir
+# a failed check shows the last lines of every rank's output and log
+on_fail() { tail -n 5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -n 40; }
 
-pass=0 fail=0
-result() { # NAME STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"
-    else fail=$((fail + 1)); echo "FAIL $1"; tail -5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -40; fi
-}
-netns_launch timeout 300 "$check" --quick; result "coll_check --quick on $NODES nodes x $PPN ranks" $?
+netns_launch timeout 300 "$check" --quick
+result "coll_check --quick on $NODES nodes x $PPN ranks" $?
 HCOMM_ALGO=allreduce:leader netns_launch timeout 300 "$check" --quick --coll allreduce --no-extras
 result "leaders' allreduce (forced) exact on $NODES nodes x $PPN ranks" $?
 HCOMM_ALGO=alltoall:hier HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo \
@@ -49,5 +48,4 @@ result "each algorithm's small allreduce was measured at init" $?
 grep 'allreduce of' "$dir/log.0" | sed 's/.*allreduce of/  allreduce of/' | sort -u | sort -t' ' -k5n
 grep -q 'allreduce of .*: hier' "$dir/log.0"
 result "hierarchical allreduce selected without HCOMM_ALGO" $?
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

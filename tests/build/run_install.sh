@@ -1,0 +1,34 @@
+#!/bin/sh
+# run_install.sh - make install, into a scratch DESTDIR: libhcomm, its headers
+# and hcomm.pc where every library goes, and the NCCL drop-in in a directory of
+# its own, never on the linker's default path, where it would replace NVIDIA's
+# NCCL for every program on the machine; hcomm-run --nccl points there.
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
+run="$top/tools/hcomm-run"
+need "$run"
+[ -f "$top/hcomm.pc" ] || skip "$top/hcomm.pc not made (run configure)"
+command -v make > /dev/null || skip "no make"
+command -v pkg-config > /dev/null || skip "no pkg-config"
+scratch install
+dest=$tmp/root
+
+try 300 make -C "$top" -s install DESTDIR="$dest"
+result "make install DESTDIR=..." $?
+pcdir=$(dirname "$(find "$dest" -name hcomm.pc | head -1)")
+var() { PKG_CONFIG_PATH=$pcdir pkg-config --variable="$1" hcomm; }
+libdir=$(var libdir) inc=$(var includedir) ncdir=$(var nccl_libdir)
+echo "libdir $libdir, nccl_libdir $ncdir"
+
+[ -n "$ncdir" ] && [ "$ncdir" != "$libdir" ] && [ -e "$dest$ncdir/libnccl.so.2" ] &&
+    [ -e "$dest$ncdir/libnccl.so" ]
+result "libnccl.so.2 in nccl_libdir ($ncdir), not libdir" $?
+ls "$dest$libdir"/libnccl* > /dev/null 2>&1
+[ $? -ne 0 ] && [ -e "$dest$libdir/libhcomm.so.1" ] && [ -e "$dest$libdir/pkgconfig/hcomm.pc" ]
+result "libdir ($libdir) holds libhcomm and hcomm.pc, no libnccl" $?
+[ -e "$dest$inc/hcomm.h" ] && [ -e "$dest$inc/hcomm_nccl.h" ] && [ -e "$dest$inc/hcomm/nccl.h" ]
+result "headers in includedir ($inc)" $?
+
+"$run" -n 1 --nccl sh -c 'echo "$LD_LIBRARY_PATH"' > "$out" 2>&1 && has "^$ncdir\(:\|$\)"
+result "hcomm-run --nccl puts nccl_libdir first on LD_LIBRARY_PATH" $?
+finish
