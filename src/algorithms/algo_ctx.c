@@ -34,8 +34,8 @@ static hcomm_status_t algo_check_args(const hc_coll_args_t *a, int nranks, int r
     }
     if (nranks < 1 || rank < 0 || rank >= nranks ||
         (rooted && (a->root < 0 || a->root >= nranks))) {
-        hc_error(ALGO, "%s: rank %d, root/peer %d of %d ranks", hc_coll_name(a->coll), rank, a->root,
-                 nranks);
+        hc_error(ALGO, "%s: rank %d, root/peer %d of %d ranks", hc_coll_name(a->coll), rank,
+                 a->root, nranks);
         return HCOMM_ERR_INVALID_RANK;
     }
     if (es == 0) {

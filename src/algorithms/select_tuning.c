@@ -60,7 +60,9 @@ int hc_tuning_parse(FILE *f, const char *path)
             continue;
         if (n == TUNING_MAX || tuning_line(p, &tuning[n]) != 0) {
             hc_warn(ALGO, "tuning file %s:%d: %s; the file is ignored", path, lineno,
-                    n == TUNING_MAX ? "too many entries" : "expected: coll nranks min max algo chunk, algo one of coll's");
+                    n == TUNING_MAX
+                        ? "too many entries"
+                        : "expected: coll nranks min max algo chunk, algo one of coll's");
             ntuning = 0;
             return -1;
         }

@@ -75,7 +75,8 @@ hcomm_status_t hc_sock_parse_addr(const char *host_port, unsigned subsys,
     return HCOMM_SUCCESS;
 
 err_syntax:
-    hc_log_as(HC_LOG_ERROR, subsys, "invalid address \"%s\": expected host:port or [ipv6]:port", host_port);
+    hc_log_as(HC_LOG_ERROR, subsys, "invalid address \"%s\": expected host:port or [ipv6]:port",
+              host_port);
     return HCOMM_ERR_INVALID_ARG;
 }
 
@@ -160,7 +161,8 @@ hcomm_status_t hc_sock_if_addr(const char *spec, unsigned subsys, struct sockadd
     }
     freeifaddrs(ifs);
     if (pick == NULL && spec[0] != '\0' && spec[0] != '^') {
-        hc_log_as(HC_LOG_ERROR, subsys, "no interface that is up matches HCOMM_SOCKET_IFNAME=%s", spec);
+        hc_log_as(HC_LOG_ERROR, subsys, "no interface that is up matches HCOMM_SOCKET_IFNAME=%s",
+                  spec);
         return HCOMM_ERR_UNREACHABLE;
     }
     if (pick == NULL) {

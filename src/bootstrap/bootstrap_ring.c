@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "bootstrap/bootstrap_wire.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap_wire.h"
 
 #define RING_HELLO_TIMEOUT 5.0 /* seconds an accepted connection may take to say hello */
 
@@ -81,7 +81,8 @@ static hcomm_status_t ring_hello(hc_bootstrap_t *bs, int rfd, double deadline, i
         ((struct sockaddr_in *)&local)->sin_port = 0;
     else
         ((struct sockaddr_in6 *)&local)->sin6_port = 0;
-    if ((st = hc_sock_listen((struct sockaddr *)&local, llen, 0, HC_SUBSYS(BOOT), &lfd, &bound, &blen)))
+    if ((st = hc_sock_listen((struct sockaddr *)&local, llen, 0, HC_SUBSYS(BOOT), &lfd, &bound,
+                             &blen)))
         return st;
 
     hc_bootstrap_hello_t h;
@@ -115,7 +116,8 @@ static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, do
         return st;
     if ((st = ring_hello(bs, rfd, deadline, &lfd)) != HCOMM_SUCCESS)
         goto err_root;
-    if ((st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, hc_bootstrap_peer(-1))) != HCOMM_SUCCESS)
+    if ((st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, hc_bootstrap_peer(-1))) !=
+        HCOMM_SUCCESS)
         goto err_listen;
     if ((st = ring_check_reply(bs, &rep, succ, succ_len)) != HCOMM_SUCCESS)
         goto err_listen;

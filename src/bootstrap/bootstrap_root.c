@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "bootstrap/bootstrap_wire.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "bootstrap/bootstrap_wire.h"
 
 _Static_assert(sizeof(hc_uid_t) <= HCOMM_UNIQUE_ID_BYTES, "hc_uid_t fits the unique id");
 _Static_assert(sizeof(struct sockaddr_in6) <= sizeof(((hc_uid_t *)0)->root_addr),
@@ -346,7 +346,8 @@ static hcomm_status_t root_advertised(struct sockaddr_storage *bound)
                                       : IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)bound)->sin6_addr);
     if (!any)
         return HCOMM_SUCCESS;
-    hcomm_status_t st = hc_sock_if_addr(hc_params_get()->socket_ifname, HC_SUBSYS(BOOT), &ifa, &ilen);
+    hcomm_status_t st =
+        hc_sock_if_addr(hc_params_get()->socket_ifname, HC_SUBSYS(BOOT), &ifa, &ilen);
     if (st != HCOMM_SUCCESS)
         return st;
     in_port_t port = bound->ss_family == AF_INET ? ((struct sockaddr_in *)bound)->sin_port
@@ -401,7 +402,8 @@ hcomm_status_t hc_bootstrap_root_start(const char *bind_addr, const uint8_t cook
         goto err_free;
     if ((status = root_bind_addr(bind_addr, &ss, &len)) != HCOMM_SUCCESS)
         goto err_free;
-    if ((status = hc_sock_listen((struct sockaddr *)&ss, len, 0, HC_SUBSYS(BOOT), &st->lfd, &bound, &blen)))
+    if ((status = hc_sock_listen((struct sockaddr *)&ss, len, 0, HC_SUBSYS(BOOT), &st->lfd, &bound,
+                                 &blen)))
         goto err_free;
     if ((status = root_advertised(&bound)) != HCOMM_SUCCESS)
         goto err_close;

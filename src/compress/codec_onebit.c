@@ -11,12 +11,13 @@
  * one overflowing step, which loss scaling skips, must not poison the residual
  * of every later step. */
 #include "compress/codec.h"
-#include "base/reduce.h"
-#include "base/reduce_half.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
+
+#include "base/reduce.h"
+#include "base/reduce_half.h"
 
 #ifndef __clang__ /* the generic path is written to vectorise; -O2 alone does not */
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")

@@ -74,8 +74,8 @@ static hcomm_status_t onebit_decode(hc_compress_call_t *c)
     struct hcomm_compress *s   = c->s;
     float                 *out = output_f32(c);
     for (int j = 0; j < s->nranks; j++)
-        hc_onebit_decode((uint8_t *)s->recvbuf + (size_t)j * s->msg_bytes, hc_compress_chunk_len(s, j),
-                         out + hc_compress_chunk_off(s, j), 0);
+        hc_onebit_decode((uint8_t *)s->recvbuf + (size_t)j * s->msg_bytes,
+                         hc_compress_chunk_len(s, j), out + hc_compress_chunk_off(s, j), 0);
     return output_done(c, HCOMM_SUCCESS);
 }
 

@@ -16,11 +16,12 @@
  * from n, so a result never depends on anything but the input. The streaming
  * pass has an AVX2 version (chosen at run time); both collect the same list. */
 #include "compress/codec.h"
-#include "base/reduce_half.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
+
+#include "base/reduce_half.h"
 
 #define HC_AVX2 __attribute__((target("avx2")))
 

@@ -35,11 +35,13 @@ hcomm_status_t hcomm_compress_parse(const char *spec, hcomm_compress_config_t *c
         char *end = NULL;
         c.ratio   = colon != NULL ? strtod(colon + 1, &end) : 0;
         if (colon == NULL || end == colon + 1 || *end != '\0' || !(c.ratio > 0 && c.ratio <= 1)) {
-            hc_error(COMPRESS, "compression '%s': topk needs a ratio in (0, 1], as topk:0.01", spec);
+            hc_error(COMPRESS, "compression '%s': topk needs a ratio in (0, 1], as topk:0.01",
+                     spec);
             return HCOMM_ERR_INVALID_ARG;
         }
     } else if (k == HCOMM_COMPRESS_COUNT || colon != NULL) {
-        hc_error(COMPRESS, "compression '%s': expected none, onebit, topk:RATIO, fp16 or bf16", spec);
+        hc_error(COMPRESS, "compression '%s': expected none, onebit, topk:RATIO, fp16 or bf16",
+                 spec);
         return HCOMM_ERR_INVALID_ARG;
     }
     *config = c;
@@ -111,8 +113,10 @@ hcomm_status_t hcomm_compress_create(hcomm_comm_t comm, const hcomm_compress_con
         return HCOMM_ERR_INVALID_ARG;
     }
     if (dtype != HCOMM_FLOAT32 && dtype != HCOMM_FLOAT16 && dtype != HCOMM_BFLOAT16) {
-        hc_error(COMPRESS, "hcomm_compress_create: %s: compression takes float32, float16 or "
-                       "bfloat16", hcomm_dtype_name(dtype) ? hcomm_dtype_name(dtype) : "invalid dtype");
+        hc_error(COMPRESS,
+                 "hcomm_compress_create: %s: compression takes float32, float16 or "
+                 "bfloat16",
+                 hcomm_dtype_name(dtype) ? hcomm_dtype_name(dtype) : "invalid dtype");
         return HCOMM_ERR_INVALID_DTYPE;
     }
     if (count > SIZE_MAX / 2 / sizeof(hc_topk_pair_t) / (size_t)nranks) {
@@ -170,9 +174,11 @@ static hcomm_status_t compress_check(const void *sendbuf, void *recvbuf, size_t 
     if (st != HCOMM_SUCCESS)
         return st;
     if (s == NULL || s->comm != comm || s->count != count || s->dtype != dtype) {
-        hc_error(COMPRESS, "hcomm_allreduce_compressed: %s (state for %zu x %s, call with %zu x %s)",
-                 s == NULL ? "NULL state" : s->comm != comm ? "state of another communicator"
-                                                            : "state made for another tensor",
+        hc_error(COMPRESS,
+                 "hcomm_allreduce_compressed: %s (state for %zu x %s, call with %zu x %s)",
+                 s == NULL         ? "NULL state"
+                 : s->comm != comm ? "state of another communicator"
+                                   : "state made for another tensor",
                  s ? s->count : 0, s ? hcomm_dtype_name(s->dtype) : "-", count,
                  hcomm_dtype_name(dtype) ? hcomm_dtype_name(dtype) : "invalid");
         return HCOMM_ERR_INVALID_ARG;

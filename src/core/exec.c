@@ -8,9 +8,9 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "core/comm.h"
 #include "base/log.h"
 #include "base/reduce.h"
+#include "core/comm.h"
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 

@@ -6,11 +6,11 @@
  * wire buffers hold the partial sums: a row of them is shorter than a row. */
 #include <string.h>
 
-#include "core/group.h"
 #include "base/cast.h"
 #include "base/log.h"
 #include "base/reduce.h"
 #include "base/reduce_half.h"
+#include "core/group.h"
 #include "moe/moe.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/group.h"
 #include "base/log.h"
+#include "core/group.h"
 #include "moe/moe.h"
 
 #define BAD_INPUT UINT64_MAX /* in the count exchange: "my input is bad" */

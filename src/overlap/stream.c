@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "core/handles.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "core/handles.h"
 #include "overlap/overlap.h"
 
 #define STREAM_MAGIC 0x5354524du

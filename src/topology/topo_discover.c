@@ -9,8 +9,8 @@
 
 #include <hwloc.h>
 
-#include "base/log.h"
 #include "base/hash.h"
+#include "base/log.h"
 #include "topology/topo.h"
 
 uint64_t hc_topo_host_identity(char *hostname, size_t size)

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hcomm.h"
 #include "base/params.h"
+#include "hcomm.h"
 
 typedef struct hc_tl_ctx hc_tl_ctx_t; /* one per communicator and transport */
 typedef struct hc_tl_ep  hc_tl_ep_t;  /* one per peer */

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/compress_model.h"
 #include "base/reduce.h"
+#include "compress/compress_model.h"
 #include "hcomm_compress.h"
 #include "hcomm_stream.h"
 #include "test_comm.h"

@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl.h"
 #include "hcomm_nccl.h"
+#include "nccl.h"
 #ifdef NCCL_CHECK_MPI
 #include <mpi.h>
 #endif

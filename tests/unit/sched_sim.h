@@ -19,8 +19,8 @@
 #include <stdint.h>
 
 #include "algorithms/algo.h"
-#include "algorithms/select.h"
 #include "algorithms/sched.h"
+#include "algorithms/select.h"
 
 #define SIM_MAXR 16 /* ranks (at most 32: per-step rank bitmasks) */
 #define SIM_MAXBUF (3 * HC_BUF_PER_OP)

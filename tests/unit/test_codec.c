@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "compress/codec.h"
 #include "base/reduce.h"
+#include "compress/codec.h"
 
 /* codec_onebit.c exports both paths for this test. */
 void hc_onebit_encode_generic(const float *in, float *residual, size_t n, uint8_t *out);

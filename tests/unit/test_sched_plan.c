@@ -429,7 +429,8 @@ static void test_names_and_errors(void **state)
     p.algo = "bruck,allreduce:rabenseifner";
     assert_int_equal(sim_select(&ar, 4, &p), HC_ALGO_RABENSEIFNER);
     assert_int_equal(sim_select(&ag, 4, &p), HC_ALGO_BRUCK);
-    assert_int_equal(hc_algo_build(&ag, HC_ALGO_RABENSEIFNER, NULL, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
+    assert_int_equal(hc_algo_build(&ag, HC_ALGO_RABENSEIFNER, NULL, 4, 0, 64, &s),
+                     HCOMM_ERR_UNSUPPORTED);
     assert_int_equal(hc_algo_build(&ar, HC_ALGO_BRUCK, NULL, 4, 0, 64, &s), HCOMM_ERR_UNSUPPORTED);
 
     assert_int_equal(hc_algo_ring_ordered(&ag, order, 1, 4, 0, 64, &s), HCOMM_ERR_INVALID_ARG);

@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "transport/shm/shm.h"
-#include "base/clock.h"
 
 #define SHM_POLL_NS 1000000L /* 1 ms between looks for the peer's segment */
 

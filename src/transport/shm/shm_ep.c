@@ -6,9 +6,9 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "transport/shm/shm.h"
-#include "base/clock.h"
 
 static inline uint64_t shm_pad(uint64_t n)
 {
