@@ -151,7 +151,12 @@ hcomm_status_t hc_tcp_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn
 static int ep_check(hc_tl_ep_t *ep, const struct pollfd *pf)
 {
     int n = 0;
-    if (pf[0].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
+    /* Mid striped payload, socket 0 may have carried all of its share and then
+     * the peer's end of stream while the other sockets still bring theirs: a
+     * read-ahead here would take that end for a lost peer. */
+    int mid0 = ep->rx_head != NULL && ep->rx_head->priv[0] >= HC_TCP_HDR_BYTES &&
+               hc_tcp_striped(ep, ep->rx_head->len);
+    if ((pf[0].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) && !mid0)
         n += hc_tcp_rx_fill_bounce(ep);
     if (ep->status == HCOMM_SUCCESS && ep->rx_head != NULL)
         n += hc_tcp_rx_progress(ep);

@@ -1,0 +1,242 @@
+/* tl_shm_only.c - what only the shared-memory transport has: the single-copy
+ * (process_vm_readv) path beside the ring copy, small rings, segments in
+ * /dev/shm (left by a crashed run, or by this suite). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tl_suite.h"
+#include "transport/shm/shm.h"
+
+#define MIB HC_TLT_MIB
+#define KIB ((size_t)1 << 10)
+
+/* "hcomm-" and the cookie's first 8 bytes in hex: every segment of a world. */
+static void seg_prefix(const uint8_t *cookie, char *buf)
+{
+    strcpy(buf, "hcomm-");
+    for (int i = 0; i < 8; i++)
+        snprintf(buf + 6 + 2 * i, 3, "%02x", cookie[i]);
+}
+
+int hc_tlt_shm_leftovers(const uint8_t *cookie)
+{
+    char           prefix[32];
+    int            n = 0;
+    DIR           *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    if (d == NULL)
+        return 0;
+    seg_prefix(cookie, prefix);
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            fprintf(stderr, "left in /dev/shm: %s\n", e->d_name);
+            n++;
+        }
+    closedir(d);
+    return n;
+}
+
+const char *hc_tlt_shm_unusable(void)
+{
+    static char why[128];
+    char        name[64];
+    int         fd;
+
+    snprintf(name, sizeof(name), "/hcomm-probe-%d", (int)getpid());
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        snprintf(why, sizeof(why), "cannot create %s in /dev/shm: %s", name, strerror(errno));
+        return why;
+    }
+    close(fd);
+    shm_unlink(name);
+    return NULL;
+}
+
+static hc_params_t shm_params(const hc_tlt_variant_t *v, size_t ring, size_t cma_min)
+{
+    hc_params_t prm    = hc_tlt_params(v);
+    prm.shm_ring_bytes = ring;
+    prm.shm_cma_min    = cma_min;
+    return prm;
+}
+
+/* Sizes around the ring's (every exchange at once, every pair). */
+static int body_ring_sizes(hc_tlt_env_t *env, void *arg)
+{
+    size_t ring    = env->ctx->ring_bytes;
+    size_t sizes[] = {0, 1, 63, 64, 65, 4096, ring - 1, ring, ring + 1, 8 * MIB + 3};
+
+    (void)arg;
+    hc_tlt_exchange(env, HC_TLT_ALL, sizes, 10, HC_TLT_PLAIN);
+    hc_tlt_exchange(env, HC_TLT_ALL, sizes, 10, HC_TLT_SINK);
+    return 0;
+}
+
+static void case_small_ring(const hc_tlt_variant_t *v)
+{
+    hc_params_t    copy = shm_params(v, 1, 0); /* rounds up to 64 KiB; copies only */
+    hc_params_t    cma  = shm_params(v, 64 * KIB, 4 * KIB);
+    hc_tlt_world_t w2   = {.nranks = 2, .params = &copy, .body = body_ring_sizes};
+    hc_tlt_world_t w3   = {.nranks = 3, .params = &cma, .body = body_ring_sizes};
+
+    hc_tlt_expect(v, &w2);
+    hc_tlt_expect(v, &w3);
+}
+
+/* 8 MiB both ways (and through a sink); arg: single copy must (1) or must not
+ * (0) carry them. */
+static int body_path(hc_tlt_env_t *env, void *arg)
+{
+    int          want_cma = *(const int *)arg;
+    int          peer     = 1 - env->rank;
+    hc_tl_ep_t  *ep       = env->eps[peer];
+    const size_t sizes[]  = {8 * MIB + 3};
+
+    hc_tlt_sync(env); /* both probes done: cma_ok is final */
+    if (want_cma && atomic_load(&ep->tx.ctl->cma_ok) != HC_SHM_CMA_YES) {
+        printf("[shm] skipped: process_vm_readv between the ranks is not permitted here\n");
+        return HC_TLT_SKIP;
+    }
+    hc_tlt_exchange(env, HC_TLT_ALL, sizes, 1, HC_TLT_PLAIN);
+    hc_tlt_exchange(env, HC_TLT_ALL, sizes, 1, HC_TLT_SINK);
+    if (want_cma)
+        HC_TLT_CHK(ep->n_cma_tx == 2 && ep->n_cma_rx == 2);
+    else
+        HC_TLT_CHK(ep->n_cma_tx + ep->n_cma_rx == 0);
+    return 0;
+}
+
+static void case_cma_path(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 2 * MIB, 256 * KIB);
+    int            yes = 1;
+    hc_tlt_world_t w   = {.nranks = 2, .params = &prm, .body = body_path, .arg = &yes};
+    hc_tlt_expect(v, &w);
+}
+
+static void case_copy_path(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 2 * MIB, 0);
+    int            no  = 0;
+    hc_tlt_world_t w   = {.nranks = 2, .params = &prm, .body = body_path, .arg = &no};
+    hc_tlt_expect(v, &w);
+}
+
+/* ---- inside one process: two contexts play both ranks ---- */
+
+static void local_info(hc_peer_info_t *info)
+{
+    memset(info, 0, 2 * sizeof(*info));
+    for (int r = 0; r < 2; r++) {
+        strcpy(info[r].hostname, "localhost");
+        info[r].host_hash = 0x5eedull;
+        info[r].pid       = getpid();
+        info[r].rank      = r;
+    }
+}
+
+static hc_tl_ctx_t *local_ctx(int rank, const uint8_t *cookie, double timeout,
+                              const hc_params_t *prm, const hc_peer_info_t *info)
+{
+    hc_tl_params_t tp = {
+        .rank = rank, .nranks = 2, .timeout = timeout, .self = &info[rank], .params = prm};
+    hc_tl_ctx_t *ctx = NULL;
+
+    memcpy(tp.cookie, cookie, sizeof(tp.cookie));
+    assert_int_equal(hc_tl_shm_ops.init(&ctx, &tp), HCOMM_SUCCESS);
+    return ctx;
+}
+
+/* The exact refusal: the opener sees the creator's segment with another secret. */
+static void case_cookie_auth(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 64 * KIB, 256 * KIB);
+    hc_peer_info_t info[2];
+    uint8_t        cookie[16], other[16];
+    hc_tl_ctx_t   *a, *b;
+    hc_tl_ep_t    *ea, *eb;
+
+    local_info(info);
+    assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
+    memcpy(other, cookie, sizeof(other));
+    other[15] ^= 1; /* same segment name, different secret */
+    a = local_ctx(0, cookie, 1, &prm, info);
+    b = local_ctx(1, other, 1, &prm, info);
+    assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
+    assert_int_equal(hc_tl_shm_ops.connect(b, &info[0], NULL, 0, &eb), HCOMM_ERR_AUTH);
+    hc_tl_shm_ops.fini(b);
+    hc_tl_shm_ops.fini(a); /* the peer never attached: a removes the name */
+    assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
+}
+
+/* A segment left by a crashed run with the same cookie is replaced. */
+static void case_stale_segment(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 64 * KIB, 4096);
+    hc_peer_info_t info[2];
+    uint8_t        cookie[16], *s, *r;
+    char           name[64];
+    size_t         len = MIB + 5;
+    hc_tl_ctx_t   *a, *b;
+    hc_tl_ep_t    *ea, *eb;
+    hc_tl_req_t    reqs[2];
+    double         deadline;
+    int            fd;
+
+    local_info(info);
+    assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
+    name[0] = '/';
+    seg_prefix(cookie, name + 1);
+    strcat(name, "-0-1");
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 8192), 0);
+    close(fd);
+
+    a = local_ctx(0, cookie, 2, &prm, info);
+    b = local_ctx(1, cookie, 2, &prm, info);
+    assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
+    assert_int_equal(hc_tl_shm_ops.connect(b, &info[0], NULL, 0, &eb), HCOMM_SUCCESS);
+    assert_int_equal(hc_tlt_shm_leftovers(cookie), 0); /* b unlinked the name once mapped */
+    s = malloc(len);
+    r = malloc(len);
+    assert_true(s != NULL && r != NULL);
+    hc_tlt_fill(s, 0, len, hc_tlt_seed(0, 1, 9));
+    assert_int_equal(hc_tl_shm_ops.isend(ea, s, len, &reqs[0]), HCOMM_SUCCESS);
+    assert_int_equal(hc_tl_shm_ops.irecv(eb, r, len, NULL, NULL, &reqs[1]), HCOMM_SUCCESS);
+    deadline = hc_tlt_now() + 10;
+    while ((reqs[0].status == HCOMM_IN_PROGRESS || reqs[1].status == HCOMM_IN_PROGRESS) &&
+           hc_tlt_now() < deadline) {
+        hc_tl_shm_ops.progress(a);
+        hc_tl_shm_ops.progress(b);
+    }
+    assert_int_equal(reqs[0].status, HCOMM_SUCCESS);
+    assert_int_equal(reqs[1].status, HCOMM_SUCCESS);
+    assert_true(hc_tlt_check(r, 0, len, hc_tlt_seed(0, 1, 9)) == len);
+    hc_tl_shm_ops.fini(b);
+    hc_tl_shm_ops.fini(a);
+    free(s);
+    free(r);
+    assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
+}
+
+const hc_tlt_case_t hc_tlt_shm_cases[] = {
+    {"shm_small_ring", case_small_ring},       {"shm_cma_path", case_cma_path},
+    {"shm_copy_path", case_copy_path},         {"shm_cookie_auth", case_cookie_auth},
+    {"shm_stale_segment", case_stale_segment}, {NULL, NULL},
+};
