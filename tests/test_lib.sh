@@ -41,14 +41,14 @@ need_root() {
 
 # need_mpi: SKIP unless this build has MPI and its mpirun is there; then
 # $mpirun is that mpirun, allowed to run as root. make check passes
-# HCOMM_TEST_MPIRUN (Makefile.am): configure's mpirun when the MPI parts are
+# HC_TEST_MPIRUN (Makefile.am): configure's mpirun when the MPI parts are
 # built, else empty. A driver run by hand without it SKIPs: run it through
-# make check, or set HCOMM_TEST_MPIRUN=mpirun (a name or a path) yourself.
+# make check, or set HC_TEST_MPIRUN=mpirun (a name or a path) yourself.
 need_mpi() {
-    [ -n "${HCOMM_TEST_MPIRUN+set}" ] ||
-        skip "HCOMM_TEST_MPIRUN unset: run through make check (or set it to an mpirun)"
-    [ -n "$HCOMM_TEST_MPIRUN" ] || skip "built without MPI (configure found none)"
-    mpirun=$(command -v "$HCOMM_TEST_MPIRUN") || skip "no mpirun ($HCOMM_TEST_MPIRUN not found)"
+    [ -n "${HC_TEST_MPIRUN+set}" ] ||
+        skip "HC_TEST_MPIRUN unset: run through make check (or set it to an mpirun)"
+    [ -n "$HC_TEST_MPIRUN" ] || skip "built without MPI (configure found none)"
+    mpirun=$(command -v "$HC_TEST_MPIRUN") || skip "no mpirun ($HC_TEST_MPIRUN not found)"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 }
 

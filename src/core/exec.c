@@ -60,7 +60,8 @@ hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_
     memcpy(req->bufs, bufs, sched->nbufs * sizeof(void *));
 
     req->ndiv = sched->ndiv;
-    memset(req->state, 0, n);
+    if (n != 0) /* a schedule without steps (count 0) has no state yet: NULL */
+        memset(req->state, 0, n);
     memset(req->next_send, 0, (size_t)np * sizeof(uint32_t));
     memset(req->next_recv, 0, (size_t)np * sizeof(uint32_t));
     req->tmp_total     = tmp_total;
@@ -76,7 +77,7 @@ hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_
     return HCOMM_SUCCESS;
 
 err_nomem:
-    hc_error(EXEC, "out of memory preparing an operation of %u steps", n);
+    hc_error(EXEC, "out of memory preparing a request of %u steps", n);
     return HCOMM_ERR_NO_MEMORY;
 }
 

@@ -3,7 +3,7 @@
 # the collectives run over hcomm's transports and must be exact; then the NCCL
 # API suite (nccl_check_mpi) on libnccl.so.2 under mpirun. SKIPs when this
 # build has no MPI: make check passes configure's mpirun (need_mpi in
-# tests/test_lib.sh); by hand set HCOMM_TEST_MPIRUN=mpirun.
+# tests/test_lib.sh); by hand set HC_TEST_MPIRUN=mpirun.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 perf="$top/perf/hcomm-perf" ncclmpi="$top/tests/shim/nccl_check_mpi"

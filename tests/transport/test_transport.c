@@ -2,7 +2,7 @@
  * per variant of tl_variants.c, with every generic case (tl_cases.c) and the
  * variant's own.
  *
- * HCOMM_TEST_TL=tcp,shm runs only those variants; HCOMM_TEST_CASE=pattern only
+ * HC_TEST_TL=tcp,shm runs only those variants; HC_TEST_CASE=pattern only
  * the cases whose "variant/case" name matches (cmocka's filter, * and ?).
  * Exits 77 (automake's SKIP) when no selected variant can run here.
  */
@@ -133,7 +133,7 @@ static int check_selection(const char *sel)
         found += selected(sel, v->name);
     if (found == names)
         return 0;
-    fprintf(stderr, "HCOMM_TEST_TL=%s: names a variant that does not exist; there are:", sel);
+    fprintf(stderr, "HC_TEST_TL=%s: names a variant that does not exist; there are:", sel);
     for (const hc_tlt_variant_t *v = hc_tlt_variants; v->name != NULL; v++)
         fprintf(stderr, " %s", v->name);
     fputc('\n', stderr);
@@ -142,13 +142,10 @@ static int check_selection(const char *sel)
 
 int main(void)
 {
-    char *sel    = getenv("HCOMM_TEST_TL") ? strdup(getenv("HCOMM_TEST_TL")) : NULL;
-    char *filter = getenv("HCOMM_TEST_CASE") ? strdup(getenv("HCOMM_TEST_CASE")) : NULL;
+    char *sel    = getenv("HC_TEST_TL") ? strdup(getenv("HC_TEST_TL")) : NULL;
+    char *filter = getenv("HC_TEST_CASE") ? strdup(getenv("HC_TEST_CASE")) : NULL;
     int   failed = 0, usable = 0;
 
-    /* not parameters of the library: keep them from its unknown-variable warning */
-    unsetenv("HCOMM_TEST_TL");
-    unsetenv("HCOMM_TEST_CASE");
     signal(SIGPIPE, SIG_IGN); /* a rank that died must not take the relay with it */
     if (sel != NULL && check_selection(sel) != 0)
         return 1;

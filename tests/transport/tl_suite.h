@@ -30,7 +30,7 @@ typedef struct hc_tlt_case {
 
 /* One line of the table in tl_variants.c. */
 struct hc_tlt_variant {
-    const char        *name; /* what HCOMM_TEST_TL selects */
+    const char        *name; /* what HC_TEST_TL selects */
     const hc_tl_ops_t *ops;
     void (*tune)(hc_params_t *prm);          /* the variant's parameters; NULL: defaults */
     const char *(*unusable)(void);           /* why it cannot run here (the cases SKIP), or NULL */
