@@ -150,7 +150,7 @@ static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
 /* Frees the calling thread's temporaries once its outermost group ended. */
 void hc_nccl_temps_release(void);
 
-/* Makes NCCL_* variables stand in for HCOMM_* ones (nccl_env.c): called by
+/* Makes NCCL_* variables stand in for HCOMM_* ones (nccl_params.c): called by
  * libnccl.so.2 when it is loaded, so that only programs on the NCCL API get
  * them. */
 void hcomm_nccl_env_enable(void);

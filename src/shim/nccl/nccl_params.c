@@ -1,4 +1,4 @@
-/* nccl_env.c - NCCL's environment variables as stand-ins for their HCOMM_*
+/* nccl_params.c - NCCL's environment variables as stand-ins for their HCOMM_*
  * equivalents (docs/nccl.md), so that a program moved onto libnccl.so.2 keeps
  * its settings: an HCOMM_* variable always wins; an NCCL_* variable without
  * an equivalent is ignored with one info line. Programs on libnccl.so.2 get
