@@ -91,6 +91,36 @@ static int param_set(const param_desc_t *d, const char *s)
     return -1;
 }
 
+/* The fallback's value for HCOMM_<name> (in buf), or NULL. */
+static const char *fallback_value(const char *name, char *buf, size_t len)
+{
+    const hc_params_alias_t *a = params_fallback != NULL ? params_fallback->aliases : NULL;
+    for (; a != NULL && a->hcomm != NULL; a++) {
+        const char *v = strcmp(a->hcomm, name) == 0 ? getenv(a->foreign) : NULL;
+        if (v != NULL && a->conv(v, buf, len) == 0)
+            return buf;
+    }
+    return NULL;
+}
+
+/* One info line per variable of the fallback's API that hcomm has no use for. */
+static void fallback_report(void)
+{
+    if (params_fallback == NULL)
+        return;
+    size_t plen = strlen(params_fallback->prefix);
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, params_fallback->prefix, plen) != 0)
+            continue;
+        size_t len   = strcspn(*e, "=");
+        int    known = 0;
+        for (const hc_params_alias_t *a = params_fallback->aliases; a->hcomm != NULL && !known; a++)
+            known = strlen(a->foreign) == len && strncmp(a->foreign, *e, len) == 0;
+        if (!known)
+            hc_info(PARAM, "%.*s has no hcomm equivalent; ignored", (int)len, *e);
+    }
+}
+
 static void params_load(void)
 {
     char name[128];
@@ -100,8 +130,8 @@ static void params_load(void)
         const param_desc_t *d = &param_table[i];
         snprintf(name, sizeof(name), "HCOMM_%s", d->name);
         const char *env = getenv(name);
-        if (env == NULL && params_fallback != NULL) /* NCCL's, for programs on libnccl.so.2 */
-            env = params_fallback->value(d->name, fallback_vals[i], sizeof(fallback_vals[i]));
+        if (env == NULL) /* NCCL's, for programs on libnccl.so.2 */
+            env = fallback_value(d->name, fallback_vals[i], sizeof(fallback_vals[i]));
         param_set(d, d->def);
         param_raw[i] = d->def;
         if (env != NULL) {
@@ -136,8 +166,7 @@ static void params_load(void)
         if (!known)
             hc_warn(PARAM, "unknown variable %.*s ignored", (int)(len + 6), *e);
     }
-    if (params_fallback != NULL)
-        params_fallback->report();
+    fallback_report();
 }
 
 static void params_once_fn(void)

@@ -32,14 +32,20 @@ void hc_params_reload(void);
 /* Rank and size from launcher variables (Open MPI, PMI, Slurm); 0 if found. */
 int hc_params_launcher_rank_size(int *rank, int *nranks);
 /* Another API's environment variables standing in for HCOMM_* ones (the NCCL
- * front end's NCCL_*): value gives the stand-in for HCOMM_<name> in buf, or
- * NULL; report logs, once the parameters are read, what it ignored. An
- * HCOMM_* variable always wins. Takes effect when the parameters are read:
- * 0, or -1 when they were read already (then from hc_params_reload on). */
+ * front end's NCCL_*). An alias names the HCOMM_<hcomm> parameter, the
+ * foreign variable and conv, which translates its value into out (len bytes):
+ * 0, or -1 when that value means nothing to hcomm. An HCOMM_* variable always
+ * wins; a variable with the prefix and no alias gets one info line. */
+typedef struct hc_params_alias {
+    const char *hcomm, *foreign;
+    int (*conv)(const char *in, char *out, size_t len);
+} hc_params_alias_t;
 typedef struct hc_params_fallback {
-    const char *(*value)(const char *name, char *buf, size_t len);
-    void (*report)(void);
+    const char              *prefix;  /* "NCCL_" */
+    const hc_params_alias_t *aliases; /* ends with a NULL hcomm */
 } hc_params_fallback_t;
+/* Takes effect when the parameters are read: 0, or -1 when they were read
+ * already (then from hc_params_reload on). */
 int hc_params_set_fallback(const hc_params_fallback_t *fallback);
 
 #endif

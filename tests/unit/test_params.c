@@ -69,7 +69,7 @@ static void test_invalid_keeps_default(void **state)
     unsetenv("HCOMM_NO_SUCH_PARAMETER");
 }
 
-/* The NCCL front end's (src/shim/nccl/nccl_env.c); libnccl.so.2 calls it when loaded. */
+/* The NCCL front end's (src/shim/nccl/nccl_params.c); libnccl.so.2 calls it when loaded. */
 void hcomm_nccl_env_enable(void);
 
 /* NCCL_* variables stand in for their HCOMM_* equivalents, which win, in

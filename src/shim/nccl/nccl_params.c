@@ -3,22 +3,14 @@
  * its settings: an HCOMM_* variable always wins; an NCCL_* variable without
  * an equivalent is ignored with one info line. Programs on libnccl.so.2 get
  * them (its constructor calls hcomm_nccl_env_enable); native hcomm programs
- * read HCOMM_* only. The only place besides base/params.c that reads the
- * environment. */
+ * read HCOMM_* only. base/params.c reads the variables this table names. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/log.h"
 #include "base/params.h"
 #include "nccl_shim.h"
-
-extern char **environ;
-
-/* Translates an NCCL value into out (len bytes); 0, or -1 when it has no
- * meaning for hcomm. */
-typedef int (*nccl_conv_t)(const char *in, char *out, size_t len);
 
 static int conv_copy(const char *in, char *out, size_t len)
 {
@@ -80,10 +72,7 @@ static int conv_disable(const char *in, char *out, size_t len)
     return strcmp(in, "1") == 0 ? conv_copy("tcp", out, len) : -1;
 }
 
-static const struct {
-    const char *hcomm, *nccl;
-    nccl_conv_t conv;
-} nccl_map[] = {
+static const hc_params_alias_t nccl_aliases[] = {
     {"LOG_LEVEL", "NCCL_DEBUG", conv_debug},
     {"LOG_SUBSYS", "NCCL_DEBUG_SUBSYS", conv_subsys},
     {"LOG_FILE", "NCCL_DEBUG_FILE", conv_copy},
@@ -91,34 +80,10 @@ static const struct {
     {"ALGO", "NCCL_ALGO", conv_algo},
     {"TRANSPORT", "NCCL_SHM_DISABLE", conv_disable},
     {"TCP_NSOCKS", "NCCL_NSOCKS_PERTHREAD", conv_copy},
+    {NULL, NULL, NULL},
 };
-#define NCCL_NMAP (sizeof(nccl_map) / sizeof(nccl_map[0]))
 
-static const char *nccl_value(const char *name, char *buf, size_t len)
-{
-    for (size_t i = 0; i < NCCL_NMAP; i++) {
-        const char *v = strcmp(nccl_map[i].hcomm, name) == 0 ? getenv(nccl_map[i].nccl) : NULL;
-        if (v != NULL && nccl_map[i].conv(v, buf, len) == 0)
-            return buf;
-    }
-    return NULL;
-}
-
-static void nccl_report(void)
-{
-    for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, "NCCL_", 5) != 0)
-            continue;
-        size_t len   = strcspn(*e, "=");
-        int    known = 0;
-        for (size_t i = 0; i < NCCL_NMAP && !known; i++)
-            known = strlen(nccl_map[i].nccl) == len && strncmp(nccl_map[i].nccl, *e, len) == 0;
-        if (!known)
-            hc_info(PARAM, "%.*s has no hcomm equivalent; ignored", (int)len, *e);
-    }
-}
-
-static const hc_params_fallback_t nccl_fallback = {nccl_value, nccl_report};
+static const hc_params_fallback_t nccl_fallback = {"NCCL_", nccl_aliases};
 
 void hcomm_nccl_env_enable(void)
 {
