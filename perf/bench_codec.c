@@ -3,8 +3,8 @@
  *
  * Usage: make perf/bench_codec && perf/bench_codec [MAX_MIB]; by hand:
  *   gcc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -O2 -Iinclude -Isrc perf/bench_codec.c \
- *       src/compress/codec_onebit.c src/compress/codec_topk.c src/compress/codec_cast.c \
- *       src/core/reduce.c src/core/reduce_half.c -lm -o perf/bench_codec
+ *       src/compress/codec_onebit.c src/compress/codec_topk.c src/base/cast.c \
+ *       src/base/reduce.c src/base/reduce_half.c -lm -o perf/bench_codec
  *   perf/bench_codec [MAX_MIB]     (sizes 256 KiB, 4 MiB, 64 MiB; MAX_MIB caps them)
  *
  * Encoders run with error feedback (a residual array); onebit decode and the

@@ -1,8 +1,8 @@
 /* bench_reduce.c - times hc_reduce sum in place (dst == a, b separate) over
  * 64 MiB buffers; reports GB/s of 3 * bytes moved (read a, read b, write a).
  *
- * gcc -std=gnu11 -O2 -Iinclude -Isrc perf/bench_reduce.c src/core/reduce.c \
- *     src/core/reduce_half.c -o bench_reduce && ./bench_reduce [iterations] */
+ * gcc -std=gnu11 -O2 -Iinclude -Isrc perf/bench_reduce.c src/base/reduce.c \
+ *     src/base/reduce_half.c -o bench_reduce && ./bench_reduce [iterations] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* reduce_half.h - float16 / bfloat16 kernels behind hc_reduce and hc_reduce_div
- * (internal to src/core/reduce*.c and their tests), and the cached CPU
+ * (internal to base/reduce*.c and their tests), and the cached CPU
  * feature checks that src/compress/ and src/moe/ share. */
 #ifndef HC_BASE_REDUCE_HALF_H
 #define HC_BASE_REDUCE_HALF_H

@@ -31,7 +31,7 @@ void hc_nccl_temps_release(void)
     }
 }
 
-/* The arguments that make an hcomm call (core/api_coll.h) blocking: no
+/* The arguments that make an hcomm call (api/api_coll.h) blocking: no
  * stream, no request. */
 #define HC_BLOCKING NULL, NULL, 0
 
