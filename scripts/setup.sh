@@ -4,7 +4,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev \
-      libopenmpi-dev openmpi-bin iproute2 procps"
+      libopenmpi-dev openmpi-bin iproute2 procps \
+      libfabric-dev libfabric1 libucx-dev libucx0 libibverbs-dev ibverbs-providers"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
           grep -q 'install ok installed' || echo "$p"; done)
 if [ -n "$missing" ]; then

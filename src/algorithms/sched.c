@@ -45,6 +45,7 @@ void hc_sched_destroy(hc_sched_t *s)
     if (s == NULL)
         return;
     free(s->steps);
+    free(s->peers);
     free(s);
 }
 
@@ -181,6 +182,28 @@ static int sched_check_step(const hc_sched_t *s, uint32_t i)
     return 0;
 }
 
+/* The peers the schedule exchanges messages with (cnt: its messages per peer
+ * and direction), for the executor to connect them all when it starts. */
+static hcomm_status_t sched_list_peers(hc_sched_t *s, const uint32_t *cnt)
+{
+    uint32_t n = 0;
+    for (int p = 0; p < s->nranks; p++)
+        n += p != s->rank && cnt[2 * p] + cnt[2 * p + 1] != 0;
+    int32_t *peers = n != 0 ? malloc(n * sizeof(*peers)) : NULL;
+    if (n != 0 && peers == NULL) {
+        hc_error(ALGO, "out of memory listing a schedule's %u peers", n);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    n = 0;
+    for (int p = 0; p < s->nranks; p++)
+        if (p != s->rank && cnt[2 * p] + cnt[2 * p + 1] != 0)
+            peers[n++] = p;
+    free(s->peers);
+    s->peers  = peers;
+    s->npeers = n;
+    return HCOMM_SUCCESS;
+}
+
 hcomm_status_t hc_sched_finalize(hc_sched_t *s)
 {
     uint32_t *cnt;
@@ -203,8 +226,9 @@ hcomm_status_t hc_sched_finalize(hc_sched_t *s)
         if (sched_is_msg(st))
             st->pseq = cnt[2 * st->peer + (st->kind != HC_STEP_SEND)]++;
     }
+    hcomm_status_t status = sched_list_peers(s, cnt);
     free(cnt);
-    return HCOMM_SUCCESS;
+    return status;
 }
 
 /* Every TMP slice of the merged schedule addresses one scratch area of

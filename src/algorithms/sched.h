@@ -51,6 +51,8 @@ typedef struct hc_sched {
     uint32_t   ndiv;      /* DIV steps, counted by hc_sched_finalize */
     size_t     tmp_bytes; /* scratch the executor provides as HC_BUF_TMP */
     int        nranks, rank;
+    int32_t   *peers;     /* filled by hc_sched_finalize: the ranks messages go to or come from */
+    uint32_t   npeers;
 } hc_sched_t;
 
 hc_sched_t *hc_sched_create(int nranks, int rank);
@@ -71,7 +73,7 @@ int hc_sched_reduce(hc_sched_t *s, hc_slice_t dst, hc_slice_t src, hc_slice_t sr
                     hcomm_dtype_t dt, hcomm_op_t op, int dep0, int dep1);
 int hc_sched_div(hc_sched_t *s, hc_slice_t dst, size_t len, hcomm_dtype_t dt, int divisor);
 
-/* Computes pseq for every step; checks deps point backwards. */
+/* Computes pseq for every step and the list of peers; checks deps point backwards. */
 hcomm_status_t hc_sched_finalize(hc_sched_t *s);
 
 /* Appends src's steps to dst with src's buffers renumbered after dst's, and

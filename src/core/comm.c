@@ -2,6 +2,7 @@
  * connections), registered while live, failed, freed. The public calls are
  * api/api_comm.c. */
 #include "core/comm.h"
+#include "core/comm_card.h"
 #include "core/exec.h"
 
 #include <pthread.h>
@@ -91,27 +92,12 @@ hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what)
     return HCOMM_SUCCESS;
 }
 
-/* ---- transports ---- */
-
-static void comm_close_transports(hcomm_comm_t c)
-{
-    for (int t = 0; t < c->ntl; t++)
-        if (c->tl_ctx[t] != NULL)
-            c->tl_ops[t]->fini(c->tl_ctx[t]);
-    c->ntl     = 0;
-    c->nactive = 0;
-    free(c->eps);
-    free(c->ep_tl);
-    c->eps   = NULL;
-    c->ep_tl = NULL;
-}
-
 void hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status)
 {
     if (comm->error != HCOMM_SUCCESS)
         return;
     comm->error = status;
-    comm_close_transports(comm);
+    hc_comm_tl_close(comm);
 }
 
 void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status)
@@ -142,85 +128,6 @@ static void comm_self_info(hc_peer_info_t *self, int rank)
     self->rank      = rank;
 }
 
-/* What each rank publishes: its info and one address per transport. */
-typedef struct comm_card {
-    hc_peer_info_t info;
-    hc_rank_topo_t topo;
-    uint32_t       addr_len[HC_TL_MAX];
-    uint8_t        addr[HC_TL_MAX][HC_TL_ADDR_MAX];
-} comm_card_t;
-
-static hcomm_status_t comm_open_transports(hcomm_comm_t c, comm_card_t *cards)
-{
-    const hc_params_t *p      = hc_params_get();
-    const hc_tl_ops_t *all[2] = {&hc_tl_shm_ops, &hc_tl_tcp_ops};
-    hc_tl_params_t     tp     = {
-        .rank = c->rank, .nranks = c->nranks, .bind_ip = hc_bootstrap_local_ip(c->bs),
-        .timeout = c->timeout, .self = &cards[c->rank].info, .params = p};
-    memcpy(tp.cookie, c->cookie, sizeof(tp.cookie));
-
-    if (strcmp(p->transport, "auto") && strcmp(p->transport, "shm") &&
-        strcmp(p->transport, "tcp")) {
-        hc_error(INIT, "HCOMM_TRANSPORT=%s: expected auto, shm or tcp", p->transport);
-        return HCOMM_ERR_INVALID_ARG;
-    }
-    for (int i = 0; i < 2; i++) {
-        if (strcmp(p->transport, "auto") != 0 && strcmp(p->transport, all[i]->name) != 0)
-            continue;
-        hcomm_status_t st = all[i]->init(&c->tl_ctx[c->ntl], &tp);
-        if (st != HCOMM_SUCCESS)
-            return st;
-        c->tl_ops[c->ntl] = all[i];
-        size_t len        = HC_TL_ADDR_MAX;
-        st = all[i]->address(c->tl_ctx[c->ntl], cards[c->rank].addr[c->ntl], &len);
-        c->ntl++;
-        if (st != HCOMM_SUCCESS)
-            return st;
-        cards[c->rank].addr_len[c->ntl - 1] = (uint32_t)len;
-    }
-    return HCOMM_SUCCESS;
-}
-
-/* The transport for a pair: the first that reaches it, in preference order. Both
- * ends compute the same answer from the same cards. */
-static int comm_pick_tl(hcomm_comm_t c, const comm_card_t *cards, int peer)
-{
-    for (int t = 0; t < c->ntl; t++)
-        if (c->tl_ops[t]->reachable(&cards[c->rank].info, &cards[peer].info))
-            return t;
-    return -1;
-}
-
-static hcomm_status_t comm_connect_all(hcomm_comm_t c, const comm_card_t *cards)
-{
-    c->eps   = calloc((size_t)c->nranks, sizeof(*c->eps));
-    c->ep_tl = calloc((size_t)c->nranks, sizeof(*c->ep_tl));
-    if (c->eps == NULL || c->ep_tl == NULL)
-        return HCOMM_ERR_NO_MEMORY;
-    for (int peer = 0; peer < c->nranks; peer++) {
-        if (peer == c->rank)
-            continue;
-        int t = comm_pick_tl(c, cards, peer);
-        if (t < 0) {
-            hc_error(INIT, "no transport reaches rank %d on %s (HCOMM_TRANSPORT=%s)", peer,
-                     cards[peer].info.hostname, hc_params_get()->transport);
-            return HCOMM_ERR_UNREACHABLE;
-        }
-        hcomm_status_t st = c->tl_ops[t]->connect(c->tl_ctx[t], &cards[peer].info,
-                                                  cards[peer].addr[t], cards[peer].addr_len[t],
-                                                  &c->eps[peer]);
-        if (st != HCOMM_SUCCESS)
-            return st;
-        c->ep_tl[peer] = (uint8_t)t;
-        c->tl_used[t]  = 1;
-        hc_debug(INIT, "rank %d connected over %s", peer, c->tl_ops[t]->name);
-    }
-    for (int t = 0; t < c->ntl; t++)
-        if (c->tl_used[t])
-            c->tl_active[c->nactive++] = (uint8_t)t;
-    return HCOMM_SUCCESS;
-}
-
 /* More local ranks than CPUs: a spinning rank would hold the core the rank it
  * waits for needs, so waits yield at once (as MPI's yield-when-idle). */
 static void comm_set_spin(hcomm_comm_t c)
@@ -233,10 +140,7 @@ static void comm_set_spin(hcomm_comm_t c)
      * virtual nodes of this host still share its CPUs */
     for (int r = 0; r < c->nranks && c->peers != NULL; r++)
         local += strcmp(c->peers[r].hostname, c->peers[c->rank].hostname) == 0;
-    int pollable = c->nactive > 0;
-    for (int i = 0; i < c->nactive; i++)
-        pollable &= c->tl_ops[c->tl_active[i]]->wait_fds != NULL;
-    c->spin = pollable ? hc_params_get()->spin_count_net : hc_params_get()->spin_count;
+    c->spin = c->pollable ? hc_params_get()->spin_count_net : hc_params_get()->spin_count;
     if (ncpu > 0 && local > ncpu) {
         c->spin = 0;
         hc_info(INIT, "%d local ranks on %d CPUs: waits yield the CPU", local, ncpu);
@@ -293,7 +197,7 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     }
     comm_self_info(&cards[c->rank].info, c->rank);
     comm_self_topo(&cards[c->rank]);
-    st = comm_open_transports(c, cards);
+    st = hc_comm_tl_open(c, &cards[c->rank]);
     if (st == HCOMM_SUCCESS)
         st = hc_bootstrap_allgather(c->bs, cards, sizeof(*cards));
     if (st == HCOMM_SUCCESS)
@@ -301,7 +205,7 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     if (st == HCOMM_SUCCESS) {
         for (int r = 0; r < c->nranks; r++)
             c->peers[r] = cards[r].info;
-        st = comm_connect_all(c, cards);
+        st = hc_comm_tl_choose(c, cards); /* no connection yet: each on first use */
     }
     free(cards);
     if (st == HCOMM_SUCCESS)
@@ -338,7 +242,7 @@ int hc_comm_wait_released(hcomm_comm_t c)
 
 void hc_comm_free(hcomm_comm_t c)
 {
-    comm_close_transports(c);
+    hc_comm_tl_close(c);
     hc_plans_free(&c->plans);
     if (c->bs != NULL)
         hc_bootstrap_destroy(c->bs);
@@ -398,7 +302,7 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
         hc_comm_free(c);
         return st;
     }
-    hc_info(INIT, "rank %d of %d ready (%d transports)", rank, nranks, c->ntl);
+    hc_info(INIT, "rank %d of %d ready", rank, nranks);
     *comm_p = c;
     return HCOMM_SUCCESS;
 }

@@ -15,7 +15,6 @@
 #include "topology/plan.h"
 #include "transport/transport.h"
 
-#define HC_TL_MAX 2
 /* thread-locals read on every call: no __tls_get_addr from the shared library */
 #define HC_TLS_FAST __attribute__((tls_model("initial-exec")))
 #define HC_SCHED_CACHE_MAX 64
@@ -39,14 +38,18 @@ struct hcomm_comm {
     uint8_t             cookie[16];
     hc_bootstrap_t     *bs;
     hc_peer_info_t     *peers;                /* nranks entries */
-    const hc_tl_ops_t  *tl_ops[HC_TL_MAX];
-    hc_tl_ctx_t        *tl_ctx[HC_TL_MAX];
-    int                 ntl;
-    uint8_t             tl_used[HC_TL_MAX];
-    uint8_t             tl_active[HC_TL_MAX]; /* transports with endpoints: progressed */
+    /* transports, by their index in hc_tl_table (comm_transports.c) */
+    const hc_tl_ops_t  *tl_ops[HC_TL_TABLE_MAX]; /* NULL: not open */
+    hc_tl_ctx_t        *tl_ctx[HC_TL_TABLE_MAX];
+    uint8_t             tl_active[HC_TL_TABLE_MAX]; /* connecting or connected: progressed */
     int                 nactive;
-    hc_tl_ep_t        **eps;                  /* per peer; NULL for self */
-    uint8_t            *ep_tl;                /* per peer: index into tl_ops */
+    int                 pollable; /* every transport a peer uses can be slept on */
+    /* per peer: its transport, its address there, its endpoint once connected */
+    uint8_t            *ep_tl;
+    uint32_t           *addr_off, *addr_len; /* into addrs */
+    uint8_t            *addrs;
+    hc_tl_ep_t        **eps;         /* NULL until the first schedule that uses the pair */
+    int                 nconnected;
     hcomm_status_t      error;                /* first failure; sticky */
     hcomm_request_t     req_head, req_tail;   /* issued, not yet finished; head runs */
     hcomm_request_t     req_free;             /* finished requests kept for reuse (list) */
@@ -155,6 +158,12 @@ void           hc_comm_free(hcomm_comm_t comm);
  * that no late message can write into a buffer the caller got back; comm's
  * lock held (hc_comm_set_failed takes it). */
 void           hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status);
+
+/* Connections (comm_transports.c): the pair's endpoint, made on first use.
+ * HCOMM_SUCCESS, HCOMM_IN_PROGRESS (the peer has not acted yet: call again
+ * after progress), or an error (logged). Closing shuts every transport. */
+hcomm_status_t hc_comm_connect(hcomm_comm_t comm, int peer);
+void           hc_comm_tl_close(hcomm_comm_t comm);
 
 /* Topology (comm_topo.c): builds comm->plans from every rank's discovery, or
  * loads HCOMM_TOPO_FILE; when the model's nodes split a host (virtual nodes),

@@ -154,10 +154,15 @@ static hcomm_status_t exec_post(hcomm_request_t req, uint32_t i)
     hc_tl_req_t       *treq = &req->tl_reqs[i];
     hcomm_status_t     status;
 
-    if (st->peer < 0 || st->peer >= comm->nranks || comm->eps[st->peer] == NULL) {
-        hc_error(EXEC, "step %u: %s with rank %d, which has no endpoint", i,
-                 step_names[st->kind], st->peer);
+    if (st->peer < 0 || st->peer >= comm->nranks || st->peer == comm->rank) {
+        hc_error(EXEC, "step %u: %s with rank %d of %d", i, step_names[st->kind], st->peer,
+                 comm->nranks);
         return HCOMM_ERR_PROTOCOL;
+    }
+    if (comm->eps[st->peer] == NULL) { /* the pair's first use: not posted until connected */
+        status = hc_comm_connect(comm, st->peer);
+        if (status != HCOMM_SUCCESS)
+            return status;
     }
     hc_tl_ep_t        *ep = comm->eps[st->peer];
     const hc_tl_ops_t *tl = comm->tl_ops[comm->ep_tl[st->peer]];
@@ -321,6 +326,19 @@ static hcomm_status_t exec_start(hcomm_request_t req)
     }
     for (uint32_t b = HC_BUF_TMP; b < req->sched->nbufs; b += HC_BUF_PER_OP)
         req->bufs[b] = (char *)comm->scratch + (uintptr_t)req->bufs[b];
+    /* every pair the schedule uses acts on its connection now, whatever the
+     * order of the steps: a pair whose first step waits for data from a third
+     * rank must not keep that rank waiting for a connection (transport.h) */
+    for (uint32_t k = 0; k < req->sched->npeers; k++) {
+        int p = req->sched->peers[k];
+        if (comm->eps[p] == NULL) {
+            hcomm_status_t st = hc_comm_connect(comm, p);
+            if (st != HCOMM_SUCCESS && st != HCOMM_IN_PROGRESS) {
+                exec_fail(req, st);
+                return req->status;
+            }
+        }
+    }
     req->started       = 1;
     req->last_progress = hc_clock_coarse();
     return HCOMM_SUCCESS;

@@ -25,7 +25,7 @@ typedef struct hc_tl_ctx hc_tl_ctx_t; /* one per communicator and transport */
 typedef struct hc_tl_ep  hc_tl_ep_t;  /* one per peer */
 
 #define HC_HOSTNAME_MAX 64
-#define HC_TL_ADDR_MAX  128 /* bytes of a transport's address blob */
+#define HC_TL_ADDR_MAX  1024 /* bytes of an address blob (UCP worker addresses are large) */
 
 /* What every rank publishes about itself at init (gathered by the bootstrap). */
 typedef struct hc_peer_info {
@@ -83,23 +83,36 @@ enum {
 };
 
 typedef struct hc_tl_ops {
-    const char *name; /* "shm", "tcp" */
+    const char *name; /* "shm", "tcp", "ofi", "ucx", "ib" */
     unsigned    caps;
 
-    /* Creates the per-communicator context (listening socket, ...). */
+    /* Creates the per-communicator context (listening socket, fabric
+     * endpoint, ...). HCOMM_ERR_UNSUPPORTED, logged at info level, when the
+     * transport has nothing to offer on this host (no device, no provider):
+     * the communicator goes on without it. */
     hcomm_status_t (*init)(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p);
     /* Closes every endpoint and frees the context; pending requests are abandoned. */
     void (*fini)(hc_tl_ctx_t *ctx);
     /* Writes this rank's address blob (at most HC_TL_ADDR_MAX bytes) to buf. */
     hcomm_status_t (*address)(hc_tl_ctx_t *ctx, void *buf, size_t *len);
-    /* Nonzero if this transport can connect self to peer. */
-    int (*reachable)(const hc_peer_info_t *self, const hc_peer_info_t *peer);
+    /* Nonzero if self can reach peer with this transport, given both ranks'
+     * info as the communicator settled it (virtual nodes change host_hash)
+     * and the address blob peer published (same host for shm, the same
+     * provider for ofi, ...). Both ranks of a pair get the same answer. */
+    int (*reachable)(hc_tl_ctx_t *ctx, const hc_peer_info_t *self, const hc_peer_info_t *peer,
+                     const void *addr, size_t len);
     /*
-     * Connects to one peer, given its address blob and info. Every rank calls it
-     * for its peers in ascending rank order. For a peer above self it must not
-     * wait for that peer (it acts: creates, connects); for a peer below self it
-     * may wait, up to the timeout, for the peer's action (accept, open).
-     * Checks the cookie: a connection presenting another is refused and logged.
+     * Connects to one peer, given its address blob and info, without ever
+     * waiting for the peer. Connections are made lazily, when a schedule first
+     * uses a pair, so either side may call first, or one long before the
+     * other. For a peer above self it acts (creates, dials) and returns the
+     * endpoint; for a peer below self it returns the endpoint once the peer
+     * has acted, else HCOMM_IN_PROGRESS (*ep_p untouched): the caller
+     * progresses and calls again, and gets HCOMM_ERR_TIMEOUT (logged) once the
+     * context's timeout has passed since its first call for that peer. A
+     * transport whose connections need no action from the peer (an address
+     * vector, UCP) returns the endpoint at once for every peer. Checks the
+     * cookie: a connection presenting another is refused and logged.
      */
     hcomm_status_t (*connect)(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const void *addr,
                               size_t len, hc_tl_ep_t **ep_p);
@@ -124,5 +137,13 @@ typedef struct hc_tl_ops {
 
 extern const hc_tl_ops_t hc_tl_shm_ops;
 extern const hc_tl_ops_t hc_tl_tcp_ops;
+
+/* Every transport this build has (transports.c), in a fixed order that every
+ * rank shares; a new transport is one line there. */
+#define HC_TL_TABLE_MAX 8
+extern const hc_tl_ops_t *const hc_tl_table[];
+int hc_tl_table_len(void);
+/* The index of the transport named name[0..len) in hc_tl_table, or -1. */
+int hc_tl_index(const char *name, size_t len);
 
 #endif

@@ -82,15 +82,38 @@ int hc_tlt_fd_count(void)
 
 /* ---- rank side ---- */
 
+/* The longest a single connect() call may take: it never waits for the peer,
+ * at most for its own kernel (a dial to a listener that is there). */
+#define CONNECT_CALL_MAX 0.2
+
+hcomm_status_t hc_tlt_connect(hc_tlt_env_t *env, int q, hc_tl_ep_t **ep)
+{
+    double limit = hc_tlt_now() + env->tp.timeout + 5;
+    for (;;) {
+        double         t0 = hc_tlt_now();
+        hcomm_status_t st =
+            env->ops->connect(env->ctx, &env->info[q], env->addr[q], env->addrlen[q], ep);
+        if (hc_tlt_now() - t0 > CONNECT_CALL_MAX)
+            hc_tlt_fail(__FILE__, __LINE__, "connect to rank %d took %.3f s: it waited", q,
+                        hc_tlt_now() - t0);
+        if (st != HCOMM_IN_PROGRESS)
+            return st;
+        if (hc_tlt_now() > limit)
+            hc_tlt_fail(__FILE__, __LINE__, "connect to rank %d still in progress %.0f s after "
+                        "its timeout", q, env->tp.timeout + 5);
+        if (env->ops->progress(env->ctx) == 0)
+            usleep(1000);
+    }
+}
+
 void hc_tlt_connect_all(hc_tlt_env_t *env)
 {
     for (int q = 0; q < env->nranks; q++) {
         if (q == env->rank)
             continue;
-        HC_TLT_CHK(env->ops->reachable(&env->info[env->rank], &env->info[q]));
-        HC_TLT_CHK_ST(
-            env->ops->connect(env->ctx, &env->info[q], env->addr[q], env->addrlen[q], &env->eps[q]),
-            HCOMM_SUCCESS);
+        HC_TLT_CHK(env->ops->reachable(env->ctx, &env->info[env->rank], &env->info[q],
+                                       env->addr[q], env->addrlen[q]));
+        HC_TLT_CHK_ST(hc_tlt_connect(env, q, &env->eps[q]), HCOMM_SUCCESS);
         HC_TLT_CHK(env->eps[q] != NULL);
     }
 }

@@ -109,6 +109,10 @@ _Noreturn void hc_tlt_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 double hc_tlt_now(void);
 
+/* Connects to rank q as the library does: calls connect() (each call must
+ * return at once) and progresses while it says HCOMM_IN_PROGRESS; the final
+ * status. Fails the rank when the transport never times out. */
+hcomm_status_t hc_tlt_connect(hc_tlt_env_t *env, int q, hc_tl_ep_t **ep);
 /* Connects to every peer in ascending rank order (reachable() must hold). */
 void hc_tlt_connect_all(hc_tlt_env_t *env);
 /* Progresses until the n requests completed: 0, or -1 after secs. */

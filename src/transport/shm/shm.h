@@ -65,6 +65,7 @@ struct hc_tl_ep {
     hcomm_status_t status;
     int            peer_gone;     /* HC_SHM_PEER_*: noticed dead or closed */
     int            created;       /* this rank created the segment */
+    int            peer_mapped;   /* the peer mapped it: sends may complete */
     int            probe_pending; /* lo: hi's probe address not tested yet */
     char           name[HC_SHM_NAME_MAX];
     hc_shm_seg_t  *seg;
@@ -97,8 +98,9 @@ struct hc_tl_ctx {
     uint64_t     chunk; /* most bytes copied between head/tail updates */
     size_t       cma_min;
     pid_t        pid;
-    hc_tl_ep_t **eps;  /* by peer rank */
-    hc_tl_ep_t **list; /* connected endpoints */
+    hc_tl_ep_t **eps;   /* by peer rank */
+    double      *since; /* by peer rank: first connect call still waiting for the peer */
+    hc_tl_ep_t **list;  /* connected endpoints */
     int          nlist;
     uint64_t     next_check_ms;
     unsigned     tick;          /* progress calls, to space out clock reads */

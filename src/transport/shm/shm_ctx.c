@@ -15,8 +15,6 @@
 #include "base/log.h"
 #include "transport/shm/shm.h"
 
-#define SHM_POLL_NS 1000000L /* 1 ms between looks for the peer's segment */
-
 static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
 {
     const hc_params_t *prm = p->params != NULL ? p->params : hc_params_get();
@@ -29,9 +27,10 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL)
         goto err_nomem;
-    ctx->eps  = calloc((size_t)p->nranks, sizeof(*ctx->eps));
-    ctx->list = calloc((size_t)p->nranks, sizeof(*ctx->list));
-    if (ctx->eps == NULL || ctx->list == NULL)
+    ctx->eps   = calloc((size_t)p->nranks, sizeof(*ctx->eps));
+    ctx->since = calloc((size_t)p->nranks, sizeof(*ctx->since));
+    ctx->list  = calloc((size_t)p->nranks, sizeof(*ctx->list));
+    if (ctx->eps == NULL || ctx->since == NULL || ctx->list == NULL)
         goto err_free;
 
     ctx->rank       = p->rank;
@@ -49,6 +48,7 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
 
 err_free:
     free(ctx->list);
+    free(ctx->since);
     free(ctx->eps);
     free(ctx);
 err_nomem:
@@ -56,7 +56,8 @@ err_nomem:
     return HCOMM_ERR_NO_MEMORY;
 }
 
-static void shm_ep_close(hc_tl_ep_t *ep)
+/* Marks our side closed and unmaps the segment. */
+static void shm_seg_release(hc_tl_ep_t *ep)
 {
     hc_shm_seg_t *seg = ep->seg;
 
@@ -66,6 +67,11 @@ static void shm_ep_close(hc_tl_ep_t *ep)
         shm_unlink(ep->name) != 0 && errno != ENOENT)
         hc_warn(SHM, "peer %d: shm_unlink %s: %s", ep->peer, ep->name, strerror(errno));
     munmap(seg, ep->map_bytes);
+}
+
+static void shm_ep_close(hc_tl_ep_t *ep)
+{
+    shm_seg_release(ep);
     free(ep);
 }
 
@@ -77,6 +83,7 @@ static void shm_fini(hc_tl_ctx_t *ctx)
         shm_ep_close(ctx->list[i]);
     free(ctx->bounce);
     free(ctx->list);
+    free(ctx->since);
     free(ctx->eps);
     free(ctx);
 }
@@ -90,8 +97,10 @@ static hcomm_status_t shm_address(hc_tl_ctx_t *ctx, void *buf, size_t *len)
     return HCOMM_SUCCESS;
 }
 
-static int shm_reachable(const hc_peer_info_t *self, const hc_peer_info_t *peer)
+static int shm_reachable(hc_tl_ctx_t *ctx, const hc_peer_info_t *self, const hc_peer_info_t *peer,
+                         const void *addr, size_t len)
 {
+    (void)ctx, (void)addr, (void)len;
     return self->host_hash == peer->host_hash;
 }
 
@@ -218,28 +227,26 @@ out_unmap:
     return st;
 }
 
-/* Higher rank: waits for the lower rank's segment, maps it, removes its name. */
+/* Higher rank: maps the lower rank's segment once it is ready and removes
+ * its name; HCOMM_IN_PROGRESS until then, without waiting, and an error once
+ * the peer died or the timeout passed since the first try. */
 static hcomm_status_t shm_seg_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const hc_peer_info_t *peer)
 {
-    const struct timespec nap      = {0, SHM_POLL_NS};
-    double                deadline = hc_clock_now() + ctx->timeout;
-    hcomm_status_t        st;
-
-    for (unsigned tries = 1;; tries++) {
-        st = shm_seg_try_open(ctx, ep, peer);
-        if (st != HCOMM_IN_PROGRESS)
-            break;
-        if (hc_clock_now() >= deadline) {
-            hc_error(SHM, "peer rank %d (pid %d): segment %s not ready within %.1f s", ep->peer,
-                     (int)peer->pid, ep->name, ctx->timeout);
-            return HCOMM_ERR_TIMEOUT;
-        }
-        if (tries % 64 == 0 && peer->pid > 0 && kill(peer->pid, 0) != 0 && errno == ESRCH) {
-            hc_error(SHM, "peer rank %d (pid %d) died before creating %s", ep->peer, (int)peer->pid,
-                     ep->name);
+    hcomm_status_t st  = shm_seg_try_open(ctx, ep, peer);
+    double         now = hc_clock_now();
+    if (st == HCOMM_IN_PROGRESS) {
+        if (ctx->since[ep->peer] == 0)
+            ctx->since[ep->peer] = now;
+        if (peer->pid > 0 && kill(peer->pid, 0) != 0 && errno == ESRCH) {
+            hc_error(SHM, "peer rank %d (pid %d) died before creating %s", ep->peer,
+                     (int)peer->pid, ep->name);
             return HCOMM_ERR_REMOTE;
         }
-        nanosleep(&nap, NULL);
+        if (now - ctx->since[ep->peer] < ctx->timeout)
+            return HCOMM_IN_PROGRESS;
+        hc_error(SHM, "peer rank %d (pid %d): segment %s not ready within %.1f s", ep->peer,
+                 (int)peer->pid, ep->name, ctx->timeout);
+        return HCOMM_ERR_TIMEOUT;
     }
     if (st != HCOMM_SUCCESS)
         return st;
@@ -251,6 +258,7 @@ static hcomm_status_t shm_seg_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const hc_pe
 #endif
     shm_publish_self(ctx, ep->seg, 1);
     atomic_store_explicit(&ep->seg->attached, 1, memory_order_release);
+    ep->peer_mapped = 1;
     return HCOMM_SUCCESS;
 }
 
@@ -288,7 +296,7 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
                                   size_t len, hc_tl_ep_t **ep_p)
 {
     int            r = peer->rank;
-    hc_tl_ep_t    *ep;
+    hc_tl_ep_t     at, *ep; /* the segment is made or found first, then the endpoint */
     hcomm_status_t st;
     uint8_t       *rings;
 
@@ -298,22 +306,23 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
         hc_error(SHM, "connect to invalid or already connected peer %d", r);
         return HCOMM_ERR_INVALID_ARG;
     }
-    ep = calloc(1, sizeof(*ep));
+    memset(&at, 0, sizeof(at));
+    at.ctx      = ctx;
+    at.peer     = r;
+    at.side     = ctx->rank > r;
+    at.peer_pid = peer->pid;
+    at.status   = HCOMM_SUCCESS;
+    shm_seg_name(ctx, r, at.name);
+    st = at.side == 0 ? shm_seg_create(ctx, &at) : shm_seg_open(ctx, &at, peer);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    ep = malloc(sizeof(*ep));
     if (ep == NULL) {
         hc_error(SHM, "peer %d: out of memory", r);
+        shm_seg_release(&at);
         return HCOMM_ERR_NO_MEMORY;
     }
-    ep->ctx      = ctx;
-    ep->peer     = r;
-    ep->side     = ctx->rank > r;
-    ep->peer_pid = peer->pid;
-    ep->status   = HCOMM_SUCCESS;
-    shm_seg_name(ctx, r, ep->name);
-
-    st = ep->side == 0 ? shm_seg_create(ctx, ep) : shm_seg_open(ctx, ep, peer);
-    if (st != HCOMM_SUCCESS)
-        goto err_free;
-
+    *ep   = at;
     rings = (uint8_t *)ep->seg + HC_SHM_HDR_BYTES;
     hc_shm_ring_attach(&ep->tx, &ep->seg->ctl[ep->side], rings + ep->side * ep->seg->ring_bytes,
                        ep->seg->ring_bytes, 1);
@@ -331,10 +340,6 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
     hc_debug(SHM, "peer %d: connected through %s (%llu-byte rings)", r, ep->name,
              (unsigned long long)ep->seg->ring_bytes);
     return HCOMM_SUCCESS;
-
-err_free:
-    free(ep);
-    return st;
 }
 
 const hc_tl_ops_t hc_tl_shm_ops = {

@@ -158,6 +158,15 @@ static int shm_send_complete(hc_tl_ep_t *ep)
     hc_tl_req_t *req;
     int          n = 0;
 
+    /* Until the peer has mapped the segment nothing is delivered: a rank that
+     * finished and left before then would take the segment, and its messages,
+     * with it (connections are made on first use, so that can happen). */
+    if (!ep->peer_mapped) {
+        if (!atomic_load_explicit(&ep->seg->attached, memory_order_acquire))
+            return 0;
+        ep->peer_mapped = 1;
+    }
+
     while ((req = ep->sq_head) != NULL && req != ep->sq_cur) {
         if (req->priv[0] > ep->acks) {
             ep->acks = atomic_load_explicit(&ep->tx.ctl->acks, memory_order_acquire);

@@ -77,6 +77,8 @@ struct hc_tl_ctx {
     hc_tl_ep_t     **eps; /* connected endpoints, in connect order */
     int              neps, eps_cap;
     hc_tl_ep_t     **by_rank; /* nranks entries */
+    int            **claimed; /* by rank: sockets of a lower rank that arrived, -1 not yet */
+    double          *since;   /* by rank: first connect call still waiting for the peer */
     hc_tcp_conn_t   *conns;   /* accepted, not yet claimed */
     int              nconns, conns_cap;
     struct pollfd   *pfds;
@@ -98,8 +100,12 @@ hcomm_status_t hc_tcp_pfds_reserve(hc_tl_ctx_t *ctx, size_t n);
 void           hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, uint8_t *out);
 hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, int peer, const struct sockaddr *sa,
                            socklen_t salen, int idx, double deadline, int *fd_p);
-/* tcp_accept.c: the passive side, up to deadline */
-hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, double deadline);
+/* tcp_accept.c: the passive side, for a peer below this rank, without
+ * waiting: fds gets its nsocks sockets once all arrived (HCOMM_SUCCESS),
+ * HCOMM_IN_PROGRESS before (the ones that did are kept, claimed); unclaim
+ * closes what a peer had claimed. */
+hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds);
+void           hc_tcp_unclaim(hc_tl_ctx_t *ctx, int peer);
 /* tcp_ep.c */
 hcomm_status_t hc_tcp_ep_create(hc_tl_ctx_t *ctx, int peer, const int *fds, hc_tl_ep_t **ep_p);
 void           hc_tcp_ep_destroy(hc_tl_ep_t *ep);

@@ -1,6 +1,6 @@
 /* tcp_accept.c - the passive side of connection set-up: accepts from the
- * listener, reads hellos without ever blocking on one client, and keeps
- * connections of ranks whose connect() comes later. */
+ * listener, reads hellos without ever blocking on one client, and keeps the
+ * sockets of ranks whose connect() comes later, or is still missing some. */
 #include "transport/tcp/tcp.h"
 
 #include <errno.h>
@@ -16,18 +16,19 @@ static void conn_drop(hc_tl_ctx_t *ctx, int i)
     ctx->conns[i] = ctx->conns[--ctx->nconns];
 }
 
+/* Whether socket idx of rank arrived already (waiting to be claimed, or claimed). */
 static int conn_taken(const hc_tl_ctx_t *ctx, int rank, int idx)
 {
     for (int i = 0; i < ctx->nconns; i++)
         if (ctx->conns[i].rank == rank && ctx->conns[i].idx == idx)
             return 1;
-    return 0;
+    return ctx->claimed[rank] != NULL && ctx->claimed[rank][idx] >= 0;
 }
 
 /* Checks a complete hello. Returns 1 if it names a lower rank's socket, 0 if the
  * connection is refused (logged), or an error status for a configuration that
  * differs between the two ranks. */
-static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c, const int *fds, int peer)
+static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c)
 {
     uint64_t w0     = hc_tcp_get64(c->hello);
     uint64_t rank   = hc_tcp_get64(c->hello + 24);
@@ -51,8 +52,7 @@ static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c, const int *fds, int p
                  ctx->stripe_min);
         return HCOMM_ERR_INVALID_USAGE;
     }
-    if (ctx->by_rank[rank] != NULL || conn_taken(ctx, (int)rank, (int)idx) ||
-        ((int)rank == peer && fds[idx] >= 0)) {
+    if (ctx->by_rank[rank] != NULL || conn_taken(ctx, (int)rank, (int)idx)) {
         hc_warn(NET, "refused connection from %s: duplicate socket %u of rank %d", c->from,
                 idx, (int)rank);
         return 0;
@@ -63,7 +63,7 @@ static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c, const int *fds, int p
 }
 
 /* Reads more of a pending hello. Returns an error status only for a fatal one. */
-static hcomm_status_t conn_read(hc_tl_ctx_t *ctx, int i, const int *fds, int peer)
+static hcomm_status_t conn_read(hc_tl_ctx_t *ctx, int i)
 {
     hc_tcp_conn_t *c = &ctx->conns[i];
     ssize_t n = recv(c->fd, c->hello + c->got, HC_TCP_HELLO_BYTES - c->got, 0);
@@ -78,7 +78,7 @@ static hcomm_status_t conn_read(hc_tl_ctx_t *ctx, int i, const int *fds, int pee
     c->got += (size_t)n;
     if (c->got < HC_TCP_HELLO_BYTES)
         return HCOMM_SUCCESS;
-    int r = hello_check(ctx, c, fds, peer);
+    int r = hello_check(ctx, c);
     if (r != 1)
         conn_drop(ctx, i);
     return r < 0 ? (hcomm_status_t)r : HCOMM_SUCCESS;
@@ -119,22 +119,25 @@ static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
     }
 }
 
-/* Moves the connections of peer that arrived into fds; returns how many. */
-static int claim(hc_tl_ctx_t *ctx, int peer, int *fds)
+/* Moves the sockets of peer that arrived into its claimed ones; how many it
+ * now has. */
+static int claim(hc_tl_ctx_t *ctx, int peer)
 {
-    int n = 0;
+    int *fds = ctx->claimed[peer], n = 0;
     for (int i = ctx->nconns - 1; i >= 0; i--) {
         if (ctx->conns[i].rank != peer)
             continue;
         fds[ctx->conns[i].idx] = ctx->conns[i].fd;
         ctx->conns[i]          = ctx->conns[--ctx->nconns];
-        n++;
     }
+    for (int i = 0; i < ctx->nsocks; i++)
+        n += fds[i] >= 0;
     return n;
 }
 
-/* One poll over the listener and the connections still saying hello. */
-static hcomm_status_t accept_round(hc_tl_ctx_t *ctx, int peer, int *fds, int ms)
+/* One look, without waiting, at the listener and the connections still
+ * saying hello. */
+static hcomm_status_t accept_round(hc_tl_ctx_t *ctx, int peer)
 {
     hcomm_status_t st = hc_tcp_pfds_reserve(ctx, (size_t)ctx->nconns + 1);
     if (st != HCOMM_SUCCESS)
@@ -145,7 +148,7 @@ static hcomm_status_t accept_round(hc_tl_ctx_t *ctx, int peer, int *fds, int ms)
     for (int i = 0; i < ctx->nconns; i++)
         if (ctx->conns[i].rank < 0)
             pf[np++] = (struct pollfd){.fd = ctx->conns[i].fd, .events = POLLIN};
-    if (poll(pf, (nfds_t)np, ms) < 0) {
+    if (poll(pf, (nfds_t)np, 0) < 0) {
         if (errno == EINTR)
             return HCOMM_SUCCESS;
         hc_error(NET, "peer %d: poll: %s", peer, strerror(errno));
@@ -156,7 +159,7 @@ static hcomm_status_t accept_round(hc_tl_ctx_t *ctx, int peer, int *fds, int ms)
     for (int i = ctx->nconns - 1, k = np - 1; i >= 0 && k >= 1; i--) {
         if (ctx->conns[i].rank >= 0 || ctx->conns[i].fd != pf[k].fd)
             continue;
-        if (pf[k--].revents != 0 && (st = conn_read(ctx, i, fds, peer)) != HCOMM_SUCCESS)
+        if (pf[k--].revents != 0 && (st = conn_read(ctx, i)) != HCOMM_SUCCESS)
             return st;
     }
     if (pf[0].revents != 0)
@@ -164,33 +167,37 @@ static hcomm_status_t accept_round(hc_tl_ctx_t *ctx, int peer, int *fds, int ms)
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds, double deadline)
+void hc_tcp_unclaim(hc_tl_ctx_t *ctx, int peer)
 {
-    hcomm_status_t st   = HCOMM_SUCCESS;
-    int            have = 0;
-    for (int i = 0; i < ctx->nsocks; i++)
-        fds[i] = -1;
-    for (;;) {
-        have += claim(ctx, peer, fds);
-        if (have == ctx->nsocks)
-            return HCOMM_SUCCESS;
-        int ms = hc_clock_ms_left(deadline);
-        if (ms < 0) {
-            hc_error(NET, "peer %d: timed out after %.1f s waiting for its connection "
-                          "(%d of %d sockets)", peer, ctx->timeout, have, ctx->nsocks);
-            st = HCOMM_ERR_TIMEOUT;
-            goto err_close;
-        }
-        st = accept_round(ctx, peer, fds, ms);
-        if (st != HCOMM_SUCCESS)
-            goto err_close;
-    }
-
-err_close:
-    for (int i = 0; i < ctx->nsocks; i++) {
+    int *fds = ctx->claimed[peer];
+    for (int i = 0; fds != NULL && i < ctx->nsocks; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-        fds[i] = -1;
+    free(fds);
+    ctx->claimed[peer] = NULL;
+}
+
+hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds)
+{
+    if (ctx->claimed[peer] == NULL) {
+        ctx->claimed[peer] = malloc((size_t)ctx->nsocks * sizeof(int));
+        if (ctx->claimed[peer] == NULL) {
+            hc_error(NET, "peer %d: out of memory", peer);
+            return HCOMM_ERR_NO_MEMORY;
+        }
+        for (int i = 0; i < ctx->nsocks; i++)
+            ctx->claimed[peer][i] = -1;
     }
-    return st;
+    hcomm_status_t st = accept_round(ctx, peer);
+    if (st != HCOMM_SUCCESS) {
+        hc_tcp_unclaim(ctx, peer);
+        return st;
+    }
+    int have = claim(ctx, peer);
+    if (have < ctx->nsocks)
+        return HCOMM_IN_PROGRESS;
+    memcpy(fds, ctx->claimed[peer], (size_t)ctx->nsocks * sizeof(int));
+    free(ctx->claimed[peer]);
+    ctx->claimed[peer] = NULL;
+    return HCOMM_SUCCESS;
 }

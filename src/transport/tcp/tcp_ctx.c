@@ -69,8 +69,12 @@ static void tcp_fini(hc_tl_ctx_t *ctx)
         close(ctx->conns[i].fd);
     if (ctx->listen_fd >= 0)
         close(ctx->listen_fd);
+    for (int r = 0; ctx->claimed != NULL && r < ctx->nranks; r++)
+        hc_tcp_unclaim(ctx, r);
     free(ctx->conns);
     free(ctx->pfds);
+    free(ctx->claimed);
+    free(ctx->since);
     free(ctx->by_rank);
     free(ctx->eps);
     free(ctx);
@@ -87,7 +91,9 @@ static hcomm_status_t tcp_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
         goto err_nomem;
     ctx->listen_fd = -1;
     ctx->by_rank   = calloc((size_t)p->nranks, sizeof(*ctx->by_rank));
-    if (ctx->by_rank == NULL)
+    ctx->claimed   = calloc((size_t)p->nranks, sizeof(*ctx->claimed));
+    ctx->since     = calloc((size_t)p->nranks, sizeof(*ctx->since));
+    if (ctx->by_rank == NULL || ctx->claimed == NULL || ctx->since == NULL)
         goto err_fini;
     ctx->rank   = p->rank;
     ctx->nranks = p->nranks;
@@ -120,10 +126,10 @@ static hcomm_status_t tcp_address(hc_tl_ctx_t *ctx, void *buf, size_t *len)
     return HCOMM_SUCCESS;
 }
 
-static int tcp_reachable(const hc_peer_info_t *self, const hc_peer_info_t *peer)
+static int tcp_reachable(hc_tl_ctx_t *ctx, const hc_peer_info_t *self, const hc_peer_info_t *peer,
+                         const void *addr, size_t len)
 {
-    (void)self;
-    (void)peer;
+    (void)ctx, (void)self, (void)peer, (void)addr, (void)len;
     return 1;
 }
 
@@ -175,17 +181,28 @@ static hcomm_status_t tcp_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
     hcomm_status_t st = ctx_reserve(ctx);
     if (st != HCOMM_SUCCESS)
         return st;
-    double   deadline = hc_clock_now() + ctx->timeout;
-    int      fds[HC_TCP_MAX_SOCKS];
-    int      n = 0;
-    if (ctx->rank < peer) {
+    int fds[HC_TCP_MAX_SOCKS];
+    int n = 0;
+    if (ctx->rank < peer) { /* this rank acts: dials, waiting for no one but its kernel */
+        double deadline = hc_clock_now() + ctx->timeout;
         for (; n < ctx->nsocks; n++) {
-            st = hc_tcp_dial(ctx, peer, (struct sockaddr *)&ss, (socklen_t)len, n, deadline, &fds[n]);
+            st = hc_tcp_dial(ctx, peer, (struct sockaddr *)&ss, (socklen_t)len, n, deadline,
+                             &fds[n]);
             if (st != HCOMM_SUCCESS)
                 goto err_close;
         }
-    } else {
-        st = hc_tcp_accept_peer(ctx, peer, fds, deadline);
+    } else { /* the peer dials: its sockets are claimed as they arrive */
+        st = hc_tcp_accept_peer(ctx, peer, fds);
+        if (st == HCOMM_IN_PROGRESS) {
+            double now = hc_clock_now();
+            if (ctx->since[peer] == 0)
+                ctx->since[peer] = now;
+            if (now - ctx->since[peer] < ctx->timeout)
+                return HCOMM_IN_PROGRESS;
+            hc_error(NET, "peer %d: no connection from it within %.1f s", peer, ctx->timeout);
+            hc_tcp_unclaim(ctx, peer);
+            return HCOMM_ERR_TIMEOUT;
+        }
         if (st != HCOMM_SUCCESS)
             return st;
         n = ctx->nsocks;

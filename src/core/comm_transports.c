@@ -1,0 +1,217 @@
+/* comm_transports.c - a communicator's transports: the ones it opens
+ * (HCOMM_TRANSPORT: all, or one for every pair), the one that serves each
+ * pair (shm inside a host, else the first of HCOMM_NET that both ranks opened
+ * and that reaches), and each pair's connection, made the first time a
+ * schedule uses the pair. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/params.h"
+#include "core/comm.h"
+#include "core/comm_card.h"
+
+/* The transport HCOMM_TRANSPORT forces for every pair, -1 for auto; -2 (logged)
+ * when it names none of this build's. */
+static int tl_forced(void)
+{
+    const char *name = hc_params_get()->transport;
+    if (strcmp(name, "auto") == 0)
+        return -1;
+    int t = hc_tl_index(name, strlen(name));
+    if (t < 0) {
+        char names[128] = "";
+        for (int i = 0; hc_tl_table[i] != NULL; i++)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), ", %s",
+                     hc_tl_table[i]->name);
+        hc_error(INIT, "HCOMM_TRANSPORT=%s: expected auto%s", name, names);
+        return -2;
+    }
+    return t;
+}
+
+hcomm_status_t hc_comm_tl_open(hcomm_comm_t c, comm_card_t *card)
+{
+    int            forced = tl_forced();
+    hc_tl_params_t tp     = {.rank    = c->rank,
+                             .nranks  = c->nranks,
+                             .bind_ip = hc_bootstrap_local_ip(c->bs),
+                             .timeout = c->timeout,
+                             .self    = &card->info,
+                             .params  = hc_params_get()};
+    memcpy(tp.cookie, c->cookie, sizeof(tp.cookie));
+    if (forced == -2)
+        return HCOMM_ERR_INVALID_ARG;
+    for (int t = 0; hc_tl_table[t] != NULL; t++) {
+        const hc_tl_ops_t *ops = hc_tl_table[t];
+        if (forced >= 0 && t != forced)
+            continue;
+        hcomm_status_t st = ops->init(&c->tl_ctx[t], &tp);
+        if (st == HCOMM_ERR_UNSUPPORTED && forced < 0) { /* nothing here: logged by init */
+            c->tl_ctx[t] = NULL;
+            continue;
+        }
+        if (st != HCOMM_SUCCESS) {
+            c->tl_ctx[t] = NULL;
+            hc_error(INIT, "transport %s: %s", ops->name, hcomm_status_str(st));
+            return st;
+        }
+        c->tl_ops[t]     = ops;
+        size_t len       = HC_TL_ADDR_MAX;
+        st               = ops->address(c->tl_ctx[t], card->addr[t], &len);
+        card->addr_len[t] = (uint32_t)len;
+        if (st != HCOMM_SUCCESS)
+            return st;
+        card->opened |= 1u << t;
+    }
+    return HCOMM_SUCCESS;
+}
+
+/* Whether transport t serves the pair of me and peer. */
+static int tl_serves(hcomm_comm_t c, int t, const comm_card_t *me, const comm_card_t *peer)
+{
+    return t >= 0 && (me->opened & peer->opened & (1u << t)) &&
+           c->tl_ops[t]->reachable(c->tl_ctx[t], &me->info, &peer->info, peer->addr[t],
+                                   peer->addr_len[t]);
+}
+
+/* The transport for a pair, or -1: both ends compute it alike from the cards. */
+static int tl_pick(hcomm_comm_t c, const comm_card_t *cards, int peer, int forced)
+{
+    const comm_card_t *me = &cards[c->rank], *p = &cards[peer];
+    if (forced >= 0)
+        return tl_serves(c, forced, me, p) ? forced : -1;
+    int shm = hc_tl_index("shm", 3);
+    if (me->info.host_hash == p->info.host_hash && tl_serves(c, shm, me, p))
+        return shm;
+    for (const char *n = hc_params_get()->net; *n != '\0';) {
+        size_t len = strcspn(n, ",");
+        int    t   = hc_tl_index(n, len);
+        if (tl_serves(c, t, me, p))
+            return t;
+        n += len + (n[len] == ',');
+    }
+    return -1;
+}
+
+/* Says once which HCOMM_NET names this build does not have. */
+static void tl_check_net(void)
+{
+    for (const char *n = hc_params_get()->net; *n != '\0';) {
+        size_t len = strcspn(n, ",");
+        if (len > 0 && hc_tl_index(n, len) < 0)
+            hc_info(INIT, "HCOMM_NET: %.*s is not a transport of this build; skipped", (int)len,
+                    n);
+        n += len + (n[len] == ',');
+    }
+}
+
+/* Keeps peer's address for its chosen transport, for the connection later. */
+static void tl_keep_addr(hcomm_comm_t c, int peer, const void *addr, uint32_t len, size_t *off)
+{
+    c->addr_off[peer] = (uint32_t)*off;
+    c->addr_len[peer] = len;
+    memcpy(c->addrs + *off, addr, len);
+    *off += len;
+}
+
+hcomm_status_t hc_comm_tl_choose(hcomm_comm_t c, const comm_card_t *cards)
+{
+    int      forced = tl_forced();
+    uint32_t used   = 0;
+    size_t   bytes  = 0, off = 0;
+    for (int r = 0; r < c->nranks; r++)
+        bytes += r == c->rank ? 0 : HC_TL_ADDR_MAX;
+    c->eps      = calloc((size_t)c->nranks, sizeof(*c->eps));
+    c->ep_tl    = calloc((size_t)c->nranks, sizeof(*c->ep_tl));
+    c->addr_off = calloc((size_t)c->nranks, sizeof(*c->addr_off));
+    c->addr_len = calloc((size_t)c->nranks, sizeof(*c->addr_len));
+    c->addrs    = malloc(bytes ? bytes : 1);
+    if (c->eps == NULL || c->ep_tl == NULL || c->addr_off == NULL || c->addr_len == NULL ||
+        c->addrs == NULL) {
+        hc_error(INIT, "out of memory for %d peers' transports", c->nranks);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    tl_check_net();
+    for (int peer = 0; peer < c->nranks; peer++) {
+        if (peer == c->rank)
+            continue;
+        int t = tl_pick(c, cards, peer, forced);
+        if (t < 0) {
+            hc_error(INIT, "no transport reaches rank %d on %s (HCOMM_TRANSPORT=%s, HCOMM_NET=%s)",
+                     peer, cards[peer].info.hostname, hc_params_get()->transport,
+                     hc_params_get()->net);
+            return HCOMM_ERR_UNREACHABLE;
+        }
+        c->ep_tl[peer] = (uint8_t)t;
+        used |= 1u << t;
+        tl_keep_addr(c, peer, cards[peer].addr[t], cards[peer].addr_len[t], &off);
+        hc_info(INIT, "rank %d on %s: %s", peer, cards[peer].info.hostname,
+                c->tl_ops[t]->name);
+    }
+    /* what no peer uses is closed: both ends of every pair chose alike, so no
+     * peer will ever look for it */
+    c->pollable = used != 0;
+    for (int t = 0; t < HC_TL_TABLE_MAX; t++) {
+        if (c->tl_ctx[t] != NULL && !(used & (1u << t))) {
+            c->tl_ops[t]->fini(c->tl_ctx[t]);
+            c->tl_ctx[t] = NULL;
+            c->tl_ops[t] = NULL;
+        }
+        if (used & (1u << t))
+            c->pollable &= c->tl_ops[t]->wait_fds != NULL;
+    }
+    return HCOMM_SUCCESS;
+}
+
+/* From its first connection attempt on, transport t is progressed and polled. */
+static void tl_activate(hcomm_comm_t c, int t)
+{
+    for (int i = 0; i < c->nactive; i++)
+        if (c->tl_active[i] == t)
+            return;
+    c->tl_active[c->nactive++] = (uint8_t)t;
+}
+
+hcomm_status_t hc_comm_connect(hcomm_comm_t c, int peer)
+{
+    if (c->eps[peer] != NULL)
+        return HCOMM_SUCCESS;
+    if (c->error != HCOMM_SUCCESS)
+        return c->error;
+    int         t  = c->ep_tl[peer];
+    hc_tl_ep_t *ep = NULL;
+    tl_activate(c, t);
+    hcomm_status_t st = c->tl_ops[t]->connect(c->tl_ctx[t], &c->peers[peer],
+                                              c->addrs + c->addr_off[peer], c->addr_len[peer], &ep);
+    if (st == HCOMM_IN_PROGRESS)
+        return st;
+    if (st != HCOMM_SUCCESS) {
+        hc_error(INIT, "rank %d: no connection over %s: %s", peer, c->tl_ops[t]->name,
+                 hcomm_status_str(st));
+        return st;
+    }
+    c->eps[peer] = ep;
+    c->nconnected++;
+    hc_debug(INIT, "rank %d connected over %s", peer, c->tl_ops[t]->name);
+    return HCOMM_SUCCESS;
+}
+
+void hc_comm_tl_close(hcomm_comm_t c)
+{
+    for (int t = 0; t < HC_TL_TABLE_MAX; t++)
+        if (c->tl_ctx[t] != NULL) {
+            c->tl_ops[t]->fini(c->tl_ctx[t]);
+            c->tl_ctx[t] = NULL;
+        }
+    c->nactive = 0;
+    free(c->eps);
+    free(c->ep_tl);
+    free(c->addr_off);
+    free(c->addr_len);
+    free(c->addrs);
+    c->eps      = NULL;
+    c->ep_tl    = NULL;
+    c->addr_off = c->addr_len = NULL;
+    c->addrs                  = NULL;
+}
