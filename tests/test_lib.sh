@@ -79,6 +79,13 @@ perf_ok() {
     has 'Out of bounds values : 0 OK'
 }
 
+# peers_over LOG TL: how many peers a rank's info log says it reaches over
+# transport TL (lines "ranks 0-3,5 on HOST: TL" from comm_transports.c).
+peers_over() {
+    sed -n "s/.* ranks\{0,1\} \([0-9,-]*\) on .*: $2\$/\1/p" "$1" | tr ',' '\n' |
+        awk -F- '$0 != "" { n += NF == 2 ? $2 - $1 + 1 : 1 } END { print n + 0 }'
+}
+
 # result LABEL STATUS [FILE]: counts one check by its exit status: 0 PASS, 77
 # SKIP, else FAIL, which shows what on_fail makes of FILE (default $out).
 pass=0 fail=0 skipped=0

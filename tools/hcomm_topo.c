@@ -7,18 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "algorithms/select.h"
 #include "base/params.h"
 #include "topology/cost.h"
 #include "topology/plan.h"
 #include "topology/topo.h"
+#include "transport/transport.h"
 
 typedef struct topo_opts {
     const char *file;
     int         nranks;
     int         nodes, ppn, nics, round_robin;
-    int         nrings, dot, quiet;
+    int         nrings, dot, quiet, transports_only;
     const char *dump;
     size_t      minb, maxb;
 } topo_opts_t;
@@ -40,6 +42,8 @@ static void usage(FILE *f)
             "  --dot                 write the rings and trees as Graphviz instead\n"
             "  --dump FILE           also write the model as a topology file\n"
             "  --quiet               plans: summaries only, no member lists\n"
+            "  --transports          only which transports open on this host and which\n"
+            "                        one a pair of ranks would use\n"
             "  -b SIZE, -e SIZE      predicted sizes, doubling (default 8 to 64M)\n"
             "  -h, --help            this help\n");
 }
@@ -51,7 +55,7 @@ static int parse_opts(int argc, char **argv, topo_opts_t *o)
         {"synthetic", required_argument, NULL, 'S'}, {"round-robin", no_argument, NULL, 'R'},
         {"rings", required_argument, NULL, 'k'},  {"dot", no_argument, NULL, 'D'},
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-        {"dump", required_argument, NULL, 'U'},
+        {"dump", required_argument, NULL, 'U'},   {"transports", no_argument, NULL, 't'},
         {NULL, 0, NULL, 0}};
     int c;
     *o = (topo_opts_t){.nrings = 2, .minb = 8, .maxb = (size_t)64 << 20, .nics = 1};
@@ -71,6 +75,7 @@ static int parse_opts(int argc, char **argv, topo_opts_t *o)
         case 'D': o->dot = 1; break;
         case 'q': o->quiet = 1; break;
         case 'U': o->dump = optarg; break;
+        case 't': o->transports_only = 1; break;
         case 'b':
         case 'e':
             if (hc_params_parse_size(optarg, c == 'b' ? &o->minb : &o->maxb) != 0) {
@@ -100,7 +105,8 @@ static hcomm_status_t make_cluster(const topo_opts_t *o, hc_cluster_t **c)
     hc_rank_topo_t *r = calloc((size_t)n, sizeof(*r));
     if (r == NULL)
         return HCOMM_ERR_NO_MEMORY;
-    hcomm_status_t st = hc_topo_discover(&r[0]);
+    int            owner;
+    hcomm_status_t st = hc_topo_discover(&r[0], NULL, 0.0, &owner);
     for (int i = 1; i < n && st == HCOMM_SUCCESS; i++)
         r[i] = r[0];
     if (st == HCOMM_SUCCESS)
@@ -210,6 +216,39 @@ static void print_choices(const hc_plans_t *p, hc_coll_t coll, const topo_opts_t
     }
 }
 
+/* Which transports of this build open here, and the choice a job makes for a
+ * pair inside a host and between hosts, assuming every rank opens what this
+ * host opens (a job logs each rank's real choice at info level). */
+static void print_transports(void)
+{
+    const hc_params_t *pa     = hc_params_get();
+    hc_peer_info_t     self   = {.pid = (int32_t)getpid()};
+    hc_tl_params_t     tp     = {.rank = 0, .nranks = 2, .bind_ip = "127.0.0.1", .timeout = 1.0,
+                                 .self = &self, .params = pa};
+    uint32_t           usable = 0;
+    self.host_hash = hc_topo_host_identity(self.hostname, sizeof(self.hostname));
+    printf("# transports of this build (HCOMM_TRANSPORT=%s, HCOMM_NET=%s)\n", pa->transport,
+           pa->net);
+    for (int t = 0; hc_tl_table[t] != NULL; t++) {
+        hc_tl_ctx_t   *ctx = NULL;
+        hcomm_status_t st  = hc_tl_table[t]->init(&ctx, &tp);
+        if (st == HCOMM_SUCCESS) {
+            usable |= 1u << t;
+            hc_tl_table[t]->fini(ctx);
+            printf("transport %-4s opens here\n", hc_tl_table[t]->name);
+        } else {
+            printf("transport %-4s does not open here: %s (HCOMM_LOG_LEVEL=info says why)\n",
+                   hc_tl_table[t]->name, hcomm_status_str(st));
+        }
+    }
+    int forced = hc_tl_forced(pa->transport);
+    for (int same = 1; same >= 0 && forced != -2; same--) {
+        int t = hc_tl_choose(forced, pa->net, usable, same);
+        printf("pair %-12s %s\n", same ? "inside_host" : "across_hosts",
+               t >= 0 ? hc_tl_table[t]->name : "none: no transport reaches");
+    }
+}
+
 int main(int argc, char **argv)
 {
     topo_opts_t     o;
@@ -220,6 +259,10 @@ int main(int argc, char **argv)
     int rc = parse_opts(argc, argv, &o);
     if (rc != 0)
         return rc == 1 ? 0 : rc;
+    if (o.transports_only) {
+        print_transports();
+        return 0;
+    }
     hcomm_status_t st = make_cluster(&o, &c);
     if (st != HCOMM_SUCCESS) {
         fprintf(stderr, "hcomm-topo: no cluster model: %s\n", hcomm_status_str(st));
@@ -258,6 +301,7 @@ int main(int argc, char **argv)
                        h->rail_first[l + 1] - h->rail_first[l], o.quiet);
         print_choices(&plans, HC_COLL_ALLREDUCE, &o);
         print_choices(&plans, HC_COLL_ALLTOALL, &o);
+        print_transports();
     }
     hc_plans_free(&plans);
     return rc;

@@ -147,10 +147,21 @@ static void comm_set_spin(hcomm_comm_t c)
     }
 }
 
-/* hwloc's view of this rank; without it the model still knows the host. */
-static void comm_self_topo(comm_card_t *card)
+/* Where this host's discovery is shared among the communicator's ranks on it. */
+static void comm_topo_share_name(hcomm_comm_t c, const hc_peer_info_t *self, char *name,
+                                 size_t size)
 {
-    if (hc_topo_discover(&card->topo) == HCOMM_SUCCESS)
+    char hex[17];
+    for (int i = 0; i < 8; i++)
+        snprintf(hex + 2 * i, 3, "%02x", c->cookie[i]);
+    snprintf(name, size, "/hcomm-%s-topo-%016llx", hex, (unsigned long long)self->host_hash);
+}
+
+/* This rank's place in its host; without discovery the model still knows the
+ * host. *owner: this rank published the host's record (removed after init). */
+static void comm_self_topo(hcomm_comm_t c, comm_card_t *card, const char *share, int *owner)
+{
+    if (hc_topo_discover(&card->topo, share, c->timeout, owner) == HCOMM_SUCCESS)
         return;
     hc_warn(INIT, "topology discovery failed: this rank is modelled by host only");
     memset(&card->topo, 0, sizeof(card->topo));
@@ -184,6 +195,9 @@ static hcomm_status_t comm_topo_from_cards(hcomm_comm_t c, comm_card_t *cards)
 
 static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
 {
+    double         t[6];
+    char           share[64];
+    int            share_owner = 0;
     hcomm_status_t st = hc_bootstrap_init(id, c->nranks, c->rank, c->timeout, &c->bs);
     if (st != HCOMM_SUCCESS)
         return st;
@@ -195,13 +209,19 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
         free(cards);
         return HCOMM_ERR_NO_MEMORY;
     }
+    t[0] = hc_clock_now();
     comm_self_info(&cards[c->rank].info, c->rank);
-    comm_self_topo(&cards[c->rank]);
-    st = hc_comm_tl_open(c, &cards[c->rank]);
+    comm_topo_share_name(c, &cards[c->rank].info, share, sizeof(share));
+    comm_self_topo(c, &cards[c->rank], share, &share_owner);
+    t[1] = hc_clock_now();
+    st   = hc_comm_tl_open(c, &cards[c->rank]);
+    t[2] = hc_clock_now();
     if (st == HCOMM_SUCCESS)
         st = hc_bootstrap_allgather(c->bs, cards, sizeof(*cards));
+    t[3] = hc_clock_now();
     if (st == HCOMM_SUCCESS)
         st = comm_topo_from_cards(c, cards);
+    t[4] = hc_clock_now();
     if (st == HCOMM_SUCCESS) {
         for (int r = 0; r < c->nranks; r++)
             c->peers[r] = cards[r].info;
@@ -210,6 +230,13 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     free(cards);
     if (st == HCOMM_SUCCESS)
         st = hc_bootstrap_barrier(c->bs);
+    if (share_owner) /* every rank is past discovery, or init failed */
+        hc_topo_share_remove(share);
+    t[5] = hc_clock_now();
+    hc_debug(INIT, "init took %.1f ms: discovery %.1f, transports %.1f, exchange %.1f, model "
+             "and plans %.1f, choice and barrier %.1f", (t[5] - t[0]) * 1e3,
+             (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3, (t[3] - t[2]) * 1e3, (t[4] - t[3]) * 1e3,
+             (t[5] - t[4]) * 1e3);
     comm_set_spin(c);
     return st;
 }

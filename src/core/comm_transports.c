@@ -11,28 +11,9 @@
 #include "core/comm.h"
 #include "core/comm_card.h"
 
-/* The transport HCOMM_TRANSPORT forces for every pair, -1 for auto; -2 (logged)
- * when it names none of this build's. */
-static int tl_forced(void)
-{
-    const char *name = hc_params_get()->transport;
-    if (strcmp(name, "auto") == 0)
-        return -1;
-    int t = hc_tl_index(name, strlen(name));
-    if (t < 0) {
-        char names[128] = "";
-        for (int i = 0; hc_tl_table[i] != NULL; i++)
-            snprintf(names + strlen(names), sizeof(names) - strlen(names), ", %s",
-                     hc_tl_table[i]->name);
-        hc_error(INIT, "HCOMM_TRANSPORT=%s: expected auto%s", name, names);
-        return -2;
-    }
-    return t;
-}
-
 hcomm_status_t hc_comm_tl_open(hcomm_comm_t c, comm_card_t *card)
 {
-    int            forced = tl_forced();
+    int            forced = hc_tl_forced(hc_params_get()->transport);
     hc_tl_params_t tp     = {.rank    = c->rank,
                              .nranks  = c->nranks,
                              .bind_ip = hc_bootstrap_local_ip(c->bs),
@@ -79,19 +60,12 @@ static int tl_serves(hcomm_comm_t c, int t, const comm_card_t *me, const comm_ca
 static int tl_pick(hcomm_comm_t c, const comm_card_t *cards, int peer, int forced)
 {
     const comm_card_t *me = &cards[c->rank], *p = &cards[peer];
-    if (forced >= 0)
-        return tl_serves(c, forced, me, p) ? forced : -1;
-    int shm = hc_tl_index("shm", 3);
-    if (me->info.host_hash == p->info.host_hash && tl_serves(c, shm, me, p))
-        return shm;
-    for (const char *n = hc_params_get()->net; *n != '\0';) {
-        size_t len = strcspn(n, ",");
-        int    t   = hc_tl_index(n, len);
+    uint32_t           usable = 0;
+    for (int t = 0; hc_tl_table[t] != NULL; t++)
         if (tl_serves(c, t, me, p))
-            return t;
-        n += len + (n[len] == ',');
-    }
-    return -1;
+            usable |= 1u << t;
+    return hc_tl_choose(forced, hc_params_get()->net, usable,
+                        me->info.host_hash == p->info.host_hash);
 }
 
 /* Says once which HCOMM_NET names this build does not have. */
@@ -100,10 +74,49 @@ static void tl_check_net(void)
     for (const char *n = hc_params_get()->net; *n != '\0';) {
         size_t len = strcspn(n, ",");
         if (len > 0 && hc_tl_index(n, len) < 0)
-            hc_info(INIT, "HCOMM_NET: %.*s is not a transport of this build; skipped", (int)len,
-                    n);
+            hc_debug(INIT, "HCOMM_NET: %.*s is not a transport of this build; skipped", (int)len,
+                     n);
         n += len + (n[len] == ',');
     }
+}
+
+/* One info line per transport and host: "ranks 0-4,6-63 on vm: shm". */
+static int tl_same_class(hcomm_comm_t c, const comm_card_t *cards, int a, int b)
+{
+    return c->ep_tl[a] == c->ep_tl[b] && cards[a].info.host_hash == cards[b].info.host_hash;
+}
+
+static void tl_log_choices(hcomm_comm_t c, const comm_card_t *cards)
+{
+    char *done = calloc((size_t)c->nranks, 1);
+    char  list[256];
+    if (done == NULL)
+        return;
+    done[c->rank] = 1;
+    for (int first = 0; first < c->nranks; first++) {
+        size_t len   = 0;
+        int    count = 0;
+        if (done[first])
+            continue;
+        for (int r = first; r < c->nranks; r++) {
+            if (done[r] || !tl_same_class(c, cards, first, r))
+                continue;
+            int last = r;
+            while (last + 1 < c->nranks && !done[last + 1] && tl_same_class(c, cards, r, last + 1))
+                last++;
+            memset(done + r, 1, (size_t)(last - r + 1));
+            count += last - r + 1;
+            if (len < sizeof(list))
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", len ? "," : "", r);
+            if (last > r && len < sizeof(list))
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "-%d", last);
+            r = last;
+        }
+        hc_info(INIT, "%s %s on %s: %s%s", count > 1 ? "ranks" : "rank", list,
+                cards[first].info.hostname, c->tl_ops[c->ep_tl[first]]->name,
+                len >= sizeof(list) ? " (list cut)" : "");
+    }
+    free(done);
 }
 
 /* Keeps peer's address for its chosen transport, for the connection later. */
@@ -117,7 +130,7 @@ static void tl_keep_addr(hcomm_comm_t c, int peer, const void *addr, uint32_t le
 
 hcomm_status_t hc_comm_tl_choose(hcomm_comm_t c, const comm_card_t *cards)
 {
-    int      forced = tl_forced();
+    int      forced = hc_tl_forced(hc_params_get()->transport);
     uint32_t used   = 0;
     size_t   bytes  = 0, off = 0;
     for (int r = 0; r < c->nranks; r++)
@@ -146,9 +159,8 @@ hcomm_status_t hc_comm_tl_choose(hcomm_comm_t c, const comm_card_t *cards)
         c->ep_tl[peer] = (uint8_t)t;
         used |= 1u << t;
         tl_keep_addr(c, peer, cards[peer].addr[t], cards[peer].addr_len[t], &off);
-        hc_info(INIT, "rank %d on %s: %s", peer, cards[peer].info.hostname,
-                c->tl_ops[t]->name);
     }
+    tl_log_choices(c, cards);
     /* what no peer uses is closed: both ends of every pair chose alike, so no
      * peer will ever look for it */
     c->pollable = used != 0;

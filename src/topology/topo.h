@@ -46,7 +46,7 @@ typedef struct hc_rank_topo {
     int32_t       nnics;
     hc_topo_nic_t nics[HC_TOPO_MAX_NICS];
     int32_t       ngpus;
-    char          gpus[HC_TOPO_MAX_GPUS][32]; /* PCI bus ids of the GPUs hwloc sees */
+    char          gpus[HC_TOPO_MAX_GPUS][32]; /* PCI bus ids of the accelerators */
 } hc_rank_topo_t;
 
 /* The model. Nodes are numbered in order of their lowest rank; within a node,
@@ -76,8 +76,15 @@ typedef struct hc_cluster {
  * writes the hostname (size bytes). The communicator and discovery share it. */
 uint64_t hc_topo_host_identity(char *hostname, size_t size);
 
-/* Fills *self by discovering the calling process with hwloc. */
-hcomm_status_t hc_topo_discover(hc_rank_topo_t *self);
+/* Fills *self: this host (hwloc and sysfs) and where the calling thread's CPU
+ * binding sits in it. With share_name (a shared-memory name every rank of one
+ * communicator computes alike), one rank per host discovers and the others
+ * read its record, waiting at most timeout seconds; *owner is then set on the
+ * rank that wrote the record, which removes it with hc_topo_share_remove once
+ * every rank of the host is past discovery. NULL: discover alone. */
+hcomm_status_t hc_topo_discover(hc_rank_topo_t *self, const char *share_name, double timeout,
+                                int *owner);
+void           hc_topo_share_remove(const char *share_name);
 
 /* Builds the model from every rank's discovery (ranks[r] for r < nranks); takes
  * no ownership of ranks (copies). Default link costs per class come from the

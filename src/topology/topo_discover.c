@@ -1,8 +1,9 @@
-/* topo_discover.c - what the calling process learns about itself with hwloc:
- * host identity, its CPU binding and NUMA node, NICs and GPUs. */
+/* topo_discover.c - what the calling process learns about itself: host
+ * identity, the host's NUMA nodes (hwloc; once per host, topo_share.c), NICs
+ * and accelerators (topo_devices.c), and where its CPU binding sits. */
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,7 +12,7 @@
 
 #include "base/hash.h"
 #include "base/log.h"
-#include "topology/topo.h"
+#include "topology/topo_host.h"
 
 uint64_t hc_topo_host_identity(char *hostname, size_t size)
 {
@@ -33,142 +34,104 @@ uint64_t hc_topo_host_identity(char *hostname, size_t size)
     return h;
 }
 
-/* /sys/class/net/<if>/speed is in Mb/s; -1 or absent means unknown (0). */
-static double topo_nic_speed(const char *name)
+hcomm_status_t hc_topo_host_discover(hc_topo_host_t *host)
 {
-    char path[128];
-    snprintf(path, sizeof(path), "/sys/class/net/%s/speed", name);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0.0;
-    long mbps = -1;
-    if (fscanf(f, "%ld", &mbps) != 1)
-        mbps = -1;
-    fclose(f);
-    return mbps > 0 ? (double)mbps / 8000.0 : 0.0;
-}
-
-/* The one NUMA node (OS index) a nodeset names; -1 for none or several. */
-static int32_t topo_single_numa(hwloc_const_nodeset_t ns)
-{
-    if (ns == NULL || hwloc_bitmap_weight(ns) != 1)
-        return -1;
-    return (int32_t)hwloc_bitmap_first(ns);
-}
-
-static void topo_add_nic(hc_rank_topo_t *self, const char *name, int32_t numa)
-{
-    for (int i = 0; i < self->nnics; i++)
-        if (strcmp(self->nics[i].name, name) == 0)
-            return;
-    if (self->nnics >= HC_TOPO_MAX_NICS)
-        return;
-    hc_topo_nic_t *nic = &self->nics[self->nnics++];
-    snprintf(nic->name, sizeof(nic->name), "%s", name);
-    nic->speed_gbps = topo_nic_speed(nic->name);
-    nic->numa       = numa;
-}
-
-static void topo_add_gpu(hc_rank_topo_t *self, hwloc_obj_t os)
-{
-    if (self->ngpus >= HC_TOPO_MAX_GPUS)
-        return;
-    char       *dst = self->gpus[self->ngpus++];
-    hwloc_obj_t p   = os->parent;
-    if (p != NULL && p->type == HWLOC_OBJ_PCI_DEVICE)
-        snprintf(dst, 32, "%04x:%02x:%02x.%01x", p->attr->pcidev.domain, p->attr->pcidev.bus,
-                 p->attr->pcidev.dev, p->attr->pcidev.func);
-    else
-        snprintf(dst, 32, "%s", os->name != NULL ? os->name : "gpu");
-}
-
-static void topo_scan_osdevs(hwloc_topology_t topo, hc_rank_topo_t *self)
-{
-    for (hwloc_obj_t os = hwloc_get_next_osdev(topo, NULL); os != NULL;
-         os             = hwloc_get_next_osdev(topo, os)) {
-        hwloc_obj_osdev_type_t t = os->attr->osdev.type;
-        if (t == HWLOC_OBJ_OSDEV_NETWORK && os->name != NULL) {
-            hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, os);
-            topo_add_nic(self, os->name, topo_single_numa(anc != NULL ? anc->nodeset : NULL));
-        } else if (t == HWLOC_OBJ_OSDEV_GPU || t == HWLOC_OBJ_OSDEV_COPROC) {
-            topo_add_gpu(self, os);
+    hwloc_topology_t topo;
+    memset(host, 0, sizeof(*host));
+    if (hwloc_topology_init(&topo) != 0) {
+        hc_error(TOPO, "hwloc_topology_init: %s", strerror(errno));
+        return HCOMM_ERR_SYSTEM;
+    }
+    /* CPUs and NUMA only: devices come from sysfs (topo_devices.c) */
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+    if (hwloc_topology_load(topo) != 0) {
+        hc_error(TOPO, "hwloc_topology_load: %s", strerror(errno));
+        hwloc_topology_destroy(topo);
+        return HCOMM_ERR_SYSTEM;
+    }
+    int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+    for (int i = 0; i < n && host->nnuma < HC_TOPO_MAX_NUMA; i++) {
+        hwloc_obj_t node = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)i);
+        if (node == NULL || node->cpuset == NULL)
+            continue;
+        char *list = host->numa_cpus[host->nnuma];
+        int   len  = hwloc_bitmap_list_snprintf(list, HC_TOPO_CPULIST_MAX, node->cpuset);
+        if (len < 0 || len >= HC_TOPO_CPULIST_MAX) {
+            hc_warn(TOPO, "NUMA node %u: CPU list longer than %d characters; node ignored",
+                    node->os_index, HC_TOPO_CPULIST_MAX - 1);
+            continue;
         }
+        host->numa_os[host->nnuma++] = (int32_t)node->os_index;
     }
+    hwloc_topology_destroy(topo);
+    hc_topo_scan_devices(host);
+    /* the kernel says -1 where there is one node to be on */
+    for (int i = 0; i < host->nnics && host->nnuma == 1; i++)
+        if (host->nics[i].numa < 0)
+            host->nics[i].numa = host->numa_os[0];
+    return HCOMM_SUCCESS;
 }
 
-/* Virtual interfaces (veth, bridges) that hwloc does not list as PCI devices. */
-static void topo_scan_ifaddrs(hc_rank_topo_t *self)
+/* The calling thread's CPU binding (every CPU when unknown), its NUMA node
+ * (-1 when it spans several or none) and the host's node count. */
+static hcomm_status_t topo_place(const hc_topo_host_t *host, hc_rank_topo_t *self)
 {
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) != 0) {
-        hc_debug(INIT, "getifaddrs: %s", strerror(errno));
-        return;
+    hwloc_bitmap_t bind = hwloc_bitmap_alloc(), node = hwloc_bitmap_alloc();
+    cpu_set_t      set;
+    if (bind == NULL || node == NULL) {
+        hwloc_bitmap_free(bind);
+        hwloc_bitmap_free(node);
+        hc_error(TOPO, "hwloc_bitmap_alloc: out of memory");
+        return HCOMM_ERR_NO_MEMORY;
     }
-    for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next)
-        if (i->ifa_name != NULL && !(i->ifa_flags & IFF_LOOPBACK) && (i->ifa_flags & IFF_UP))
-            topo_add_nic(self, i->ifa_name, -1);
-    freeifaddrs(ifs);
-}
-
-/* Binding, its NUMA node (-1 when it spans several or none), and NUMA count. */
-static int topo_binding(hwloc_topology_t topo, hc_rank_topo_t *self)
-{
-    hwloc_bitmap_t set = hwloc_bitmap_alloc();
-    if (set == NULL)
-        return -1;
-    if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) != 0 &&
-        hwloc_get_cpubind(topo, set, 0) != 0) {
-        hc_debug(INIT, "hwloc_get_cpubind: %s; assuming the whole machine", strerror(errno));
-        hwloc_bitmap_copy(set, hwloc_topology_get_topology_cpuset(topo));
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+            if (CPU_ISSET(cpu, &set))
+                hwloc_bitmap_set(bind, (unsigned)cpu);
+    } else {
+        hc_debug(TOPO, "sched_getaffinity: %s; assuming every CPU", strerror(errno));
     }
-    int nnuma = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
     int hits = 0, numa = -1;
-    for (int i = 0; i < nnuma; i++) {
-        hwloc_obj_t n = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)i);
-        if (n != NULL && n->cpuset != NULL && hwloc_bitmap_intersects(n->cpuset, set)) {
+    for (int i = 0; i < host->nnuma; i++) {
+        if (hwloc_bitmap_list_sscanf(node, host->numa_cpus[i]) != 0)
+            continue;
+        if (hwloc_bitmap_iszero(bind) || hwloc_bitmap_intersects(node, bind)) {
             hits++;
-            numa = (int)n->os_index;
+            numa = host->numa_os[i];
         }
     }
     self->numa  = hits == 1 ? numa : -1;
-    self->nnuma = nnuma > 0 ? nnuma : 1;
-    int w       = hwloc_bitmap_weight(set);
+    self->nnuma = host->nnuma > 0 ? host->nnuma : 1;
+    int w       = hwloc_bitmap_weight(bind);
     self->ncpus = w > 0 ? w : 1;
-    if (hwloc_bitmap_list_snprintf(self->cpuset, sizeof(self->cpuset), set) < 0)
-        self->cpuset[0] = '\0';
-    hwloc_bitmap_free(set);
-    return 0;
+    if (w <= 0 || hwloc_bitmap_list_snprintf(self->cpuset, sizeof(self->cpuset), bind) < 0)
+        snprintf(self->cpuset, sizeof(self->cpuset), "?");
+    hwloc_bitmap_free(bind);
+    hwloc_bitmap_free(node);
+    return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_topo_discover(hc_rank_topo_t *self)
+hcomm_status_t hc_topo_discover(hc_rank_topo_t *self, const char *share_name, double timeout,
+                                int *owner)
 {
-    hc_rank_topo_t   t;
-    hwloc_topology_t topo;
-    if (self == NULL)
+    if (self == NULL || owner == NULL)
         return HCOMM_ERR_INVALID_ARG;
-    memset(&t, 0, sizeof(t));
-    t.host_hash = hc_topo_host_identity(t.hostname, sizeof(t.hostname));
-    if (hwloc_topology_init(&topo) != 0) {
-        hc_error(INIT, "hwloc_topology_init: %s", strerror(errno));
-        return HCOMM_ERR_SYSTEM;
+    hc_topo_host_t *host = calloc(1, sizeof(*host));
+    if (host == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    *owner = 0;
+    memset(self, 0, sizeof(*self));
+    self->host_hash   = hc_topo_host_identity(self->hostname, sizeof(self->hostname));
+    hcomm_status_t st = share_name != NULL ? hc_topo_share_get(share_name, timeout, host, owner)
+                                           : hc_topo_host_discover(host);
+    if (st == HCOMM_SUCCESS)
+        st = topo_place(host, self);
+    if (st == HCOMM_SUCCESS) {
+        self->nnics = host->nnics;
+        memcpy(self->nics, host->nics, sizeof(self->nics));
+        self->ngpus = host->ngpus;
+        memcpy(self->gpus, host->gpus, sizeof(self->gpus));
     }
-    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    if (hwloc_topology_load(topo) != 0) {
-        hc_error(INIT, "hwloc_topology_load: %s", strerror(errno));
-        goto err_topo;
-    }
-    if (topo_binding(topo, &t) != 0) {
-        hc_error(INIT, "hwloc_bitmap_alloc: out of memory");
-        goto err_topo;
-    }
-    topo_scan_osdevs(topo, &t);
-    if (t.nnics == 0)
-        topo_scan_ifaddrs(&t);
-    hwloc_topology_destroy(topo);
-    *self = t;
-    return HCOMM_SUCCESS;
-
-err_topo:
-    hwloc_topology_destroy(topo);
-    return HCOMM_ERR_SYSTEM;
+    free(host);
+    return st;
 }

@@ -145,5 +145,13 @@ extern const hc_tl_ops_t *const hc_tl_table[];
 int hc_tl_table_len(void);
 /* The index of the transport named name[0..len) in hc_tl_table, or -1. */
 int hc_tl_index(const char *name, size_t len);
+/* HCOMM_TRANSPORT's value as an index: -1 for auto, -2 (logged) for a name
+ * this build lacks. */
+int hc_tl_forced(const char *name);
+/* The transport for a pair, from the transports usable for it (bit t: both
+ * ranks opened hc_tl_table[t] and it reaches): the forced one if any; else
+ * shm inside a host; else the first of net (a comma list, HCOMM_NET) that is
+ * usable. -1: none. Both ranks of a pair compute the same. */
+int hc_tl_choose(int forced, const char *net, uint32_t usable, int same_host);
 
 #endif

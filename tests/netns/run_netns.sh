@@ -32,7 +32,7 @@ result "the hierarchical alltoall was built, not pairwise" $?
 HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo,init netns_launch timeout 300 "$perf" all_reduce -b 8 -e 4M -f 8 -n 3 -w 1
 result "hcomm-perf all_reduce on $NODES nodes x $PPN ranks" $?
 # each peer's transport, chosen at init; connections made only for pairs in use
-tcp=$(grep -c 'rank [0-9]* on .*: tcp$' "$dir/log.0") shm=$(grep -c 'rank [0-9]* on .*: shm$' "$dir/log.0")
+tcp=$(peers_over "$dir/log.0" tcp) shm=$(peers_over "$dir/log.0" shm)
 ctcp=$(grep -c 'connected over tcp' "$dir/log.0") cshm=$(grep -c 'connected over shm' "$dir/log.0")
 [ "$tcp" -eq $((PPN * (NODES - 1))) ] && [ "$shm" -eq $((PPN - 1)) ] &&
     [ "$ctcp" -ge 1 ] && [ "$ctcp" -le "$tcp" ] && [ "$cshm" -ge 1 ] && [ "$cshm" -le "$shm" ]

@@ -86,7 +86,11 @@ static void test_nccl_fallbacks(void **state)
     setenv("NCCL_SHM_DISABLE", "1", 1);
     setenv("NCCL_SOCKET_IFNAME", "^docker,lo", 1);
     setenv("NCCL_NSOCKS_PERTHREAD", "3", 1);
-    setenv("NCCL_IB_HCA", "mlx5", 1); /* no equivalent: an info line, ignored */
+    setenv("NCCL_IB_HCA", "=mlx5_0:1,mlx5_1", 1);
+    setenv("NCCL_IB_GID_INDEX", "3", 1);
+    setenv("NCCL_NET", "Socket", 1);
+    setenv("NCCL_IB_DISABLE", "1", 1); /* NCCL_NET comes first in the table: it wins */
+    setenv("NCCL_IB_TC", "106", 1); /* no equivalent: an info line, ignored */
     setenv("HCOMM_TCP_NSOCKS", "2", 1);
     hc_params_reload();
     const hc_params_t *p = hc_params_get();
@@ -95,6 +99,19 @@ static void test_nccl_fallbacks(void **state)
     assert_string_equal(p->transport, "tcp");
     assert_string_equal(p->socket_ifname, "^docker,lo");
     assert_int_equal(p->tcp_nsocks, 2); /* HCOMM_ wins */
+    assert_string_equal(p->ib_hca, "=mlx5_0:1,mlx5_1");
+    assert_int_equal(p->ib_gid_index, 3);
+    assert_string_equal(p->net, "tcp,ib,ofi,ucx");
+    unsetenv("NCCL_NET");
+    hc_params_reload();
+    assert_string_equal(hc_params_get()->net, "ofi,ucx,tcp"); /* NCCL_IB_DISABLE=1 */
+    setenv("NCCL_NET", "IB", 1);
+    setenv("NCCL_IB_DISABLE", "0", 1);
+    hc_params_reload();
+    assert_string_equal(hc_params_get()->net, "ib,ofi,ucx,tcp");
+    setenv("NCCL_NET", "Nonesuch", 1); /* a plugin hcomm lacks: the default */
+    hc_params_reload();
+    assert_string_equal(hc_params_get()->net, "ib,ofi,ucx,tcp");
     setenv("NCCL_ALGO", "CollnetChain", 1); /* nothing hcomm knows: default */
     setenv("NCCL_SHM_DISABLE", "0", 1);
     setenv("NCCL_DEBUG_SUBSYS", "^INIT,NET", 1); /* all but: the ^ must survive */
@@ -102,8 +119,10 @@ static void test_nccl_fallbacks(void **state)
     assert_string_equal(hc_params_get()->log_subsys, "^init,net");
     assert_string_equal(hc_params_get()->algo, "");
     assert_string_equal(hc_params_get()->transport, "auto");
-    const char *vars[] = {"NCCL_DEBUG_SUBSYS", "NCCL_ALGO", "NCCL_SHM_DISABLE", "NCCL_SOCKET_IFNAME",
-                          "NCCL_NSOCKS_PERTHREAD", "NCCL_IB_HCA", "HCOMM_TCP_NSOCKS"};
+    const char *vars[] = {"NCCL_DEBUG_SUBSYS",     "NCCL_ALGO",       "NCCL_SHM_DISABLE",
+                          "NCCL_SOCKET_IFNAME",    "NCCL_IB_HCA",     "NCCL_IB_GID_INDEX",
+                          "NCCL_NSOCKS_PERTHREAD", "NCCL_NET",        "NCCL_IB_DISABLE",
+                          "NCCL_IB_TC",            "HCOMM_TCP_NSOCKS"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
     hc_params_reload();

@@ -46,8 +46,10 @@ static void test_discover(void **state)
 {
     hc_rank_topo_t t;
     (void)state;
+    int            owner = -1;
     memset(&t, 0xa5, sizeof(t));
-    assert_int_equal(hc_topo_discover(&t), HCOMM_SUCCESS);
+    assert_int_equal(hc_topo_discover(&t, NULL, 0.0, &owner), HCOMM_SUCCESS);
+    assert_int_equal(owner, 0);
     assert_true(t.hostname[0] != '\0');
     assert_true(t.host_hash == comm_host_hash());
     assert_true(t.ncpus >= 1);

@@ -72,6 +72,32 @@ static int conv_disable(const char *in, char *out, size_t len)
     return strcmp(in, "1") == 0 ? conv_copy("tcp", out, len) : -1;
 }
 
+/* NCCL_NET names a network back end ("IB", "Socket", a plugin's name): the
+ * transport that plays its part leads the list, the others stay behind it. */
+static int conv_net(const char *in, char *out, size_t len)
+{
+    static const char *const map[][2] = {{"IB", "ib"},         {"Socket", "tcp"},
+                                         {"Libfabric", "ofi"}, {"AWS Libfabric", "ofi"},
+                                         {"OFI", "ofi"},       {"UCX", "ucx"}};
+    static const char *const rest[]   = {"ib", "ofi", "ucx", "tcp"};
+    char                     first[16];
+    if (conv_words(in, first, sizeof(first), map, sizeof(map) / sizeof(map[0])) != 0 ||
+        conv_copy(first, out, len) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++) {
+        size_t n = strlen(out);
+        if (strcmp(first, rest[i]) != 0 &&
+            snprintf(out + n, len - n, ",%s", rest[i]) >= (int)(len - n))
+            return -1;
+    }
+    return 0;
+}
+
+static int conv_ib_disable(const char *in, char *out, size_t len)
+{
+    return strcmp(in, "1") == 0 ? conv_copy("ofi,ucx,tcp", out, len) : -1;
+}
+
 static const hc_params_alias_t nccl_aliases[] = {
     {"LOG_LEVEL", "NCCL_DEBUG", conv_debug},
     {"LOG_SUBSYS", "NCCL_DEBUG_SUBSYS", conv_subsys},
@@ -80,6 +106,10 @@ static const hc_params_alias_t nccl_aliases[] = {
     {"ALGO", "NCCL_ALGO", conv_algo},
     {"TRANSPORT", "NCCL_SHM_DISABLE", conv_disable},
     {"TCP_NSOCKS", "NCCL_NSOCKS_PERTHREAD", conv_copy},
+    {"NET", "NCCL_NET", conv_net},
+    {"NET", "NCCL_IB_DISABLE", conv_ib_disable},
+    {"IB_HCA", "NCCL_IB_HCA", conv_copy},
+    {"IB_GID_INDEX", "NCCL_IB_GID_INDEX", conv_copy},
     {NULL, NULL, NULL},
 };
 
