@@ -1,7 +1,7 @@
 # netns_lib.sh - sourced by the multi-host tests and benchmarks, after
 # tests/test_lib.sh (top, skip, need_root, scratch): NODES network namespaces
 # joined by veth pairs to a bridge in a namespace of its own, each node's link
-# limited with tc tbf to RATE, and a launcher that starts PPN ranks per
+# limited with tc tbf to RATE (none: no limit), and a launcher that starts PPN ranks per
 # namespace. Set NODES, PPN, RATE (default 1gbit), PLACE (block: rank r on
 # node r / PPN; rr: on node r % NODES) first. The namespaces and $netns_dir
 # go when the script ends.
@@ -33,7 +33,9 @@ netns_setup() {
                 ip -n "${tag}h" link set "${tag}a$i" master br0 up &&
                 ip -n "$ns" addr add "$sub.$((i + 1))/24" dev "${tag}b$i" &&
                 ip -n "$ns" link set "${tag}b$i" up && ip -n "$ns" link set lo up &&
-                tc -n "$ns" qdisc add dev "${tag}b$i" root tbf rate "$RATE" burst "$BURST" latency 50ms ||
+                { [ "$RATE" = none ] ||
+                    tc -n "$ns" qdisc add dev "${tag}b$i" root tbf rate "$RATE" burst "$BURST" \
+                        latency 50ms; } ||
                 exit 1
         done
     ) 2> "$netns_dir/setup.err" ||
