@@ -12,9 +12,8 @@
 #   MODE=local RANKS="2 4" perf/fabric_bench.sh [hcomm-perf args]
 #     this host; variants shm (reference), ucx-shm; default args
 #     -b 64K -e 64M -f 4 -n 20 -w 3
-# VARIANTS overrides the list. Variants: tcp, shm (hcomm's own), ofi-tcp
-# (libfabric tcp;ofi_rxm), ofi-shm (libfabric shm), ucx-tcp (UCX_TLS=tcp),
-# ucx-shm (UCX_TLS=posix,cma: UCX's shared memory and cross-memory copies).
+# VARIANTS overrides the list; the variants are variant_env's in
+# tests/test_lib.sh (tcp, shm, ofi-tcp, ofi-shm, ucx-tcp, ucx-shm).
 MODE=${MODE:-local} LAUNCHES=${LAUNCHES:-5}
 case $MODE in
 netns) VARIANTS=${VARIANTS:-"tcp ofi-tcp ucx-tcp"} RANKS=2 NODES=2 PPN=1 RATE=none
@@ -35,17 +34,13 @@ else
     scratch fabric
 fi
 
-# variant_env NAME: the environment that forces the variant
-variant_env() {
-    case $1 in
-    tcp | shm) echo "HCOMM_TRANSPORT=$1" ;;
-    ofi-tcp) echo "HCOMM_TRANSPORT=ofi HCOMM_OFI_PROVIDER=tcp;ofi_rxm" ;;
-    ofi-shm) echo "HCOMM_TRANSPORT=ofi HCOMM_OFI_PROVIDER=shm" ;;
-    ucx-tcp) echo "HCOMM_TRANSPORT=ucx UCX_TLS=tcp" ;;
-    ucx-shm) echo "HCOMM_TRANSPORT=ucx UCX_TLS=posix,cma" ;;
-    *) echo "fabric_bench: unknown variant $1" >&2; exit 2 ;;
-    esac
-}
+# the variants that open here; the others are named and left out
+kept=
+for v in $VARIANTS; do
+    why=$(tl_unusable "$v")
+    if [ -z "$why" ]; then kept="$kept $v"; else echo "# $v left out: $why"; fi
+done
+VARIANTS=$kept
 
 # run_one VARIANT N ARGS...: hcomm-perf output in $tmp/out
 run_one() {

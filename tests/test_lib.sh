@@ -86,6 +86,36 @@ peers_over() {
         awk -F- '$0 != "" { n += NF == 2 ? $2 - $1 + 1 : 1 } END { print n + 0 }'
 }
 
+# variant_env VARIANT: the environment that forces a transport variant, one
+# assignment a word: shm, tcp (hcomm's own), ofi-tcp (libfabric tcp;ofi_rxm),
+# ofi-shm (libfabric shm), ucx-tcp (UCX_TLS=tcp), ucx-shm (UCX_TLS=posix,cma:
+# UCX's shared memory and cross-memory copies).
+variant_env() {
+    case $1 in
+    tcp | shm) echo "HCOMM_TRANSPORT=$1" ;;
+    ofi-tcp) echo "HCOMM_TRANSPORT=ofi HCOMM_OFI_PROVIDER=tcp;ofi_rxm" ;;
+    ofi-shm) echo "HCOMM_TRANSPORT=ofi HCOMM_OFI_PROVIDER=shm" ;;
+    ucx-tcp) echo "HCOMM_TRANSPORT=ucx UCX_TLS=tcp" ;;
+    ucx-shm) echo "HCOMM_TRANSPORT=ucx UCX_TLS=posix,cma" ;;
+    *) echo "unknown transport variant $1" >&2; return 1 ;;
+    esac
+}
+
+# tl_unusable VARIANT: prints nothing when the variant's transport opens here
+# (hcomm-topo --transports under its environment), else why it cannot run.
+tl_unusable() {
+    tl=${1%%-*}
+    # shellcheck disable=SC2046 # the variant's assignments, one word each
+    tls=$(env $(variant_env "$1") "$top/tools/hcomm-topo" --transports 2>&1)
+    if echo "$tls" | grep -q "^transport $tl  *opens here"; then
+        return 0
+    elif echo "$tls" | grep -q "^transport $tl "; then
+        echo "$tls" | sed -n "s/^transport $tl  *//p"
+    else
+        echo "this build has no $tl transport (configure --with-$tl)"
+    fi
+}
+
 # result LABEL STATUS [FILE]: counts one check by its exit status: 0 PASS, 77
 # SKIP, else FAIL, which shows what on_fail makes of FILE (default $out).
 pass=0 fail=0 skipped=0

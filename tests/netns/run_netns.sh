@@ -3,7 +3,10 @@
 # namespaces as nodes, 2 ranks each, 1 Gbit/s links. Ranks in one namespace
 # share memory (shm), ranks in different ones talk tcp over the veths. Checks
 # that every collective is exact there and that allreduce picks the
-# hierarchical algorithm by itself (no HCOMM_ALGO). Skips without root or ip.
+# hierarchical algorithm by itself (no HCOMM_ALGO). Then the same matrix with
+# HCOMM_NET=ofi (provider tcp;ofi_rxm) and HCOMM_NET=ucx (UCX_TLS=tcp, else
+# UCX would find the namespaces share memory) between the namespaces, where
+# those transports open. Skips without root or ip.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 check="$top/tests/coll/.libs/coll_check" perf="$top/perf/.libs/hcomm-perf"
@@ -51,4 +54,24 @@ result "each algorithm's small allreduce was measured at init" $?
 grep 'allreduce of' "$dir/log.0" | sed 's/.*allreduce of/  allreduce of/' | sort -u | sort -t' ' -k5n
 grep -q 'allreduce of .*: hier' "$dir/log.0"
 result "hierarchical allreduce selected without HCOMM_ALGO" $?
+# the fabrics between the namespaces; shm still inside each
+for net in ofi ucx; do
+    case $net in
+    ofi) v=ofi-tcp set="HCOMM_OFI_PROVIDER=tcp;ofi_rxm" ;;
+    ucx) v=ucx-tcp set="UCX_TLS=tcp" ;;
+    esac
+    why=$(tl_unusable "$v")
+    if [ -n "$why" ]; then
+        result "HCOMM_NET=$net: $why" 77
+        continue
+    fi
+    rm -f "$dir"/log.*
+    # shellcheck disable=SC2086 # set is one assignment
+    netns_launch env HCOMM_NET=$net $set HCOMM_LOG_LEVEL=info HCOMM_LOG_SUBSYS=init \
+        timeout 300 "$check" --quick
+    rc=$?
+    got=$(peers_over "$dir/log.0" $net)
+    [ $rc -eq 0 ] && [ "$got" -eq $((PPN * (NODES - 1))) ] || rc=1
+    result "HCOMM_NET=$net $set: coll_check --quick on $NODES nodes x $PPN ranks, rank 0 over $net to $got peers" $rc
+done
 finish
