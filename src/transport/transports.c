@@ -9,6 +9,9 @@
 const hc_tl_ops_t *const hc_tl_table[] = {
     &hc_tl_shm_ops,
     &hc_tl_tcp_ops,
+#ifdef HC_HAVE_VERBS
+    &hc_tl_ib_ops,
+#endif
     NULL,
 };
 

@@ -7,6 +7,9 @@
 #include <stddef.h>
 
 #include "tl_suite.h"
+#ifdef HC_HAVE_VERBS
+#include "transport/ib/ib_nic.h"
+#endif
 
 /* tl_shm_only.c, tl_tcp_only.c */
 extern const hc_tlt_case_t hc_tlt_shm_cases[], hc_tlt_tcp_cases[], hc_tlt_tcp4_cases[];
@@ -35,12 +38,27 @@ static void tune_tcp4(hc_params_t *prm)
     prm->tcp_stripe_min = 4096;
 }
 
+#ifdef HC_HAVE_VERBS
+/* Where no port is active (no RDMA device, none up, or HCOMM_IB_HCA leaves
+ * none): "no RDMA device with an active port (ibv_get_device_list: ...)".
+ * The variant has no tune: HCOMM_IB_HCA and HCOMM_IB_GID_INDEX from the
+ * environment pick the device (rxe0 for soft-RoCE, say). */
+static const char *ib_unusable(void)
+{
+    static char why[512];
+    return hc_ib_unusable(why, sizeof(why));
+}
+#endif
+
 const hc_tlt_variant_t hc_tlt_variants[] = {
     /* name, ops, tune, unusable, env, leftovers, extra cases */
     {"shm", &hc_tl_shm_ops, tune_shm, hc_tlt_shm_unusable, NULL, hc_tlt_shm_leftovers,
      hc_tlt_shm_cases},
     {"tcp", &hc_tl_tcp_ops, tune_tcp, hc_tlt_tcp_unusable, NULL, NULL, hc_tlt_tcp_cases},
     {"tcp4", &hc_tl_tcp_ops, tune_tcp4, hc_tlt_tcp_unusable, NULL, NULL, hc_tlt_tcp4_cases},
+#ifdef HC_HAVE_VERBS
+    {"ib", &hc_tl_ib_ops, NULL, ib_unusable, NULL, NULL, NULL},
+#endif
     /* e.g. {"ofi-tcp", &hc_tl_ofi_ops, NULL, ofi_unusable, ofi_tcp_env, NULL, NULL},
      * with ofi_tcp_env = {"FI_PROVIDER=tcp", NULL} */
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
