@@ -12,6 +12,9 @@ const hc_tl_ops_t *const hc_tl_table[] = {
 #ifdef HC_HAVE_VERBS
     &hc_tl_ib_ops,
 #endif
+#ifdef HC_HAVE_OFI
+    &hc_tl_ofi_ops,
+#endif
     NULL,
 };
 

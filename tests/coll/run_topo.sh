@@ -61,7 +61,7 @@ one 5 - "allreduce:leader" --coll allreduce --quick
 unset HCOMM_TRANSPORT
 
 # the file's nodes decide the transports: tcp between virtual nodes, shm inside
-HCOMM_TOPO_FILE="$tmp/rr2x2.xml" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=init \
+HCOMM_TOPO_FILE="$tmp/rr2x2.xml" HCOMM_NET=tcp HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=init \
     "$run" -n 4 "$check" --coll barrier --quick > "$out" 2>&1
 ntcp=$(grep -c 'connected over tcp' "$out") nshm=$(grep -c 'connected over shm' "$out")
 [ "$ntcp" -eq 8 ] && [ "$nshm" -eq 4 ]

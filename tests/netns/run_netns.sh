@@ -19,6 +19,10 @@ NODES=3 PPN=2
 netns_setup
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=60
 dir=$netns_dir
+# the transport between nodes: tcp, or the one HCOMM_NET names (HCOMM_NET=ofi)
+net=${HCOMM_NET:-tcp}
+net=${net%%,*}
+export HCOMM_NET=$net
 # a failed check shows the last lines of every rank's output and log
 on_fail() { tail -n 5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -n 40; }
 
@@ -35,11 +39,11 @@ result "the hierarchical alltoall was built, not pairwise" $?
 HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo,init netns_launch timeout 300 "$perf" all_reduce -b 8 -e 4M -f 8 -n 3 -w 1
 result "hcomm-perf all_reduce on $NODES nodes x $PPN ranks" $?
 # each peer's transport, chosen at init; connections made only for pairs in use
-tcp=$(peers_over "$dir/log.0" tcp) shm=$(peers_over "$dir/log.0" shm)
-ctcp=$(grep -c 'connected over tcp' "$dir/log.0") cshm=$(grep -c 'connected over shm' "$dir/log.0")
+tcp=$(peers_over "$dir/log.0" "$net") shm=$(peers_over "$dir/log.0" shm)
+ctcp=$(grep -c "connected over $net" "$dir/log.0") cshm=$(grep -c 'connected over shm' "$dir/log.0")
 [ "$tcp" -eq $((PPN * (NODES - 1))) ] && [ "$shm" -eq $((PPN - 1)) ] &&
     [ "$ctcp" -ge 1 ] && [ "$ctcp" -le "$tcp" ] && [ "$cshm" -ge 1 ] && [ "$cshm" -le "$shm" ]
-result "rank 0: tcp for $tcp peers, shm for $shm; connected $ctcp and $cshm of them" $?
+result "rank 0: $net for $tcp peers, shm for $shm; connected $ctcp and $cshm of them" $?
 grep -h 'cross-node link measured' "$dir/log.0" | sed 's/.*cross-node/  cross-node/'
 grep -q 'cross-node link measured' "$dir/log.0"
 result "the cross-node link was measured at init" $?

@@ -50,6 +50,86 @@ static const char *ib_unusable(void)
 }
 #endif
 
+#ifdef HC_HAVE_OFI
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern const hc_tlt_case_t hc_tlt_ofi_cases[]; /* tl_ofi_only.c */
+
+static void tune_ofi_tcp(hc_params_t *prm)
+{
+    prm->ofi_provider = "tcp;ofi_rxm";
+}
+
+static void tune_ofi_shm(hc_params_t *prm)
+{
+    prm->ofi_provider = "shm";
+}
+
+/* What a context on the variant's provider gets, tried in a child so that
+ * libfabric is never opened in the process that forks the worlds: -1 no
+ * context, 0 a context to poll only, 1 one with a wait fd. */
+static int ofi_probe(void (*tune)(hc_params_t *))
+{
+    hc_params_t    prm  = *hc_params_get();
+    hc_peer_info_t self = {.host_hash = 0x5eed, .pid = (int32_t)getpid()};
+    hc_tl_params_t tp   = {
+          .nranks = 2, .bind_ip = "127.0.0.1", .timeout = 1, .self = &self, .params = &prm};
+    int   status;
+    pid_t pid;
+
+    tune(&prm);
+    fflush(NULL);
+    if ((pid = fork()) == 0) {
+        hc_tl_ctx_t  *ctx;
+        struct pollfd pfd[4];
+        int           rc = -1;
+        if (hc_tl_ofi_ops.init(&ctx, &tp) == HCOMM_SUCCESS) {
+            rc = hc_tl_ofi_ops.wait_fds(ctx, pfd, 4) >= 0;
+            hc_tl_ofi_ops.fini(ctx);
+        }
+        _exit(rc + 1);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status) - 1;
+}
+
+static const char *ofi_unusable(void (*tune)(hc_params_t *), hc_tl_ops_t *ops, char *why,
+                                size_t len)
+{
+    hc_params_t prm = *hc_params_get();
+    int         got = ofi_probe(tune);
+
+    *ops = hc_tl_ofi_ops;
+    if (got == 0)
+        ops->wait_fds = NULL; /* as the core reads a -1: this provider is polled only */
+    tune(&prm);
+    snprintf(why, len,
+             "libfabric offers no usable provider \"%s\" here (HCOMM_LOG_LEVEL=info "
+             "says why)",
+             prm.ofi_provider);
+    return got < 0 ? why : NULL;
+}
+
+/* The ops each variant runs: the transport's, less wait_fds where the
+ * provider offers no wait fd (libfabric's shm), which the cases then skip. */
+static hc_tl_ops_t ofi_tcp_ops, ofi_shm_ops;
+
+static const char *ofi_tcp_unusable(void)
+{
+    static char why[160];
+    return ofi_unusable(tune_ofi_tcp, &ofi_tcp_ops, why, sizeof(why));
+}
+
+static const char *ofi_shm_unusable(void)
+{
+    static char why[160];
+    return ofi_unusable(tune_ofi_shm, &ofi_shm_ops, why, sizeof(why));
+}
+#endif
+
 const hc_tlt_variant_t hc_tlt_variants[] = {
     /* name, ops, tune, unusable, env, leftovers, extra cases */
     {"shm", &hc_tl_shm_ops, tune_shm, hc_tlt_shm_unusable, NULL, hc_tlt_shm_leftovers,
@@ -59,7 +139,9 @@ const hc_tlt_variant_t hc_tlt_variants[] = {
 #ifdef HC_HAVE_VERBS
     {"ib", &hc_tl_ib_ops, NULL, ib_unusable, NULL, NULL, NULL},
 #endif
-    /* e.g. {"ofi-tcp", &hc_tl_ofi_ops, NULL, ofi_unusable, ofi_tcp_env, NULL, NULL},
-     * with ofi_tcp_env = {"FI_PROVIDER=tcp", NULL} */
+#ifdef HC_HAVE_OFI
+    {"ofi-tcp", &ofi_tcp_ops, tune_ofi_tcp, ofi_tcp_unusable, NULL, NULL, hc_tlt_ofi_cases},
+    {"ofi-shm", &ofi_shm_ops, tune_ofi_shm, ofi_shm_unusable, NULL, NULL, hc_tlt_ofi_cases},
+#endif
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
 };
