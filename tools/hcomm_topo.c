@@ -224,7 +224,8 @@ static void print_transports(void)
     const hc_params_t *pa     = hc_params_get();
     hc_peer_info_t     self   = {.pid = (int32_t)getpid()};
     hc_tl_params_t     tp     = {.rank = 0, .nranks = 2, .bind_ip = "127.0.0.1", .timeout = 1.0,
-                                 .self = &self, .params = pa};
+                                 .self = &self, .params = pa,
+                                 .fabric_only = hc_tl_fabric_only(pa)};
     uint32_t           usable = 0;
     self.host_hash = hc_topo_host_identity(self.hostname, sizeof(self.hostname));
     printf("# transports of this build (HCOMM_TRANSPORT=%s, HCOMM_NET=%s)\n", pa->transport,

@@ -10,6 +10,10 @@
 #define HC_PARAM_CTYPE_DOUBLE double
 #define HC_PARAM_CTYPE_STR    const char *
 
+/* HCOMM_NET's default; a library-backed transport opens over plain tcp or
+ * shared memory only when the user changed it (hc_tl_params_t.fabric_only). */
+#define HC_PARAM_NET_DEFAULT "ib,ofi,ucx,tcp"
+
 typedef struct hc_params {
 #define HC_PARAM(NAME, TYPE, DEF, FIELD, DOC) HC_PARAM_CTYPE_##TYPE FIELD;
 #include "params.def"

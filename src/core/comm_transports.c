@@ -20,6 +20,7 @@ hcomm_status_t hc_comm_tl_open(hcomm_comm_t c, comm_card_t *card)
                              .timeout = c->timeout,
                              .self    = &card->info,
                              .params  = hc_params_get()};
+    tp.fabric_only = hc_tl_fabric_only(tp.params);
     memcpy(tp.cookie, c->cookie, sizeof(tp.cookie));
     if (forced == -2)
         return HCOMM_ERR_INVALID_ARG;

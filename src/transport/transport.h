@@ -42,6 +42,11 @@ typedef struct hc_tl_params {
     double                timeout;     /* seconds, for connection set-up waits */
     const hc_peer_info_t *self;
     const hc_params_t    *params;
+    /* The user named no transport (HCOMM_TRANSPORT auto, HCOMM_NET at its
+     * default, no provider or UCX_TLS chosen): a library-backed transport
+     * opens only on hardware that shm and tcp do not drive (RDMA, EFA, ...);
+     * over tcp or shared memory it would only be a slower tcp or shm. */
+    int fabric_only;
 } hc_tl_params_t;
 
 /* Called with each contiguous piece of an incoming message, in order, as the
@@ -154,6 +159,9 @@ int hc_tl_index(const char *name, size_t len);
 /* HCOMM_TRANSPORT's value as an index: -1 for auto, -2 (logged) for a name
  * this build lacks. */
 int hc_tl_forced(const char *name);
+/* hc_tl_params_t.fabric_only for these parameters: no HCOMM_TRANSPORT and
+ * HCOMM_NET at its default. */
+int hc_tl_fabric_only(const hc_params_t *prm);
 /* The transport for a pair, from the transports usable for it (bit t: both
  * ranks opened hc_tl_table[t] and it reaches): the forced one if any; else
  * shm inside a host; else the first of net (a comma list, HCOMM_NET) that is

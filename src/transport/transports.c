@@ -50,6 +50,11 @@ int hc_tl_forced(const char *name)
     return t;
 }
 
+int hc_tl_fabric_only(const hc_params_t *prm)
+{
+    return hc_tl_forced(prm->transport) == -1 && strcmp(prm->net, HC_PARAM_NET_DEFAULT) == 0;
+}
+
 int hc_tl_choose(int forced, const char *net, uint32_t usable, int same_host)
 {
     if (forced >= 0)

@@ -244,7 +244,10 @@ struct hc_tl_ctx {
 enum { HC_OFI_HELLO_NONE = 0, HC_OFI_HELLO_OK, HC_OFI_HELLO_BAD, HC_OFI_HELLO_NACKED };
 
 /* ofi_open.c: picks the provider and opens fabric, domain, CQ, AV, endpoint */
-hcomm_status_t hc_ofi_open(hc_tl_ctx_t *ctx, const char *want, const char *bind_ip);
+/* Opens the first provider named by want (HCOMM_OFI_PROVIDER; "" any) that
+ * offers what the transport needs; hw_only leaves out the providers over
+ * tcp, udp or shared memory (hc_tl_params_t.fabric_only). */
+hcomm_status_t hc_ofi_open(hc_tl_ctx_t *ctx, const char *want, const char *bind_ip, int hw_only);
 void           hc_ofi_close_ep(hc_tl_ctx_t *ctx);
 void           hc_ofi_close(hc_tl_ctx_t *ctx);
 /* shm: the region a peer's endpoint name (of pid) stands for, in out ("" if none). */

@@ -184,22 +184,49 @@ static int usable(const struct fi_info *i)
     return 0;
 }
 
+/* Whether every layer of the provider ("tcp;ofi_rxm") runs over sockets or
+ * shared memory, which hcomm's own tcp and shm drive faster. */
+static int prov_is_soft(const char *prov)
+{
+    static const char *const soft[] = {"tcp", "sockets", "udp", "shm", "sm2", "net",
+                                       "ofi_rxm", "ofi_rxd", NULL};
+    for (const char *p = prov; *p != '\0';) {
+        size_t len = strcspn(p, ";"), k = 0;
+        while (soft[k] != NULL && !(strlen(soft[k]) == len && strncmp(soft[k], p, len) == 0))
+            k++;
+        if (soft[k] == NULL)
+            return 0;
+        p += len + (p[len] == ';');
+    }
+    return 1;
+}
+
 /* Tries the matching offers in libfabric's order, the one on bind_ip first. */
 static hcomm_status_t open_first(hc_tl_ctx_t *ctx, struct fi_info *list, const char *want,
-                                 const char *bind_ip)
+                                 const char *bind_ip, int hw_only)
 {
-    int tried = 0;
+    int tried = 0, soft = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (struct fi_info *i = list; i != NULL; i = i->next) {
-            if (!prov_wanted(want, i->fabric_attr->prov_name) || src_is(i, bind_ip) != !pass ||
-                !usable(i))
+            if (!prov_wanted(want, i->fabric_attr->prov_name) || src_is(i, bind_ip) != !pass)
+                continue;
+            if (hw_only && prov_is_soft(i->fabric_attr->prov_name)) {
+                soft++;
+                continue;
+            }
+            if (!usable(i))
                 continue;
             tried++;
             if (try_open(ctx, i) == HCOMM_SUCCESS)
                 return HCOMM_SUCCESS;
         }
     }
-    if (tried == 0)
+    if (tried == 0 && soft > 0)
+        hc_info(NET,
+                "ofi: libfabric offers only providers over sockets or shared memory here, "
+                "which hcomm's tcp and shm drive faster (HCOMM_NET=ofi,... or "
+                "HCOMM_OFI_PROVIDER uses them)");
+    else if (tried == 0)
         hc_info(NET,
                 "ofi: libfabric offers no provider named \"%s\" with reliable tagged "
                 "messages (FI_EP_RDM, FI_TAGGED)",
@@ -226,7 +253,7 @@ static void rxm_tune(const char *want)
         setenv("FI_OFI_RXM_EAGER_LIMIT", eager, 0);
 }
 
-hcomm_status_t hc_ofi_open(hc_tl_ctx_t *ctx, const char *want, const char *bind_ip)
+hcomm_status_t hc_ofi_open(hc_tl_ctx_t *ctx, const char *want, const char *bind_ip, int hw_only)
 {
     rxm_tune(want);
     struct fi_info *hints = hints_make(want), *list = NULL;
@@ -243,7 +270,7 @@ hcomm_status_t hc_ofi_open(hc_tl_ctx_t *ctx, const char *want, const char *bind_
                 want[0] != '\0' ? " named " : "", want, fi_strerror(-rc));
         return HCOMM_ERR_UNSUPPORTED;
     }
-    hcomm_status_t st = open_first(ctx, list, want, bind_ip);
+    hcomm_status_t st = open_first(ctx, list, want, bind_ip, hw_only);
     fi_freeinfo(list);
     if (st == HCOMM_SUCCESS)
         hc_info(NET, "ofi: provider %s, fabric %s, domain %s%s", ctx->prov,
