@@ -148,6 +148,9 @@ extern const hc_tl_ops_t hc_tl_ib_ops;
 #ifdef HC_HAVE_OFI
 extern const hc_tl_ops_t hc_tl_ofi_ops;
 #endif
+#ifdef HC_HAVE_UCX
+extern const hc_tl_ops_t hc_tl_ucx_ops;
+#endif
 
 /* Every transport this build has (transports.c), in a fixed order that every
  * rank shares; a new transport is one line there. */

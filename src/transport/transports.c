@@ -15,6 +15,9 @@ const hc_tl_ops_t *const hc_tl_table[] = {
 #ifdef HC_HAVE_OFI
     &hc_tl_ofi_ops,
 #endif
+#ifdef HC_HAVE_UCX
+    &hc_tl_ucx_ops,
+#endif
     NULL,
 };
 

@@ -5,6 +5,13 @@
  * of one transport differ by parameters (tune) or environment (env), e.g.
  * FI_PROVIDER=tcp and FI_PROVIDER=shm for ofi. */
 #include <stddef.h>
+#ifdef HC_HAVE_UCX /* for ucx_unusable's probe */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 #include "tl_suite.h"
 #ifdef HC_HAVE_VERBS
@@ -130,6 +137,48 @@ static const char *ofi_shm_unusable(void)
 }
 #endif
 
+#ifdef HC_HAVE_UCX
+/* Whether UCX starts here with the variant's UCX_TLS: init in a child, so that
+ * no UCX state (threads, hooks) is left in the parent that forks the ranks. */
+static const char *ucx_unusable(void)
+{
+    static char         why[160];
+    static const uint8_t cookie[16];
+    hc_peer_info_t      self = {.host_hash = 1, .pid = (int32_t)getpid()};
+    hc_params_t         prm  = *hc_params_get();
+    hc_tl_params_t      tp   = {.nranks = 2, .bind_ip = "127.0.0.1", .timeout = 5,
+                                .self = &self, .params = &prm};
+    int                 status;
+    pid_t               pid;
+
+    memcpy(tp.cookie, cookie, sizeof(tp.cookie));
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        hc_tl_ctx_t   *ctx = NULL;
+        hcomm_status_t st  = hc_tl_ucx_ops.init(&ctx, &tp);
+        if (st == HCOMM_SUCCESS)
+            hc_tl_ucx_ops.fini(ctx);
+        _exit(st == HCOMM_SUCCESS ? 0 : -st);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        snprintf(why, sizeof(why), "the ucx probe (a child that runs init) failed");
+        return why;
+    }
+    if (WEXITSTATUS(status) == 0)
+        return NULL;
+    snprintf(why, sizeof(why), "ucx init with UCX_TLS=%s: %s (HCOMM_LOG_LEVEL=info says why)",
+             getenv("UCX_TLS") != NULL ? getenv("UCX_TLS") : "(unset)",
+             hcomm_status_name((hcomm_status_t)-WEXITSTATUS(status)));
+    return why;
+}
+
+static const char *const ucx_tcp_env[] = {"UCX_TLS=tcp", NULL};
+/* UCX 1.13's shared memory: posix segments for messages, cma (one
+ * process_vm_readv) for the rendezvous of big ones */
+static const char *const ucx_shm_env[] = {"UCX_TLS=posix,cma", NULL};
+#endif
+
 const hc_tlt_variant_t hc_tlt_variants[] = {
     /* name, ops, tune, unusable, env, leftovers, extra cases */
     {"shm", &hc_tl_shm_ops, tune_shm, hc_tlt_shm_unusable, NULL, hc_tlt_shm_leftovers,
@@ -142,6 +191,10 @@ const hc_tlt_variant_t hc_tlt_variants[] = {
 #ifdef HC_HAVE_OFI
     {"ofi-tcp", &ofi_tcp_ops, tune_ofi_tcp, ofi_tcp_unusable, NULL, NULL, hc_tlt_ofi_cases},
     {"ofi-shm", &ofi_shm_ops, tune_ofi_shm, ofi_shm_unusable, NULL, NULL, hc_tlt_ofi_cases},
+#endif
+#ifdef HC_HAVE_UCX
+    {"ucx-tcp", &hc_tl_ucx_ops, NULL, ucx_unusable, ucx_tcp_env, NULL, NULL},
+    {"ucx-shm", &hc_tl_ucx_ops, NULL, ucx_unusable, ucx_shm_env, NULL, NULL},
 #endif
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
 };

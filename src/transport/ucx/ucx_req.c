@@ -1,0 +1,200 @@
+/* ucx_req.c - the ucx transport's requests: posting tagged sends and
+ * receives, and letting go of them (abandon). */
+#include <stdint.h>
+
+#include "base/log.h"
+#include "transport/ucx/ucx.h"
+
+static inline void req_set_done(hc_tl_req_t *req, ucs_status_t status)
+{
+    req->priv[2] = HC_UCX_DONE | (uint64_t)(uint32_t)(int32_t)status << 32;
+}
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    hc_tl_req_t *req = user_data;
+
+    (void)request;
+    req_set_done(req, status);
+    hc_ucx_mark_ready(req->ep);
+}
+
+static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                    void *user_data)
+{
+    hc_tl_req_t *req = user_data;
+
+    (void)request;
+    req->priv[3] = status == UCS_OK && info != NULL ? info->length : 0;
+    req_set_done(req, status);
+    hc_ucx_mark_ready(req->ep);
+}
+
+/* Records how the operation started. UCX may have completed it already, even
+ * through the callback before returning (a receive matched at once). */
+static void req_posted(hc_tl_req_t *req, ucs_status_ptr_t p)
+{
+    if (UCS_PTR_IS_PTR(p)) {
+        req->priv[0] = (uint64_t)(uintptr_t)p;
+        return;
+    }
+    req_set_done(req, UCS_PTR_STATUS(p));
+    hc_ucx_mark_ready(req->ep);
+}
+
+static void enqueue(hc_tl_req_t **head, hc_tl_req_t **tail, hc_tl_req_t *req)
+{
+    if (*tail != NULL)
+        (*tail)->next = req;
+    else
+        *head = req;
+    *tail = req;
+}
+
+hcomm_status_t hc_ucx_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req)
+{
+    /* small messages eagerly, copied out at once: complete without the
+     * receiver (a rendezvous waits for it), so sent before a close means sent */
+    uint32_t            fast = len <= HC_UCX_EAGER_MAX ? UCP_OP_ATTR_FLAG_FAST_CMPL : 0;
+    ucp_request_param_t prm  = {.op_attr_mask =
+                                    UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | fast,
+                                .cb.send   = send_cb,
+                                .user_data = req};
+    ucs_status_ptr_t    p;
+
+    if (ep->status != HCOMM_SUCCESS)
+        return ep->status;
+    if (ep->gone != HC_UCX_PEER_OK || ep->uep == NULL)
+        return HCOMM_ERR_REMOTE;
+    if (buf == NULL && len > 0)
+        return HCOMM_ERR_NULL_BUFFER;
+    hc_tl_req_init(req, ep, len);
+    req->sbuf    = buf;
+    req->priv[1] = req->priv[2] = req->priv[3] = 0;
+    p = hc_ucx_api.ucp_tag_send_nbx(ep->uep, buf, len, hc_ucx_tag(ep->ctx->rank, ep->tx_seq++),
+                                    &prm);
+    enqueue(&ep->sq_head, &ep->sq_tail, req);
+    req_posted(req, p);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_ucx_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
+                            void *sink_arg, hc_tl_req_t *req)
+{
+    hc_tl_ctx_t *ctx = ep->ctx;
+    /* the callback even for an immediate match: UCX 1.13 leaves recv_info
+     * unset then, and the length must be checked */
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                               UCP_OP_ATTR_FIELD_USER_DATA |
+                                               UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+                               .cb.recv   = recv_cb,
+                               .user_data = req};
+    void               *dst = buf, *bounce = NULL;
+    ucs_status_ptr_t    p;
+
+    if (ep->status != HCOMM_SUCCESS)
+        return ep->status;
+    if (buf == NULL && sink == NULL && len > 0)
+        return HCOMM_ERR_NULL_BUFFER;
+    /* a closed peer's last messages can still be received, nothing beyond */
+    if (ep->gone != HC_UCX_PEER_OK &&
+        (ep->gone != HC_UCX_PEER_CLOSED || ep->rx_seq >= ep->peer_sent)) {
+        hc_ucx_ep_fail(ep, HCOMM_ERR_REMOTE);
+        return HCOMM_ERR_REMOTE;
+    }
+    if (sink != NULL && len > 0) {
+        dst = bounce = hc_ucx_bounce_get(ctx, len);
+        if (dst == NULL) {
+            hc_error(NET, "peer %d: out of memory for a %zu-byte receive buffer", ep->peer, len);
+            return HCOMM_ERR_NO_MEMORY;
+        }
+    }
+    hc_tl_req_init(req, ep, len);
+    req->rbuf     = buf;
+    req->sink     = sink;
+    req->sink_arg = sink_arg;
+    req->priv[1]  = (uint64_t)(uintptr_t)bounce;
+    req->priv[2] = req->priv[3] = 0;
+    p = hc_ucx_api.ucp_tag_recv_nbx(ctx->worker, dst, len, hc_ucx_tag(ep->peer, ep->rx_seq++),
+                                    UINT64_MAX, &prm);
+    enqueue(&ep->rq_head, &ep->rq_tail, req);
+    req_posted(req, p);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_ucx_ep_status(hc_tl_ep_t *ep)
+{
+    return ep->status;
+}
+
+/* UCX forgets the request: a receive not yet matched is cancelled; after the
+ * free no callback comes. A matched one may still write: its bounce buffer is
+ * kept until the worker is gone. */
+static void req_abandon(hc_tl_ctx_t *ctx, hc_tl_req_t *req, int recv)
+{
+    void *ucx     = (void *)(uintptr_t)req->priv[0];
+    void *bounce  = (void *)(uintptr_t)req->priv[1];
+    int   writing = 0;
+
+    if (ucx != NULL) {
+        if (recv && !(req->priv[2] & HC_UCX_DONE))
+            hc_ucx_api.ucp_request_cancel(ctx->worker, ucx);
+        writing = !(req->priv[2] & HC_UCX_DONE);
+        hc_ucx_api.ucp_request_free(ucx);
+    }
+    if (bounce != NULL && writing)
+        hc_ucx_bounce_bury(ctx, bounce);
+    else if (bounce != NULL)
+        hc_ucx_bounce_put(ctx, bounce);
+    req->priv[0] = req->priv[1] = 0;
+}
+
+static int abandon_queue(hc_tl_ep_t *ep, hc_tl_req_t **head, hc_tl_req_t **tail, int recv,
+                         hcomm_status_t st)
+{
+    hc_tl_req_t *req;
+    int          n = 0;
+
+    while ((req = *head) != NULL) {
+        *head     = req->next;
+        req->next = NULL;
+        req_abandon(ep->ctx, req, recv);
+        if (st != HCOMM_IN_PROGRESS) {
+            req->status = st;
+            n++;
+        }
+    }
+    *tail = NULL;
+    return n;
+}
+
+void hc_ucx_ep_abandon(hc_tl_ep_t *ep)
+{
+    abandon_queue(ep, &ep->sq_head, &ep->sq_tail, 0, HCOMM_IN_PROGRESS);
+    abandon_queue(ep, &ep->rq_head, &ep->rq_tail, 1, HCOMM_IN_PROGRESS);
+}
+
+int hc_ucx_ep_fail(hc_tl_ep_t *ep, hcomm_status_t st)
+{
+    int n;
+
+    if (ep->status != HCOMM_SUCCESS)
+        return 0;
+    ep->status = st;
+    n          = abandon_queue(ep, &ep->sq_head, &ep->sq_tail, 0, st);
+    n += abandon_queue(ep, &ep->rq_head, &ep->rq_tail, 1, st);
+    /* a failure of ours: the peer learns that nothing more comes */
+    if (st != HCOMM_ERR_REMOTE)
+        hc_ucx_bye_send(ep);
+    return n;
+}
+
+uint64_t hc_ucx_ep_sent(const hc_tl_ep_t *ep)
+{
+    uint64_t n = ep->tx_done;
+
+    for (const hc_tl_req_t *r                                                      = ep->sq_head;
+         r != NULL && (r->priv[2] & HC_UCX_DONE) && hc_ucx_req_ucs(r) == UCS_OK; r = r->next)
+        n++;
+    return n;
+}
