@@ -39,10 +39,11 @@
 #define HC_UCX_TAG_HELLO 1u
 #define HC_UCX_TAG_BYE 2u
 #define HC_UCX_DONE UINT64_C(1)
-#define HC_UCX_CHECK_MS 10  /* same-host peers' pids, this often */
-#define HC_UCX_CLOSE_S 1.0  /* fini's flush of the endpoints, at most */
-#define HC_UCX_DRAIN_MAX 64 /* worker progress rounds that take in what a dead peer sent */
-#define HC_UCX_ARM_TRIES 8  /* progress rounds before the worker's fd is armed */
+#define HC_UCX_CHECK_MS 10         /* same-host peers' pids, this often */
+#define HC_UCX_CLOSE_S 1.0         /* fini's flush of the endpoints, at most */
+#define HC_UCX_CLOSE_PENDING_S 0.1 /* ... when requests were still pending */
+#define HC_UCX_DRAIN_MAX 64        /* worker progress rounds that take in what a dead peer sent */
+#define HC_UCX_ARM_TRIES 8         /* progress rounds before the worker's fd is armed */
 #define HC_UCX_EAGER_MAX ((size_t)16 << 10) /* sends up to this complete without the receiver */
 #define HC_UCX_DRAIN_BYTES 1024 /* unexpected messages taken in at fini, up to this size */
 #define HC_UCX_DRAIN_MSGS 4096  /* ... and up to this many */

@@ -96,10 +96,13 @@ void hc_ucx_close_eps(hc_tl_ctx_t *ctx)
     double span     = ctx->timeout < HC_UCX_CLOSE_S ? ctx->timeout : HC_UCX_CLOSE_S;
     double deadline = hc_clock_now() + span;
     void **reqs     = calloc((size_t)ctx->nlist + 1, sizeof(*reqs));
-    int    left;
+    int    left, pending = 0;
 
     take_news(ctx);
     for (int i = 0; i < ctx->nlist; i++) {
+        /* requests still pending: a teardown after a failure (a peer that
+         * stopped answering), whose flush would wait out the whole span */
+        pending |= ctx->list[i]->sq_head != NULL || ctx->list[i]->rq_head != NULL;
         hc_ucx_bye_send(ctx->list[i]); /* after what was sent, before the flush */
         hc_ucx_ep_abandon(ctx->list[i]);
     }
@@ -118,9 +121,12 @@ void hc_ucx_close_eps(hc_tl_ctx_t *ctx)
     for (int i = 0; i < ctx->nlist; i++)
         if (ctx->list[i]->uep != NULL)
             reqs[i] = close_start(ctx->list[i]);
+    if (pending && hc_clock_now() + HC_UCX_CLOSE_PENDING_S < deadline)
+        deadline = hc_clock_now() + HC_UCX_CLOSE_PENDING_S;
     left = wait_all(ctx, reqs, ctx->nlist, deadline);
     if (left > 0)
-        hc_debug(NET, "%d endpoint(s) not flushed within %.1f s: closed anyway", left, span);
+        hc_debug(NET, "%d endpoint(s) not flushed within %.1f s: closed anyway", left,
+                 pending ? HC_UCX_CLOSE_PENDING_S : span);
     for (int i = 0; i < ctx->nlist; i++)
         close_force(ctx->list[i], &reqs[i]);
     wait_all(ctx, reqs, ctx->nlist, hc_clock_now() + CLOSE_GRACE_S);
