@@ -5,13 +5,10 @@
  * of one transport differ by parameters (tune) or environment (env), e.g.
  * FI_PROVIDER=tcp and FI_PROVIDER=shm for ofi. */
 #include <stddef.h>
-#ifdef HC_HAVE_UCX /* for ucx_unusable's probe */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#endif
 
 #include "tl_suite.h"
 #ifdef HC_HAVE_VERBS
@@ -57,11 +54,46 @@ static const char *ib_unusable(void)
 }
 #endif
 
-#ifdef HC_HAVE_OFI
-#include <stdio.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#if defined(HC_HAVE_OFI) || defined(HC_HAVE_UCX)
+#define PROBE_POLLED 100 /* a child's exit: a context, without a wait fd */
 
+/* Opens a context of ops (tune'd parameters, the variant's environment) in a
+ * child, so that the library the transport loads (libfabric, UCX: threads,
+ * memory hooks) never starts in the process that forks the worlds. The init
+ * status; *polled: the context offered no wait fd. */
+static hcomm_status_t probe(const hc_tl_ops_t *ops, void (*tune)(hc_params_t *), int *polled)
+{
+    hc_params_t    prm  = *hc_params_get();
+    hc_peer_info_t self = {.host_hash = 0x5eed, .pid = (int32_t)getpid()};
+    hc_tl_params_t tp   = {
+          .nranks = 2, .bind_ip = "127.0.0.1", .timeout = 5, .self = &self, .params = &prm};
+    int   status;
+    pid_t pid;
+
+    if (tune != NULL)
+        tune(&prm);
+    fflush(NULL);
+    if ((pid = fork()) == 0) {
+        hc_tl_ctx_t   *ctx = NULL;
+        struct pollfd  pfd[4];
+        hcomm_status_t st   = ops->init(&ctx, &tp);
+        int            code = -(int)st;
+        if (st == HCOMM_SUCCESS) {
+            if (ops->wait_fds == NULL || ops->wait_fds(ctx, pfd, 4) < 0)
+                code = PROBE_POLLED;
+            ops->fini(ctx);
+        }
+        _exit(code);
+    }
+    *polled = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return HCOMM_ERR_SYSTEM;
+    *polled = WEXITSTATUS(status) == PROBE_POLLED;
+    return *polled ? HCOMM_SUCCESS : (hcomm_status_t)-WEXITSTATUS(status);
+}
+#endif
+
+#ifdef HC_HAVE_OFI
 extern const hc_tlt_case_t hc_tlt_ofi_cases[]; /* tl_ofi_only.c */
 
 static void tune_ofi_tcp(hc_params_t *prm)
@@ -74,102 +106,52 @@ static void tune_ofi_shm(hc_params_t *prm)
     prm->ofi_provider = "shm";
 }
 
-/* What a context on the variant's provider gets, tried in a child so that
- * libfabric is never opened in the process that forks the worlds: -1 no
- * context, 0 a context to poll only, 1 one with a wait fd. */
-static int ofi_probe(void (*tune)(hc_params_t *))
-{
-    hc_params_t    prm  = *hc_params_get();
-    hc_peer_info_t self = {.host_hash = 0x5eed, .pid = (int32_t)getpid()};
-    hc_tl_params_t tp   = {
-          .nranks = 2, .bind_ip = "127.0.0.1", .timeout = 1, .self = &self, .params = &prm};
-    int   status;
-    pid_t pid;
-
-    tune(&prm);
-    fflush(NULL);
-    if ((pid = fork()) == 0) {
-        hc_tl_ctx_t  *ctx;
-        struct pollfd pfd[4];
-        int           rc = -1;
-        if (hc_tl_ofi_ops.init(&ctx, &tp) == HCOMM_SUCCESS) {
-            rc = hc_tl_ofi_ops.wait_fds(ctx, pfd, 4) >= 0;
-            hc_tl_ofi_ops.fini(ctx);
-        }
-        _exit(rc + 1);
-    }
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-        return -1;
-    return WEXITSTATUS(status) - 1;
-}
-
-static const char *ofi_unusable(void (*tune)(hc_params_t *), hc_tl_ops_t *ops, char *why,
-                                size_t len)
-{
-    hc_params_t prm = *hc_params_get();
-    int         got = ofi_probe(tune);
-
-    *ops = hc_tl_ofi_ops;
-    if (got == 0)
-        ops->wait_fds = NULL; /* as the core reads a -1: this provider is polled only */
-    tune(&prm);
-    snprintf(why, len,
-             "libfabric offers no usable provider \"%s\" here (HCOMM_LOG_LEVEL=info "
-             "says why)",
-             prm.ofi_provider);
-    return got < 0 ? why : NULL;
-}
-
 /* The ops each variant runs: the transport's, less wait_fds where the
  * provider offers no wait fd (libfabric's shm), which the cases then skip. */
 static hc_tl_ops_t ofi_tcp_ops, ofi_shm_ops;
 
+static const char *ofi_unusable(void (*tune)(hc_params_t *), hc_tl_ops_t *ops, char *why,
+                                size_t len)
+{
+    hc_params_t    prm = *hc_params_get();
+    int            polled;
+    hcomm_status_t st = probe(&hc_tl_ofi_ops, tune, &polled);
+
+    *ops = hc_tl_ofi_ops;
+    if (polled)
+        ops->wait_fds = NULL; /* as the core reads a -1: this provider is polled only */
+    tune(&prm);
+    snprintf(why, len,
+             "libfabric offers no usable provider \"%s\" here: %s (HCOMM_LOG_LEVEL=info "
+             "says why)",
+             prm.ofi_provider, hcomm_status_name(st));
+    return st != HCOMM_SUCCESS ? why : NULL;
+}
+
 static const char *ofi_tcp_unusable(void)
 {
-    static char why[160];
+    static char why[200];
     return ofi_unusable(tune_ofi_tcp, &ofi_tcp_ops, why, sizeof(why));
 }
 
 static const char *ofi_shm_unusable(void)
 {
-    static char why[160];
+    static char why[200];
     return ofi_unusable(tune_ofi_shm, &ofi_shm_ops, why, sizeof(why));
 }
 #endif
 
 #ifdef HC_HAVE_UCX
-/* Whether UCX starts here with the variant's UCX_TLS: init in a child, so that
- * no UCX state (threads, hooks) is left in the parent that forks the ranks. */
+/* Whether UCX starts here with the variant's UCX_TLS (env, set by then). */
 static const char *ucx_unusable(void)
 {
-    static char         why[160];
-    static const uint8_t cookie[16];
-    hc_peer_info_t      self = {.host_hash = 1, .pid = (int32_t)getpid()};
-    hc_params_t         prm  = *hc_params_get();
-    hc_tl_params_t      tp   = {.nranks = 2, .bind_ip = "127.0.0.1", .timeout = 5,
-                                .self = &self, .params = &prm};
-    int                 status;
-    pid_t               pid;
-
-    memcpy(tp.cookie, cookie, sizeof(tp.cookie));
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        hc_tl_ctx_t   *ctx = NULL;
-        hcomm_status_t st  = hc_tl_ucx_ops.init(&ctx, &tp);
-        if (st == HCOMM_SUCCESS)
-            hc_tl_ucx_ops.fini(ctx);
-        _exit(st == HCOMM_SUCCESS ? 0 : -st);
-    }
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
-        snprintf(why, sizeof(why), "the ucx probe (a child that runs init) failed");
-        return why;
-    }
-    if (WEXITSTATUS(status) == 0)
+    static char    why[160];
+    int            polled;
+    hcomm_status_t st = probe(&hc_tl_ucx_ops, NULL, &polled);
+    if (st == HCOMM_SUCCESS)
         return NULL;
     snprintf(why, sizeof(why), "ucx init with UCX_TLS=%s: %s (HCOMM_LOG_LEVEL=info says why)",
-             getenv("UCX_TLS") != NULL ? getenv("UCX_TLS") : "(unset)",
-             hcomm_status_name((hcomm_status_t)-WEXITSTATUS(status)));
+             getenv("UCX_TLS") != NULL ? getenv("UCX_TLS") : "(unset)", hcomm_status_name(st));
     return why;
 }
 

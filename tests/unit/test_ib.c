@@ -22,6 +22,8 @@
 #include "transport/ib/ib_speed.h"
 #include "transport/ib/ib_wire.h"
 
+#include "test_ib_rcache.h" /* the registration cache's cases */
+
 /* ---- HCOMM_IB_HCA ---- */
 
 static hc_ib_hca_filter_t parse_ok(const char *spec)
@@ -709,18 +711,6 @@ static void test_wr_id(void **state)
     assert_int_equal(hc_ib_wr_rail(id), 0);
     assert_int_equal(hc_ib_wr_chunk(id), 0);
 }
-
-/* ---- the registration cache: test_ib_rcache.c ---- */
-
-void test_rcache_hit_miss(void **state);
-void test_rcache_overlap(void **state);
-void test_rcache_lru(void **state);
-void test_rcache_in_use(void **state);
-void test_rcache_bytes(void **state);
-void test_rcache_invalidate(void **state);
-void test_rcache_reg_fails(void **state);
-void test_rcache_keep_none(void **state);
-void test_rcache_fini_in_use(void **state);
 
 int main(void)
 {

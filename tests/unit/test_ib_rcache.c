@@ -13,15 +13,7 @@
 
 #include "transport/ib/ib_rcache.h"
 
-void test_rcache_hit_miss(void **state);
-void test_rcache_overlap(void **state);
-void test_rcache_lru(void **state);
-void test_rcache_in_use(void **state);
-void test_rcache_bytes(void **state);
-void test_rcache_invalidate(void **state);
-void test_rcache_reg_fails(void **state);
-void test_rcache_keep_none(void **state);
-void test_rcache_fini_in_use(void **state);
+#include "test_ib_rcache.h"
 
 #define FAKE_MAX 64
 
