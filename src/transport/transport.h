@@ -162,6 +162,11 @@ int hc_tl_index(const char *name, size_t len);
 /* HCOMM_TRANSPORT's value as an index: -1 for auto, -2 (logged) for a name
  * this build lacks. */
 int hc_tl_forced(const char *name);
+/* Whether this host has RDMA-class network hardware (an entry under
+ * /sys/class/infiniband: InfiniBand, RoCE, EFA, Omni-Path; or /sys/class/cxi:
+ * Slingshot). ofi and ucx look before they load their library where
+ * fabric_only: loading libfabric's providers costs ~0.1 s a rank. */
+int hc_tl_host_has_fabric(void);
 /* hc_tl_params_t.fabric_only for these parameters: no HCOMM_TRANSPORT and
  * HCOMM_NET at its default. */
 int hc_tl_fabric_only(const hc_params_t *prm);

@@ -1,5 +1,6 @@
 /* transports.c - the table of transports this build has. Each transport is a
  * folder of its own and one line here; configure decides which are built. */
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +52,23 @@ int hc_tl_forced(const char *name)
         return -2;
     }
     return t;
+}
+
+static int dir_has_entries(const char *path)
+{
+    DIR           *d = opendir(path);
+    struct dirent *e;
+    int            found = 0;
+    while (d != NULL && !found && (e = readdir(d)) != NULL)
+        found = e->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    return found;
+}
+
+int hc_tl_host_has_fabric(void)
+{
+    return dir_has_entries("/sys/class/infiniband") || dir_has_entries("/sys/class/cxi");
 }
 
 int hc_tl_fabric_only(const hc_params_t *prm)

@@ -247,6 +247,21 @@ enum { HC_OFI_HELLO_NONE = 0, HC_OFI_HELLO_OK, HC_OFI_HELLO_BAD, HC_OFI_HELLO_NA
 /* Opens the first provider named by want (HCOMM_OFI_PROVIDER; "" any) that
  * offers what the transport needs; hw_only leaves out the providers over
  * tcp, udp or shared memory (hc_tl_params_t.fabric_only). */
+/* The libfabric functions that are not inline calls through a fid's ops,
+ * called through hc_ofi_lib (ofi_dl.c loads them at the first init). */
+#define HC_OFI_LIB(X) X(fi_getinfo) X(fi_freeinfo) X(fi_dupinfo) X(fi_fabric) X(fi_strerror) X(fi_version)
+
+typedef struct hc_ofi_lib {
+#define HC_OFI_LIB_PTR_(f) __typeof__(f) *f;
+    HC_OFI_LIB(HC_OFI_LIB_PTR_)
+#undef HC_OFI_LIB_PTR_
+} hc_ofi_lib_t;
+
+extern hc_ofi_lib_t hc_ofi_lib;
+
+/* Loads libfabric once: HCOMM_ERR_UNSUPPORTED (logged at info) where it cannot. */
+hcomm_status_t hc_ofi_load(void);
+
 hcomm_status_t hc_ofi_open(hc_tl_ctx_t *ctx, const char *want, const char *bind_ip, int hw_only);
 void           hc_ofi_close_ep(hc_tl_ctx_t *ctx);
 void           hc_ofi_close(hc_tl_ctx_t *ctx);

@@ -33,7 +33,7 @@ hcomm_status_t hc_ofi_ctl_post_rx(hc_tl_ctx_t *ctx, hc_ofi_op_t *op)
         return HCOMM_SUCCESS;
     }
     if (rc != 0) {
-        hc_error(NET, "ofi: posting a control receive: %s", fi_strerror(-rc));
+        hc_error(NET, "ofi: posting a control receive: %s", hc_ofi_lib.fi_strerror(-rc));
         return HCOMM_ERR_SYSTEM;
     }
     ctx->rx_live++;
@@ -168,7 +168,7 @@ hcomm_status_t hc_ofi_ctl_send(hc_tl_ctx_t *ctx, fi_addr_t to, int kind, uint64_
     if (rc == -FI_EAGAIN)
         return ctlq_push(ctx, to, &m);
     if (rc != 0)
-        hc_warn(NET, "ofi: sending a control message: %s", fi_strerror(-rc));
+        hc_warn(NET, "ofi: sending a control message: %s", hc_ofi_lib.fi_strerror(-rc));
     ctl_sent(ctx, to, &m);
     return HCOMM_SUCCESS;
 }
@@ -189,7 +189,7 @@ void hc_ofi_ctl_flush(hc_tl_ctx_t *ctx)
         if (rc == -FI_EAGAIN)
             break;
         if (rc != 0)
-            hc_warn(NET, "ofi: sending a control message: %s", fi_strerror(-rc));
+            hc_warn(NET, "ofi: sending a control message: %s", hc_ofi_lib.fi_strerror(-rc));
         ctl_sent(ctx, ctx->ctlq[i].to, &ctx->ctlq[i].msg);
     }
     memmove(ctx->ctlq, ctx->ctlq + i, (size_t)(ctx->nctlq - i) * sizeof(*ctx->ctlq));
@@ -316,7 +316,7 @@ hcomm_status_t hc_ofi_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, cons
     int rc = fi_av_insert(ctx->av, name, 1, &fa, 0, NULL);
     if (rc != 1) {
         hc_error(NET, "ofi: peer %d: fi_av_insert: %s", peer,
-                 rc < 0 ? fi_strerror(-rc) : "refused");
+                 rc < 0 ? hc_ofi_lib.fi_strerror(-rc) : "refused");
         return HCOMM_ERR_UNREACHABLE;
     }
     hc_tl_ep_t *ep;

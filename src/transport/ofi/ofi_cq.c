@@ -108,7 +108,7 @@ static void cq_error(hc_tl_ctx_t *ctx)
         return;
     }
     if (op->kind == HC_OFI_OP_CTL_TX) {
-        hc_warn(NET, "ofi: a control message failed: %s (%s)", fi_strerror(err.err), why);
+        hc_warn(NET, "ofi: a control message failed: %s (%s)", hc_ofi_lib.fi_strerror(err.err), why);
         ctx->tx_live--;
         hc_ofi_op_put(ctx, op);
         return;
@@ -125,7 +125,7 @@ static void cq_error(hc_tl_ctx_t *ctx)
                  op->ep->peer, op->req->len);
     else if (first)
         hc_error(NET, "ofi: peer %d: %s failed: %s (%s)", op->ep->peer,
-                 op->kind == HC_OFI_OP_SEND ? "a send" : "a receive", fi_strerror(err.err), why);
+                 op->kind == HC_OFI_OP_SEND ? "a send" : "a receive", hc_ofi_lib.fi_strerror(err.err), why);
     data_failed(ctx, op, err.err == FI_ETRUNC ? HCOMM_ERR_PROTOCOL : HCOMM_ERR_REMOTE);
 }
 
@@ -145,7 +145,7 @@ static int cq_drain(hc_tl_ctx_t *ctx)
         if (got == -FI_EAGAIN)
             break;
         if (got < 0) {
-            hc_error(NET, "ofi: fi_cq_read: %s", fi_strerror((int)-got));
+            hc_error(NET, "ofi: fi_cq_read: %s", hc_ofi_lib.fi_strerror((int)-got));
             break;
         }
         for (ssize_t i = 0; i < got; i++)

@@ -136,9 +136,16 @@ static hcomm_status_t ofi_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->timeout   = p->timeout > 0 ? p->timeout : prm->timeout;
     ctx->host_hash = p->self != NULL ? p->self->host_hash : 0;
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
-    const char *want = prm->ofi_provider != NULL ? prm->ofi_provider : "";
-    st = hc_ofi_open(ctx, want, p->bind_ip,
-                     p->fabric_only && want[0] == '\0' && getenv("FI_PROVIDER") == NULL);
+    const char *want    = prm->ofi_provider != NULL ? prm->ofi_provider : "";
+    int         hw_only = p->fabric_only && want[0] == '\0' && getenv("FI_PROVIDER") == NULL;
+    if (hw_only && !hc_tl_host_has_fabric()) {
+        hc_info(NET, "ofi: no RDMA-class device here: libfabric would only offer sockets or "
+                     "shared memory, which hcomm's tcp and shm drive faster (HCOMM_NET=ofi,... "
+                     "or HCOMM_OFI_PROVIDER uses them)");
+        st = HCOMM_ERR_UNSUPPORTED;
+    } else {
+        st = hc_ofi_open(ctx, want, p->bind_ip, hw_only);
+    }
     for (int i = 0; st == HCOMM_SUCCESS && i < HC_OFI_NCTL_RX; i++) {
         hc_ofi_op_t *op = hc_ofi_op_get(ctx);
         st              = op == NULL ? HCOMM_ERR_NO_MEMORY : hc_ofi_ctl_post_rx(ctx, op);

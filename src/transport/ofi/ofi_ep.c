@@ -221,7 +221,7 @@ static void post_queue(hc_tl_ep_t *ep, hc_tl_req_t **post, int tx)
             if (rc != 0) {
                 hc_error(NET, "ofi: peer %d: posting a %s of %zu bytes: %s", ep->peer,
                          tx ? "send" : "receive", r->len,
-                         rc == OWN_NOMEM ? "out of memory" : fi_strerror(-rc));
+                         rc == OWN_NOMEM ? "out of memory" : hc_ofi_lib.fi_strerror(-rc));
                 if (ep->pend_fail == HCOMM_SUCCESS)
                     ep->pend_fail = rc == OWN_NOMEM ? HCOMM_ERR_NO_MEMORY : HCOMM_ERR_REMOTE;
                 return;

@@ -38,7 +38,7 @@ static hcomm_status_t mr_register(hc_ofi_mrc_t *c, uintptr_t base, uintptr_t end
     }
     if (rc != 0) {
         hc_error(NET, "ofi: registering %zu bytes at %p: %s", (size_t)(end - base), (void *)base,
-                 fi_strerror(-rc));
+                 hc_ofi_lib.fi_strerror(-rc));
         e->mr = NULL;
         return HCOMM_ERR_SYSTEM;
     }

@@ -20,7 +20,7 @@
 
 static struct fi_info *hints_make(const char *want)
 {
-    struct fi_info *h = fi_allocinfo();
+    struct fi_info *h = hc_ofi_lib.fi_dupinfo(NULL);
     if (h == NULL)
         return NULL;
     h->caps                   = FI_TAGGED;
@@ -33,7 +33,7 @@ static struct fi_info *hints_make(const char *want)
     if (want[0] != '\0' && strpbrk(want, ",^") == NULL) {
         h->fabric_attr->prov_name = strdup(want);
         if (h->fabric_attr->prov_name == NULL) {
-            fi_freeinfo(h);
+            hc_ofi_lib.fi_freeinfo(h);
             return NULL;
         }
     }
@@ -84,7 +84,7 @@ static int src_is(const struct fi_info *i, const char *ip)
 static hcomm_status_t open_fail(hc_tl_ctx_t *ctx, const struct fi_info *i, const char *what, int rc)
 {
     hc_info(NET, "ofi: provider %s (fabric %s, domain %s): %s: %s", i->fabric_attr->prov_name,
-            i->fabric_attr->name, i->domain_attr->name, what, fi_strerror(rc < 0 ? -rc : rc));
+            i->fabric_attr->name, i->domain_attr->name, what, hc_ofi_lib.fi_strerror(rc < 0 ? -rc : rc));
     hc_ofi_close(ctx);
     return HCOMM_ERR_UNSUPPORTED;
 }
@@ -139,7 +139,7 @@ static hcomm_status_t try_open(hc_tl_ctx_t *ctx, const struct fi_info *i)
 {
     int rc;
     limits_set(ctx, i);
-    if ((rc = fi_fabric(i->fabric_attr, &ctx->fabric, NULL)) != 0)
+    if ((rc = hc_ofi_lib.fi_fabric(i->fabric_attr, &ctx->fabric, NULL)) != 0)
         return open_fail(ctx, i, "fi_fabric", rc);
     if ((rc = fi_domain(ctx->fabric, (struct fi_info *)i, &ctx->domain, NULL)) != 0)
         return open_fail(ctx, i, "fi_domain", rc);
@@ -162,7 +162,7 @@ static hcomm_status_t try_open(hc_tl_ctx_t *ctx, const struct fi_info *i)
         return open_fail(ctx, i, "fi_getname", rc);
     if (ctx->namelen + HC_OFI_ADDR_HDR > HC_TL_ADDR_MAX)
         return open_fail(ctx, i, "endpoint name too long", FI_ETOOSMALL);
-    ctx->info = fi_dupinfo(i);
+    ctx->info = hc_ofi_lib.fi_dupinfo(i);
     if (ctx->info == NULL)
         return open_fail(ctx, i, "fi_dupinfo", FI_ENOMEM);
     snprintf(ctx->prov, sizeof(ctx->prov), "%s", i->fabric_attr->prov_name);
@@ -255,23 +255,26 @@ static void rxm_tune(const char *want)
 
 hcomm_status_t hc_ofi_open(hc_tl_ctx_t *ctx, const char *want, const char *bind_ip, int hw_only)
 {
+    hcomm_status_t st = hc_ofi_load();
+    if (st != HCOMM_SUCCESS)
+        return st;
     rxm_tune(want);
     struct fi_info *hints = hints_make(want), *list = NULL;
     if (hints == NULL) {
         hc_error(NET, "ofi: out of memory for fi_getinfo hints");
         return HCOMM_ERR_NO_MEMORY;
     }
-    int rc = fi_getinfo(HC_OFI_API, NULL, NULL, 0, hints, &list);
-    fi_freeinfo(hints);
+    int rc = hc_ofi_lib.fi_getinfo(HC_OFI_API, NULL, NULL, 0, hints, &list);
+    hc_ofi_lib.fi_freeinfo(hints);
     if (rc != 0) {
         hc_info(NET,
                 "ofi: no libfabric provider%s%s offers reliable tagged messages "
                 "(FI_EP_RDM, FI_TAGGED): fi_getinfo: %s",
-                want[0] != '\0' ? " named " : "", want, fi_strerror(-rc));
+                want[0] != '\0' ? " named " : "", want, hc_ofi_lib.fi_strerror(-rc));
         return HCOMM_ERR_UNSUPPORTED;
     }
-    hcomm_status_t st = open_first(ctx, list, want, bind_ip, hw_only);
-    fi_freeinfo(list);
+    st = open_first(ctx, list, want, bind_ip, hw_only);
+    hc_ofi_lib.fi_freeinfo(list);
     if (st == HCOMM_SUCCESS)
         hc_info(NET, "ofi: provider %s, fabric %s, domain %s%s", ctx->prov,
                 ctx->info->fabric_attr->name, ctx->info->domain_attr->name,
@@ -299,7 +302,8 @@ void hc_ofi_close(hc_tl_ctx_t *ctx)
         fi_close(&ctx->domain->fid);
     if (ctx->fabric != NULL)
         fi_close(&ctx->fabric->fid);
-    fi_freeinfo(ctx->info);
+    if (ctx->info != NULL) /* NULL also where libfabric never loaded */
+        hc_ofi_lib.fi_freeinfo(ctx->info);
     ctx->av      = NULL;
     ctx->cq      = NULL;
     ctx->domain  = NULL;

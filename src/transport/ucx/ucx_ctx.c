@@ -2,7 +2,6 @@
  * communicator, the address blob, sleeping on the worker's event fd, fini,
  * and the ops table. UCX reads its UCX_* variables itself (UCX_TLS,
  * UCX_NET_DEVICES, ...): nothing here overrides them. */
-#include <dirent.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,21 +186,6 @@ static void ucx_fini(hc_tl_ctx_t *ctx)
     free(ctx);
 }
 
-/* Whether the host has an RDMA device (/sys/class/infiniband), the hardware
- * UCX drives that hcomm's own transports do not; without one UCX would be a
- * tcp or shared memory hcomm already has. */
-static int host_has_rdma(void)
-{
-    DIR           *d = opendir("/sys/class/infiniband");
-    struct dirent *e;
-    int            found = 0;
-    while (d != NULL && !found && (e = readdir(d)) != NULL)
-        found = e->d_name[0] != '.';
-    if (d != NULL)
-        closedir(d);
-    return found;
-}
-
 static hcomm_status_t ucx_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
 {
     const hc_params_t *prm;
@@ -215,7 +199,7 @@ static hcomm_status_t ucx_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
                 p->nranks, HC_UCX_MAX_RANKS);
         return HCOMM_ERR_UNSUPPORTED;
     }
-    if (p->fabric_only && getenv("UCX_TLS") == NULL && !host_has_rdma()) {
+    if (p->fabric_only && getenv("UCX_TLS") == NULL && !hc_tl_host_has_fabric()) {
         hc_info(NET, "ucx: no RDMA device here, and UCX's tcp and shared memory are what "
                      "hcomm's tcp and shm do faster (HCOMM_NET=ucx,... or UCX_TLS uses them)");
         return HCOMM_ERR_UNSUPPORTED;
