@@ -227,3 +227,8 @@ int hc_params_launcher_rank_size(int *rank, int *nranks)
     }
     return -1;
 }
+
+const char *hc_params_foreign(const char *name)
+{
+    return getenv(name);
+}

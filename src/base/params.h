@@ -30,6 +30,11 @@ int hc_params_parse_size(const char *s, size_t *out);
 /* Prints every parameter: name, current value, default and doc. */
 void hc_params_print(FILE *f);
 
+/* Another library's environment variable (UCX_TLS, FI_PROVIDER), which a
+ * transport reads to respect its user's choice; NULL when unset. Every read
+ * of the environment stays in this file. */
+const char *hc_params_foreign(const char *name);
+
 /* Re-reads the environment (tests). */
 void hc_params_reload(void);
 

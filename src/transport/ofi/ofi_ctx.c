@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "transport/ofi/ofi.h"
 
 #define HC_OFI_POOL_BLOCK 64                  /* operations per allocation */
@@ -137,7 +138,7 @@ static hcomm_status_t ofi_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->host_hash = p->self != NULL ? p->self->host_hash : 0;
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
     const char *want    = prm->ofi_provider != NULL ? prm->ofi_provider : "";
-    int         hw_only = p->fabric_only && want[0] == '\0' && getenv("FI_PROVIDER") == NULL;
+    int         hw_only = p->fabric_only && want[0] == '\0' && hc_params_foreign("FI_PROVIDER") == NULL;
     if (hw_only && !hc_tl_host_has_fabric()) {
         hc_info(NET, "ofi: no RDMA-class device here: libfabric would only offer sockets or "
                      "shared memory, which hcomm's tcp and shm drive faster (HCOMM_NET=ofi,... "

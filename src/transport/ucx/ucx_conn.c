@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/params.h"
 #include "transport/ucx/ucx.h"
 
 /* UCX found the endpoint broken (peer gone, connection lost). */
@@ -96,7 +97,7 @@ static hcomm_status_t ep_create(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, co
         ep->uep = NULL;
     } else if (s != UCS_OK) {
         hc_error(NET, "peer %d: ucp_ep_create: %s (UCX_TLS=%s)", r, hc_ucx_api.ucs_status_string(s),
-                 getenv("UCX_TLS") != NULL ? getenv("UCX_TLS") : "unset");
+                 hc_params_foreign("UCX_TLS") != NULL ? hc_params_foreign("UCX_TLS") : "unset");
         free(ep);
         return HCOMM_ERR_UNREACHABLE;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "transport/ucx/ucx.h"
 
 static hcomm_status_t off(const char *what, ucs_status_t s)
@@ -98,7 +99,7 @@ static const struct {
  * "invalid configurations" warning. */
 static int tcp_allowed(void)
 {
-    const char *tls = getenv("UCX_TLS");
+    const char *tls = hc_params_foreign("UCX_TLS");
 
     if (tls == NULL || *tls == '\0')
         return 1;
@@ -112,7 +113,7 @@ static void tune(ucp_config_t *cfg)
     if (!tcp_allowed())
         return;
     for (size_t i = 0; i < sizeof(tuned) / sizeof(tuned[0]); i++) {
-        if (getenv(tuned[i].env) != NULL)
+        if (hc_params_foreign(tuned[i].env) != NULL)
             continue;
         ucs_status_t s = hc_ucx_api.ucp_config_modify(cfg, tuned[i].key, tuned[i].value);
         if (s != UCS_OK)
@@ -199,7 +200,7 @@ static hcomm_status_t ucx_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
                 p->nranks, HC_UCX_MAX_RANKS);
         return HCOMM_ERR_UNSUPPORTED;
     }
-    if (p->fabric_only && getenv("UCX_TLS") == NULL && !hc_tl_host_has_fabric()) {
+    if (p->fabric_only && hc_params_foreign("UCX_TLS") == NULL && !hc_tl_host_has_fabric()) {
         hc_info(NET, "ucx: no RDMA device here, and UCX's tcp and shared memory are what "
                      "hcomm's tcp and shm do faster (HCOMM_NET=ucx,... or UCX_TLS uses them)");
         return HCOMM_ERR_UNSUPPORTED;
