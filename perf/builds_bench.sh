@@ -35,28 +35,5 @@ done
 ref=$(echo $TOPS | awk '{ print $1 }')
 echo "# hcomm-perf $*, $LAUNCHES interleaved rounds; reference $ref"
 echo "# ranks  size(B)  tree  median(us)  ref median(us)  ratio  largest round ratio"
-awk -v ref="$ref" '
-    { k = $1 SUBSEP $2 SUBSEP $3; t[k, $4] = $5; keys[k] = 1; rounds[$4] = 1
-      trees[$1] = 1; sizes[$2 SUBSEP $3] = 1 }
-    function median(tree, n, s,   c, r, v, i, j, x) {
-        c = 0
-        for (r in rounds) if ((tree, n, s, r) in t) v[++c] = t[tree, n, s, r]
-        for (i = 2; i <= c; i++) { x = v[i]; for (j = i - 1; j > 0 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
-        return c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2
-    }
-    END {
-        for (ns in sizes) {
-            split(ns, p, SUBSEP)
-            m0 = median(ref, p[1], p[2])
-            for (tr in trees) {
-                if (tr == ref) continue
-                m = median(tr, p[1], p[2]); worst = 0
-                for (r in rounds)
-                    if ((tr, p[1], p[2], r) in t && t[ref, p[1], p[2], r] > 0 &&
-                        t[tr, p[1], p[2], r] / t[ref, p[1], p[2], r] > worst)
-                        worst = t[tr, p[1], p[2], r] / t[ref, p[1], p[2], r]
-                printf "%6d %10d  %s %12.2f %12.2f %7.3f %7.3f\n", p[1], p[2], tr, m, m0,
-                       (m0 > 0 ? m / m0 : 0), worst
-            }
-        }
-    }' "$tmp/rows" | sort -k1,1n -k2,2n
+awk -v ref="$ref" -v extreme=max -v fmt="%12.2f" -f "$(dirname "$0")/rounds_median.awk" \
+    "$tmp/rows" | sort -k1,1n -k2,2n

@@ -69,28 +69,5 @@ done
 ref=$(echo $VARIANTS | awk '{ print $1 }')
 echo "# MODE=$MODE hcomm-perf all_reduce $*, $LAUNCHES interleaved rounds; busbw GB/s"
 echo "# ranks  size(B)  variant  median busbw  $ref median busbw  ratio  lowest round ratio"
-awk -v ref="$ref" '
-    { t[$1, $2, $3, $4] = $5; rounds[$4] = 1; vars[$1] = 1; sizes[$2 SUBSEP $3] = 1 }
-    function median(v, n, s,   c, r, x, i, j, y) {
-        c = 0
-        for (r in rounds) if ((v, n, s, r) in t) x[++c] = t[v, n, s, r]
-        for (i = 2; i <= c; i++) { y = x[i]; for (j = i - 1; j > 0 && x[j] > y; j--) x[j + 1] = x[j]; x[j + 1] = y }
-        return c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2
-    }
-    END {
-        for (ns in sizes) {
-            split(ns, p, SUBSEP)
-            m0 = median(ref, p[1], p[2])
-            for (v in vars) {
-                if (v == ref) continue
-                m = median(v, p[1], p[2]); low = 0
-                for (r in rounds)
-                    if ((v, p[1], p[2], r) in t && t[ref, p[1], p[2], r] > 0) {
-                        q = t[v, p[1], p[2], r] / t[ref, p[1], p[2], r]
-                        if (low == 0 || q < low) low = q
-                    }
-                printf "%6d %10d  %-8s %8.3f %8.3f %7.3f %7.3f\n", p[1], p[2], v, m, m0,
-                       (m0 > 0 ? m / m0 : 0), low
-            }
-        }
-    }' "$tmp/rows" | sort -k1,1n -k3,3 -k2,2n
+awk -v ref="$ref" -v extreme=min -v fmt="%8.3f" -f "$(dirname "$0")/rounds_median.awk" \
+    "$tmp/rows" | sort -k1,1n -k3,3 -k2,2n
