@@ -68,6 +68,18 @@ typedef struct hc_tl_req {
     uint64_t           priv[4];  /* transport scratch */
 } hc_tl_req_t;
 
+/* The checks every isend (sink NULL) and irecv make before their own: an
+ * endpoint and a request, and a buffer (or, receiving, a sink) for len > 0. */
+static inline hcomm_status_t hc_tl_msg_args(const hc_tl_ep_t *ep, const void *buf, size_t len,
+                                            hc_tl_sink_fn_t sink, const hc_tl_req_t *req)
+{
+    if (ep == NULL || req == NULL)
+        return HCOMM_ERR_INVALID_ARG;
+    if (buf == NULL && sink == NULL && len > 0)
+        return HCOMM_ERR_NULL_BUFFER;
+    return HCOMM_SUCCESS;
+}
+
 /* Resets a request for a new message of len bytes on ep (isend/irecv use it). */
 static inline void hc_tl_req_init(hc_tl_req_t *req, hc_tl_ep_t *ep, size_t len)
 {

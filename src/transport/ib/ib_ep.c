@@ -193,10 +193,9 @@ hcomm_status_t hc_ib_ep_status(hc_tl_ep_t *ep)
 
 hcomm_status_t hc_ib_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req)
 {
-    if (ep == NULL || req == NULL)
-        return HCOMM_ERR_INVALID_ARG;
-    if (buf == NULL && len > 0)
-        return HCOMM_ERR_NULL_BUFFER;
+    hcomm_status_t st = hc_tl_msg_args(ep, buf, len, NULL, req);
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (ep->status != HCOMM_SUCCESS)
         return ep->status;
     hc_tl_req_init(req, ep, len); /* priv[1]: 1 for a rendezvous send */
@@ -209,10 +208,9 @@ hcomm_status_t hc_ib_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_re
 hcomm_status_t hc_ib_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
                            void *sink_arg, hc_tl_req_t *req)
 {
-    if (ep == NULL || req == NULL)
-        return HCOMM_ERR_INVALID_ARG;
-    if (sink == NULL && buf == NULL && len > 0)
-        return HCOMM_ERR_NULL_BUFFER;
+    hcomm_status_t st = hc_tl_msg_args(ep, buf, len, sink, req);
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (ep->status != HCOMM_SUCCESS)
         return ep->status;
     hc_tl_req_init(req, ep, len);

@@ -282,10 +282,9 @@ static void req_start(hc_tl_req_t *req, hc_tl_ep_t *ep, size_t len, uint64_t *se
 
 hcomm_status_t hc_ofi_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req)
 {
-    if (ep == NULL || req == NULL)
-        return HCOMM_ERR_INVALID_ARG;
-    if (buf == NULL && len > 0)
-        return HCOMM_ERR_NULL_BUFFER;
+    hcomm_status_t st = hc_tl_msg_args(ep, buf, len, NULL, req);
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (ep->status != HCOMM_SUCCESS)
         return ep->status;
     if (ep->gone)
@@ -302,10 +301,9 @@ hcomm_status_t hc_ofi_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_r
 hcomm_status_t hc_ofi_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
                             void *sink_arg, hc_tl_req_t *req)
 {
-    if (ep == NULL || req == NULL)
-        return HCOMM_ERR_INVALID_ARG;
-    if (sink == NULL && buf == NULL && len > 0)
-        return HCOMM_ERR_NULL_BUFFER;
+    hcomm_status_t st = hc_tl_msg_args(ep, buf, len, sink, req);
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (ep->status != HCOMM_SUCCESS)
         return ep->status;
     if (ep->gone) /* the grace counts from now: what it sent may be here */

@@ -22,12 +22,13 @@ static inline uint64_t shm_min(uint64_t a, uint64_t b)
 
 hcomm_status_t hc_shm_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req)
 {
+    hcomm_status_t st = hc_tl_msg_args(ep, buf, len, NULL, req);
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (ep->status != HCOMM_SUCCESS)
         return ep->status;
     if (ep->peer_gone)
         return HCOMM_ERR_REMOTE;
-    if (buf == NULL && len > 0)
-        return HCOMM_ERR_NULL_BUFFER;
     hc_tl_req_init(req, ep, len);
     req->sbuf = buf;
     if (ep->sq_tail != NULL)
@@ -44,10 +45,11 @@ hcomm_status_t hc_shm_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn
                             void *sink_arg, hc_tl_req_t *req)
 {
     /* A gone peer may have left messages in the ring: receives drain them. */
+    hcomm_status_t st = hc_tl_msg_args(ep, buf, len, sink, req);
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (ep->status != HCOMM_SUCCESS)
         return ep->status;
-    if (buf == NULL && sink == NULL && len > 0)
-        return HCOMM_ERR_NULL_BUFFER;
     hc_tl_req_init(req, ep, len);
     req->rbuf     = buf;
     req->sink     = sink;

@@ -61,13 +61,14 @@ hcomm_status_t hc_ucx_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_r
                                 .cb.send   = send_cb,
                                 .user_data = req};
     ucs_status_ptr_t    p;
+    hcomm_status_t      st = hc_tl_msg_args(ep, buf, len, NULL, req);
 
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (ep->status != HCOMM_SUCCESS)
         return ep->status;
     if (ep->gone != HC_UCX_PEER_OK || ep->uep == NULL)
         return HCOMM_ERR_REMOTE;
-    if (buf == NULL && len > 0)
-        return HCOMM_ERR_NULL_BUFFER;
     hc_tl_req_init(req, ep, len);
     req->sbuf    = buf;
     req->priv[1] = req->priv[2] = req->priv[3] = 0;
@@ -81,7 +82,6 @@ hcomm_status_t hc_ucx_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_r
 hcomm_status_t hc_ucx_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
                             void *sink_arg, hc_tl_req_t *req)
 {
-    hc_tl_ctx_t *ctx = ep->ctx;
     /* the callback even for an immediate match: UCX 1.13 leaves recv_info
      * unset then, and the length must be checked */
     ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
@@ -91,11 +91,13 @@ hcomm_status_t hc_ucx_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn
                                .user_data = req};
     void               *dst = buf, *bounce = NULL;
     ucs_status_ptr_t    p;
+    hcomm_status_t      st = hc_tl_msg_args(ep, buf, len, sink, req);
 
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (ep->status != HCOMM_SUCCESS)
         return ep->status;
-    if (buf == NULL && sink == NULL && len > 0)
-        return HCOMM_ERR_NULL_BUFFER;
+    hc_tl_ctx_t *ctx = ep->ctx;
     /* a closed peer's last messages can still be received, nothing beyond */
     if (ep->gone != HC_UCX_PEER_OK &&
         (ep->gone != HC_UCX_PEER_CLOSED || ep->rx_seq >= ep->peer_sent)) {
