@@ -286,6 +286,34 @@ void hc_comm_free(hcomm_comm_t c)
     free(c);
 }
 
+/* The last step of init (HCOMM_WARMUP): an 8-byte float32 sum allreduce, the
+ * shape of the first call most training programs make, through the path a
+ * user's call takes. It connects the pairs that path uses, builds its schedule
+ * and touches its buffers (a first touch of a shared page costs a fault, and
+ * more under some hypervisors), so the first collective after init costs what
+ * later ones do; and it checks the data path end to end once. */
+static hcomm_status_t comm_warm(hcomm_comm_t c)
+{
+    float          v[2] = {1.0f, (float)(c->rank & 1)}; /* sums: ranks, odd ranks */
+    hc_coll_args_t a    = {.coll     = HC_COLL_ALLREDUCE,
+                           .count    = 2,
+                           .dtype    = HCOMM_FLOAT32,
+                           .op       = HCOMM_SUM,
+                           .in_place = 1};
+    double         t0   = hc_clock_now();
+    hcomm_status_t st   = hc_coll_issue(c, &a, v, v, NULL);
+    if (st == HCOMM_SUCCESS && (v[0] != (float)c->nranks || v[1] != (float)(c->nranks / 2))) {
+        hc_error(INIT,
+                 "init's check allreduce returned {%g, %g} where {%d, %d} was due: the "
+                 "data path between the ranks is broken",
+                 (double)v[0], (double)v[1], c->nranks, c->nranks / 2);
+        return HCOMM_ERR_PROTOCOL;
+    }
+    hc_debug(INIT, "warm-up allreduce: %.1f ms, %d peers connected", (hc_clock_now() - t0) * 1e3,
+             c->nconnected);
+    return st;
+}
+
 hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_unique_id_t *id,
                               int rank, const uint64_t *host_ids)
 {
@@ -323,6 +351,8 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
     if (st == HCOMM_SUCCESS && registry_add(c) != 0)
         st = HCOMM_ERR_NO_MEMORY;
     else if (st == HCOMM_SUCCESS && (st = hc_comm_calibrate(c)) != HCOMM_SUCCESS)
+        registry_remove(c);
+    else if (st == HCOMM_SUCCESS && p->warmup && (st = comm_warm(c)) != HCOMM_SUCCESS)
         registry_remove(c);
     if (st != HCOMM_SUCCESS) {
         hc_error(INIT, "rank %d of %d: init failed: %s", rank, nranks, hcomm_status_str(st));

@@ -98,6 +98,32 @@ static void case_small_ring(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w3);
 }
 
+/* Small and medium messages in bursts and one at a time on a 64 KiB ring: the
+ * sender rewinds to the ring's start many times, also while the receiver is
+ * still reading the messages before the rewind, and every message arrives. */
+static int body_rewind(hc_tlt_env_t *env, void *arg)
+{
+    const size_t burst[] = {8, 2048, 0, 40, 41, 9000, 15000, 64, 1};
+    const size_t one[]   = {3000};
+    hc_tl_ep_t  *ep      = env->eps[1 - env->rank];
+
+    (void)arg;
+    for (int round = 0; round < 100; round++) {
+        hc_tlt_exchange(env, HC_TLT_ALL, burst, 9, round % 2 ? HC_TLT_MIXED : HC_TLT_PLAIN);
+        for (int i = 0; i < 5; i++)
+            hc_tlt_exchange(env, HC_TLT_ALL, one, 1, HC_TLT_PLAIN);
+    }
+    HC_TLT_CHK(ep->n_rewind >= 50);
+    return 0;
+}
+
+static void case_rewind(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 64 * KIB, 0);
+    hc_tlt_world_t w   = {.nranks = 2, .params = &prm, .body = body_rewind};
+    hc_tlt_expect(v, &w);
+}
+
 /* 8 MiB both ways (and through a sink); arg: single copy must (1) or must not
  * (0) carry them. */
 static int body_path(hc_tlt_env_t *env, void *arg)
@@ -236,7 +262,11 @@ static void case_stale_segment(const hc_tlt_variant_t *v)
 }
 
 const hc_tlt_case_t hc_tlt_shm_cases[] = {
-    {"shm_small_ring", case_small_ring},       {"shm_cma_path", case_cma_path},
-    {"shm_copy_path", case_copy_path},         {"shm_cookie_auth", case_cookie_auth},
-    {"shm_stale_segment", case_stale_segment}, {NULL, NULL},
+    {"shm_small_ring", case_small_ring},
+    {"shm_cma_path", case_cma_path},
+    {"shm_copy_path", case_copy_path},
+    {"shm_cookie_auth", case_cookie_auth},
+    {"shm_stale_segment", case_stale_segment},
+    {"shm_rewind", case_rewind},
+    {NULL, NULL},
 };

@@ -6,6 +6,14 @@
  * hold it. Messages are a 64-byte header and the payload padded to 64 bytes; a
  * large message may instead carry a descriptor that the receiver resolves with
  * process_vm_readv (one copy) and acknowledges through the ring's ack counter.
+ *
+ * A sender that finds its ring drained, past the first HC_SHM_HOT_BYTES, writes
+ * a rewind header and goes on at the ring's start, where the receiver follows
+ * it: a stream of small messages keeps to a few warm pages and lines instead of
+ * walking the whole ring. (A page's first touch in a process costs a fault,
+ * and under a paravirtual hypervisor such as PVM 2-6 us more even after
+ * MAP_POPULATE: walking a 1 MiB ring made the first ~500 2 KiB allreduces
+ * 10x slower; perf/RESULTS.md.)
  */
 #ifndef HC_SHM_H
 #define HC_SHM_H
@@ -21,6 +29,7 @@
 #define HC_SHM_MSG_MAGIC 0x6d736721u
 #define HC_SHM_MSG_CMA 1u /* header is a descriptor: read the payload from addr */
 #define HC_SHM_MSG_INLINE 2u /* the payload sits in the header's line (small messages) */
+#define HC_SHM_MSG_REWIND 4u /* no message: the next one is at the ring's start */
 #define HC_SHM_INLINE_MAX 40u
 #define HC_SHM_NAME_MAX 64
 #define HC_SHM_CMA_PIECE ((size_t)1 << 20)       /* bytes per process_vm_readv */
@@ -28,6 +37,7 @@
 #define HC_SHM_CMA_BUDGET (4 * HC_SHM_CMA_PIECE) /* per endpoint and progress call */
 #define HC_SHM_CHUNK_MAX ((uint64_t)128 << 10)   /* publish head/tail this often */
 #define HC_SHM_CHECK_MS 50                       /* peer liveness check period */
+#define HC_SHM_HOT_BYTES ((uint64_t)16 << 10)    /* small messages keep to the ring's start */
 
 /* The segment header; side 0 is the lower rank. */
 typedef struct hc_shm_seg {
@@ -88,6 +98,7 @@ struct hc_tl_ep {
     uint64_t     rx_acks; /* descriptors fully read */
 
     uint64_t n_cma_tx, n_cma_rx; /* counters for tests and debugging */
+    uint64_t n_rewind;
 };
 
 struct hc_tl_ctx {

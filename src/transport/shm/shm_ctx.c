@@ -295,6 +295,22 @@ void hc_shm_probe(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
     atomic_store_explicit(&seg->ctl[other].cma_ok, verdict, memory_order_release);
 }
 
+/* Touches the pages small messages use (the hot window and the message after
+ * it: shm.h) from this process, writing the send ring (still empty: nothing is
+ * sent before the connection) and reading the receive ring, so that their
+ * first touches are paid here and not in the first collectives. */
+static void shm_warm(hc_tl_ep_t *ep)
+{
+    uint64_t          n   = 2 * HC_SHM_HOT_BYTES < ep->tx.size ? 2 * HC_SHM_HOT_BYTES : ep->tx.size;
+    volatile uint8_t *rx  = ep->rx.data;
+    uint8_t           sum = 0;
+
+    memset(ep->tx.data, 0, n);
+    for (uint64_t off = 0; off < n; off += 4096)
+        sum += rx[off];
+    (void)sum;
+}
+
 static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const void *addr,
                                   size_t len, hc_tl_ep_t **ep_p)
 {
@@ -331,6 +347,7 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
                        ep->seg->ring_bytes, 1);
     hc_shm_ring_attach(&ep->rx, &ep->seg->ctl[1 - ep->side],
                        rings + (1 - ep->side) * ep->seg->ring_bytes, ep->seg->ring_bytes, 0);
+    shm_warm(ep);
     /* Small steps keep both copies of the pipeline busy; a quarter ring at most. */
     ep->chunk = ep->seg->ring_bytes / 4 < ctx->chunk ? ep->seg->ring_bytes / 4 : ctx->chunk;
     /* hi can test lo's memory now; lo waits in progress for hi's address. */

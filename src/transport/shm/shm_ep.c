@@ -185,6 +185,31 @@ static int shm_send_complete(hc_tl_ep_t *ep)
     return n;
 }
 
+/* Producer, between messages: back to the ring's start once the write position
+ * is past the hot window and the consumer has read far enough into this lap
+ * that the next message fits at the start (it may still be reading the
+ * messages before the rewind header). The tail test is what keeps unread data
+ * safe: the skipped bytes count as written, and with tail still in the
+ * previous lap the ring's free space would underflow. */
+static void shm_rewind(hc_tl_ep_t *ep, const hc_tl_req_t *next)
+{
+    hc_shm_ring_t *tx   = &ep->tx;
+    uint64_t       off  = tx->pos & tx->mask;
+    uint64_t       lap  = tx->pos - off;
+    uint64_t       need = HC_SHM_LINE + (next->len <= HC_SHM_INLINE_MAX ? 0 : shm_pad(next->len));
+    hc_shm_msg_t   mark = {.magic = HC_SHM_MSG_MAGIC, .flags = HC_SHM_MSG_REWIND};
+
+    if (off < HC_SHM_HOT_BYTES || off < need)
+        return;
+    if (tx->peer < lap + need)
+        tx->peer = atomic_load_explicit(&tx->ctl->tail, memory_order_acquire);
+    if (tx->peer < lap + need || hc_shm_ring_space(tx, HC_SHM_LINE) < HC_SHM_LINE)
+        return;
+    hc_shm_ring_write(tx, &mark, sizeof(mark));
+    tx->pos = lap + tx->size;
+    ep->n_rewind++;
+}
+
 static int shm_send_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
 {
     hc_shm_ring_t *tx     = &ep->tx;
@@ -194,6 +219,7 @@ static int shm_send_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
 
     while ((req = ep->sq_cur) != NULL) {
         if (!ep->tx_hdr_done) {
+            shm_rewind(ep, req);
             if (hc_shm_ring_space(tx, HC_SHM_LINE) < HC_SHM_LINE)
                 break;
             if (shm_send_header(ctx, ep, req)) {
@@ -322,6 +348,18 @@ static int shm_recv_cma(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, hc_tl_req_t *req)
     return 1;
 }
 
+/* Consumer, between messages: follows a rewind header to the ring's start; 1 if there was one. */
+static int shm_follow_rewind(hc_shm_ring_t *rx)
+{
+    uint64_t            run;
+    const hc_shm_msg_t *m = (const hc_shm_msg_t *)hc_shm_ring_peek(rx, HC_SHM_LINE, &run);
+
+    if (m->flags != HC_SHM_MSG_REWIND || m->magic != HC_SHM_MSG_MAGIC)
+        return 0;
+    rx->pos = rx->pos - (rx->pos & rx->mask) + rx->size;
+    return 1;
+}
+
 static int shm_recv_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
 {
     hc_shm_ring_t *rx     = &ep->rx;
@@ -334,6 +372,8 @@ static int shm_recv_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
         if (!ep->rx_hdr_done) {
             if (hc_shm_ring_avail(rx, HC_SHM_LINE) < HC_SHM_LINE)
                 break;
+            if (shm_follow_rewind(rx))
+                continue;
             rc = shm_recv_header(ep, req);
             if (rc != HCOMM_SUCCESS) {
                 hc_shm_ring_release(rx);

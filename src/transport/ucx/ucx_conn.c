@@ -73,6 +73,15 @@ static int bye_waiting(hc_tl_ctx_t *ctx, int r)
                                        0, &info) != NULL;
 }
 
+/* The same after taking in what already arrived: a peer whose endpoint cannot
+ * be made because it closed sent its bye first, maybe not yet progressed. */
+static int bye_arrived(hc_tl_ctx_t *ctx, int r)
+{
+    for (int i = 0; i < HC_UCX_DRAIN_MAX && !bye_waiting(ctx, r); i++)
+        hc_ucx_api.ucp_worker_progress(ctx->worker);
+    return bye_waiting(ctx, r);
+}
+
 static hcomm_status_t ep_create(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, const void *addr,
                                 hc_tl_ep_t **ep_p)
 {
@@ -92,7 +101,7 @@ static hcomm_status_t ep_create(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, co
     /* a peer that sent and closed before we connected (its shared memory
      * may be gone with it): what it sent is here, receives still take it */
     s = bye_waiting(ctx, r) ? UCS_ERR_NOT_CONNECTED : uep_create(ep, addr);
-    if (s != UCS_OK && bye_waiting(ctx, r)) {
+    if (s != UCS_OK && bye_arrived(ctx, r)) {
         hc_debug(NET, "peer %d: closed already: a receive-only endpoint", r);
         ep->uep = NULL;
     } else if (s != UCS_OK) {
