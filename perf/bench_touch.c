@@ -8,7 +8,9 @@
  * hypervisor (PVM) each page's first touch in a mapping is a trip to it.
  *   make perf/bench_touch && perf/bench_touch
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
