@@ -7,10 +7,11 @@
  * large message may instead carry a descriptor that the receiver resolves with
  * process_vm_readv (one copy) and acknowledges through the ring's ack counter.
  *
- * A sender that finds its ring drained, past the first HC_SHM_HOT_BYTES, writes
- * a rewind header and goes on at the ring's start, where the receiver follows
- * it: a stream of small messages keeps to a few warm pages and lines instead of
- * walking the whole ring. (A page's first touch in a process costs a fault,
+ * Before a message of at most HC_SHM_HOT_BYTES, a sender past the ring's first
+ * HC_SHM_HOT_BYTES whose receiver has read far enough writes a rewind header
+ * and goes on at the ring's start, where the receiver follows it: a stream of
+ * small messages keeps to a few warm pages and lines instead of walking the
+ * whole ring. (A page's first touch in a process costs a fault,
  * and under a paravirtual hypervisor such as PVM 2-6 us more even after
  * MAP_POPULATE: walking a 1 MiB ring made the first ~500 2 KiB allreduces
  * 10x slower; perf/RESULTS.md.)
