@@ -188,10 +188,10 @@ static int shm_send_complete(hc_tl_ep_t *ep)
 /* Producer, before a small message: back to the ring's start once the write
  * position is past the hot window and the consumer has read far enough into
  * this lap that the message fits at the start (it may still be reading the
- * messages before the rewind header). Larger messages walk the ring: reusing
- * the same lines for 32 KiB messages measured 8% slower (perf/RESULTS.md). The tail test is what
- * keeps unread data safe: the skipped bytes count as written, and with tail still in the previous
- * lap the ring's free space would underflow. */
+ * messages before the rewind header). The tail test is what keeps unread data
+ * safe: the skipped bytes count as written, and with tail still in the
+ * previous lap the ring's free space would underflow. Larger messages walk
+ * the ring: rewinding before 32 KiB ones measured 8% slower (perf/RESULTS.md). */
 static void shm_rewind(hc_tl_ep_t *ep, const hc_tl_req_t *next)
 {
     hc_shm_ring_t *tx   = &ep->tx;
