@@ -62,8 +62,9 @@ hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_
     req->ndiv = sched->ndiv;
     if (n != 0) /* a schedule without steps (count 0) has no state yet: NULL */
         memset(req->state, 0, n);
-    memset(req->next_send, 0, (size_t)np * sizeof(uint32_t));
-    memset(req->next_recv, 0, (size_t)np * sizeof(uint32_t));
+    /* only the peers the schedule talks to: per call O(its peers), not O(ranks) */
+    for (uint32_t k = 0; k < sched->npeers; k++)
+        req->next_send[sched->peers[k]] = req->next_recv[sched->peers[k]] = 0;
     req->tmp_total     = tmp_total;
     req->comm          = comm;
     req->sched         = sched;
