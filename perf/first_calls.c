@@ -8,7 +8,8 @@
  * slice. Prints the first calls one by one, then the mean over windows of
  * calls, and the first call's ratio to the steady state (the mean of the last
  * half).
- *   perf/first_calls [-N ranks] [-b bytes] [-n calls]     (defaults 2, 8, 20000)
+ *   perf/first_calls [-N ranks] [-b bytes] [-n calls] [-p]  (defaults 2, 8, 20000)
+ * -p also prints every call: its number and time, one per line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,19 +70,21 @@ static double window_mean(const double *t, int from, int to)
 
 int main(int argc, char **argv)
 {
-    int               nranks = 2, calls = 20000, opt, failed = 0;
+    int               nranks = 2, calls = 20000, opt, failed = 0, every = 0;
     size_t            bytes = 8;
     hcomm_unique_id_t id;
 
-    while ((opt = getopt(argc, argv, "N:b:n:")) != -1) {
+    while ((opt = getopt(argc, argv, "N:b:n:p")) != -1) {
         if (opt == 'N')
             nranks = atoi(optarg);
         else if (opt == 'b' && perf_parse_size(optarg, &bytes) != 0)
             return 2;
         else if (opt == 'n')
             calls = atoi(optarg);
+        else if (opt == 'p')
+            every = 1;
         else if (opt != 'b') {
-            fprintf(stderr, "usage: %s [-N ranks] [-b bytes] [-n calls]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-N ranks] [-b bytes] [-n calls] [-p]\n", argv[0]);
             return 2;
         }
     }
@@ -137,6 +140,8 @@ int main(int argc, char **argv)
         printf("%6d-%-6d  %8.2f\n", lo + 1, hi, window_mean(slow, lo, hi));
     printf("# steady state (mean of calls %d-%d): %.2f us; first call / steady: %.2f\n",
            calls / 2 + 1, calls, steady, steady > 0 ? slow[0] / steady : 0);
+    for (int i = 0; every && i < calls; i++)
+        printf("%d %.2f\n", i + 1, slow[i]);
     free(slow);
     return 0;
 }

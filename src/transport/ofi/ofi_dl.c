@@ -7,10 +7,10 @@
  * `hcomm-perf --help` took 216 ms linked, 8 ms without). Loaded here, only a
  * process that opens the ofi transport pays, once. The few functions that
  * are not inline calls through a fid's ops come through hc_ofi_lib. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
+#include "base/dl.h"
 #include "base/log.h"
 #include "transport/ofi/ofi.h"
 
@@ -22,22 +22,16 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int            loaded;
 static char           load_error[256];
 
+#define HC_OFI_NAME_(f) #f,
+#define HC_OFI_SLOT_(f) (void **)&hc_ofi_lib.f,
+static const char *const lib_names[] = {HC_OFI_LIB(HC_OFI_NAME_)};
+static void **const      lib_slots[] = {HC_OFI_LIB(HC_OFI_SLOT_)};
+
 static void load(void)
 {
-    void *h = dlopen(LIBFABRIC, RTLD_NOW | RTLD_LOCAL);
-
-    if (h == NULL) {
-        snprintf(load_error, sizeof(load_error), "cannot load %s: %s", LIBFABRIC, dlerror());
+    if (hc_dl_load(LIBFABRIC, lib_names, lib_slots, sizeof(lib_names) / sizeof(lib_names[0]),
+                   load_error, sizeof(load_error)) != 0)
         return;
-    }
-#define HC_OFI_SYM_(f)                                                                             \
-    *(void **)&hc_ofi_lib.f = dlsym(h, #f);                                                        \
-    if (hc_ofi_lib.f == NULL) {                                                                    \
-        snprintf(load_error, sizeof(load_error), "%s has no %s", LIBFABRIC, #f);                   \
-        return;                                                                                    \
-    }
-    HC_OFI_LIB(HC_OFI_SYM_)
-#undef HC_OFI_SYM_
     if (FI_MAJOR(hc_ofi_lib.fi_version()) != FI_MAJOR_VERSION) {
         snprintf(load_error, sizeof(load_error), "%s is libfabric %u.x, built for %d.x", LIBFABRIC,
                  FI_MAJOR(hc_ofi_lib.fi_version()), FI_MAJOR_VERSION);

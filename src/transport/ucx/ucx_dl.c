@@ -8,10 +8,10 @@
  * lock taken in the child, whose ucp_init then waits forever (seen with
  * hcomm-perf's forked ranks). Loaded here, only a process that opens the ucx
  * transport has them, from then on. A host without UCX just has no ucx. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
+#include "base/dl.h"
 #include "base/log.h"
 #include "transport/ucx/ucx.h"
 
@@ -23,23 +23,18 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int            loaded;
 static char           load_error[256];
 
+#define HC_UCX_NAME_(f) #f,
+#define HC_UCX_SLOT_(f) (void **)&hc_ucx_api.f,
+static const char *const api_names[] = {HC_UCX_API(HC_UCX_NAME_)};
+static void **const      api_slots[] = {HC_UCX_API(HC_UCX_SLOT_)};
+
 static void load(void)
 {
     unsigned major, minor, release;
-    void    *h = dlopen(LIBUCP, RTLD_NOW | RTLD_LOCAL);
 
-    if (h == NULL) {
-        snprintf(load_error, sizeof(load_error), "cannot load %s: %s", LIBUCP, dlerror());
+    if (hc_dl_load(LIBUCP, api_names, api_slots, sizeof(api_names) / sizeof(api_names[0]),
+                   load_error, sizeof(load_error)) != 0)
         return;
-    }
-#define HC_UCX_SYM_(f)                                                                             \
-    *(void **)&hc_ucx_api.f = dlsym(h, #f);                                                        \
-    if (hc_ucx_api.f == NULL) {                                                                    \
-        snprintf(load_error, sizeof(load_error), "%s has no %s", LIBUCP, #f);                      \
-        return;                                                                                    \
-    }
-    HC_UCX_API(HC_UCX_SYM_)
-#undef HC_UCX_SYM_
     /* the API this was built against must be there: same major, minor at least */
     hc_ucx_api.ucp_get_version(&major, &minor, &release);
     if (major != UCP_API_MAJOR || minor < UCP_API_MINOR) {
