@@ -1,10 +1,10 @@
 #!/bin/sh
 # first_rows.sh - what a user's first hcomm-perf rows show against steady
-# state: per build in TOPS and size (8 B to 8 KiB, x4), the median over
+# state: per build in TOPS and size (8 B to END, default 8K, x4), the median over
 # ROUNDS (default 3) of the out-of-place time with nccl-tests' defaults
 # (-w 5 -n 20) and with -w 3000 -n 3000, and their ratio.
 #   TOPS="/tmp/base ." RANKS=2 perf/first_rows.sh
-TOPS=${TOPS:-.} RANKS=${RANKS:-2} ROUNDS=${ROUNDS:-3}
+TOPS=${TOPS:-.} RANKS=${RANKS:-2} ROUNDS=${ROUNDS:-3} END=${END:-8K}
 for top in $TOPS; do
     [ -x "$top/perf/hcomm-perf" ] || { echo "first_rows: build $top first" >&2; exit 2; }
 done
@@ -13,7 +13,7 @@ for r in $(seq "$ROUNDS"); do
         for mode in first steady; do
             if [ $mode = first ]; then a="-n 20 -w 5"; else a="-n 3000 -w 3000"; fi
             # shellcheck disable=SC2086
-            "$top/perf/hcomm-perf" all_reduce --ranks "$RANKS" -b 8 -e 8K -f 4 $a |
+            "$top/perf/hcomm-perf" all_reduce --ranks "$RANKS" -b 8 -e "$END" -f 4 $a |
                 awk -v t="$top" -v m=$mode '/^ +[0-9]/ { print t, $1, m, $6 }'
         done
     done

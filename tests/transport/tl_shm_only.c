@@ -124,6 +124,66 @@ static void case_rewind(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w);
 }
 
+/* The rest of a ring is touched in one go by the first message past the pages
+ * touched at connect. Small messages alone never get there. */
+static int body_warm_small(hc_tlt_env_t *env, void *arg)
+{
+    const size_t one[] = {2048};
+    hc_tl_ep_t  *ep    = env->eps[1 - env->rank];
+
+    (void)arg;
+    for (int i = 0; i < 200; i++)
+        hc_tlt_exchange(env, HC_TLT_ALL, one, 1, HC_TLT_PLAIN);
+    HC_TLT_CHK(ep->n_rewind > 0);
+    HC_TLT_CHK(ep->tx.cold == 2 * HC_SHM_HOT_BYTES && ep->rx.cold == 2 * HC_SHM_HOT_BYTES);
+    return 0;
+}
+
+/* On a fresh pair, four messages that the receiver has not read fill the ring
+ * to 24 KiB (no rewind: nothing is read), and a fifth reaches past 32 KiB: the
+ * sender's touching of the rest must spare the four. */
+#define WARM_N 5
+static int body_warm_queued(hc_tlt_env_t *env, void *arg)
+{
+    const size_t len[WARM_N] = {6000, 6000, 6000, 6000, 60000};
+    hc_tl_ep_t  *ep          = env->eps[1 - env->rank];
+    hc_tl_req_t  reqs[WARM_N];
+    uint8_t     *buf[WARM_N];
+
+    (void)arg;
+    for (int i = 0; i < WARM_N; i++)
+        buf[i] = hc_tlt_alloc(len[i]);
+    if (env->rank == 0) {
+        for (int i = 0; i < WARM_N; i++) {
+            hc_tlt_fill(buf[i], 0, len[i], hc_tlt_seed(0, 1, i));
+            HC_TLT_CHK_ST(env->ops->isend(ep, buf[i], len[i], &reqs[i]), HCOMM_SUCCESS);
+        }
+        hc_tlt_wait_ok(env, reqs, WARM_N, 10); /* all written: the ring holds them */
+        HC_TLT_CHK(ep->n_rewind == 0 && ep->tx.cold == ep->tx.size);
+        hc_tlt_post(env, 0, 1);
+    } else {
+        HC_TLT_CHK(hc_tlt_await(env, 0, 0, 10) == 1);
+        for (int i = 0; i < WARM_N; i++)
+            HC_TLT_CHK_ST(env->ops->irecv(ep, buf[i], len[i], NULL, NULL, &reqs[i]), HCOMM_SUCCESS);
+        hc_tlt_wait_ok(env, reqs, WARM_N, 10);
+        for (int i = 0; i < WARM_N; i++)
+            HC_TLT_CHK(hc_tlt_check(buf[i], 0, len[i], hc_tlt_seed(0, 1, i)) == len[i]);
+        HC_TLT_CHK(ep->rx.cold == ep->rx.size);
+    }
+    for (int i = 0; i < WARM_N; i++)
+        hc_tlt_free(buf[i], len[i]);
+    return 0;
+}
+
+static void case_warm(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm    = shm_params(v, HC_TLT_MIB, 0);
+    hc_tlt_world_t small  = {.nranks = 2, .params = &prm, .body = body_warm_small};
+    hc_tlt_world_t queued = {.nranks = 2, .params = &prm, .body = body_warm_queued};
+    hc_tlt_expect(v, &small);
+    hc_tlt_expect(v, &queued);
+}
+
 /* 8 MiB both ways (and through a sink); arg: single copy must (1) or must not
  * (0) carry them. */
 static int body_path(hc_tlt_env_t *env, void *arg)
@@ -268,5 +328,6 @@ const hc_tlt_case_t hc_tlt_shm_cases[] = {
     {"shm_cookie_auth", case_cookie_auth},
     {"shm_stale_segment", case_stale_segment},
     {"shm_rewind", case_rewind},
+    {"shm_warm", case_warm},
     {NULL, NULL},
 };

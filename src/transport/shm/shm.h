@@ -14,7 +14,9 @@
  * whole ring. (A page's first touch in a process costs a fault,
  * and under a paravirtual hypervisor such as PVM 2-6 us more even after
  * MAP_POPULATE: walking a 1 MiB ring made the first ~500 2 KiB allreduces
- * 10x slower; perf/RESULTS.md.)
+ * 10x slower; perf/RESULTS.md.) Those pages are touched at connect; the first
+ * message past them touches the rest of the ring at once (hc_shm_ring_warm),
+ * so the ring's first lap costs one slow call, not hundreds of slow ones.
  */
 #ifndef HC_SHM_H
 #define HC_SHM_H

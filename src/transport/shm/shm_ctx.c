@@ -296,19 +296,13 @@ void hc_shm_probe(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
 }
 
 /* Touches the pages small messages use (the hot window and the message after
- * it: shm.h) from this process, writing the send ring (still empty: nothing is
- * sent before the connection) and reading the receive ring, so that their
- * first touches are paid here and not in the first collectives. */
+ * it: shm.h) from this process at connect, so that their first touches are not
+ * paid in the first collectives; the rest of each ring is touched in one go by
+ * the first message that reaches past them (hc_shm_ring_warm). */
 static void shm_warm(hc_tl_ep_t *ep)
 {
-    uint64_t          n   = 2 * HC_SHM_HOT_BYTES < ep->tx.size ? 2 * HC_SHM_HOT_BYTES : ep->tx.size;
-    volatile uint8_t *rx  = ep->rx.data;
-    uint8_t           sum = 0;
-
-    memset(ep->tx.data, 0, n);
-    for (uint64_t off = 0; off < n; off += 4096)
-        sum += rx[off];
-    (void)sum;
+    hc_shm_ring_warm(&ep->tx, 2 * HC_SHM_HOT_BYTES);
+    hc_shm_ring_warm(&ep->rx, 2 * HC_SHM_HOT_BYTES);
 }
 
 static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const void *addr,

@@ -256,6 +256,10 @@ static hcomm_status_t shm_recv_header(hc_tl_ep_t *ep, hc_tl_req_t *req)
                  (unsigned long long)ep->rx_msg.len, req->len);
         return HCOMM_ERR_PROTOCOL;
     }
+    /* A payload past the pages read so far: read the rest of the ring now. */
+    if (!(ep->rx_msg.flags & (HC_SHM_MSG_CMA | HC_SHM_MSG_INLINE)) &&
+        __builtin_expect((ep->rx.pos & ep->rx.mask) + shm_pad(req->len) > ep->rx.cold, 0))
+        hc_shm_ring_warm(&ep->rx, ep->rx.size);
     ep->rx_hdr_done = 1;
     ep->rx_off      = 0;
     return HCOMM_SUCCESS;

@@ -37,14 +37,23 @@ typedef struct hc_shm_ring {
     uint64_t           mask;
     uint64_t           pos;  /* producer: next byte to write; consumer: next to read */
     uint64_t           peer; /* cached: producer sees tail, consumer sees head */
+    uint64_t           cold; /* this process has not touched the offsets from here on */
+    int                producer;
 } hc_shm_ring_t;
 
 /* Power of two in [64 KiB, 1 GiB] at least as large as want. */
 uint64_t hc_shm_ring_size(size_t want);
 void     hc_shm_ring_attach(hc_shm_ring_t *r, hc_shm_ring_ctl_t *ctl, uint8_t *data, uint64_t size,
                             int producer);
-/* Copies n bytes in at pos (wrapping) and advances pos; the caller checked space. */
+/* Copies n bytes in at pos (wrapping) and advances pos; the caller checked space.
+ * The first write that reaches past cold first warms the rest of the ring. */
 void hc_shm_ring_write(hc_shm_ring_t *r, const void *src, size_t n);
+/* Touches the ring's pages from cold up to offset upto in this process, so that
+ * their first touches (a fault each, and a hypervisor trip under PVM even after
+ * MAP_POPULATE) are paid in one go rather than one page per message: the
+ * consumer reads them; the producer writes them, which is safe because it has
+ * never written past cold, so nothing there is unread. */
+void hc_shm_ring_warm(hc_shm_ring_t *r, uint64_t upto);
 
 /* Producer: free bytes, rereading tail only when the cached view has < want. */
 static inline uint64_t hc_shm_ring_space(hc_shm_ring_t *r, uint64_t want)
