@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "topology/topo_host.h"
 
 #define TOPO_SHARE_READY 0x68636f74u  /* "hcot": the record below is complete */
@@ -64,7 +65,7 @@ static int topo_share_read(int fd, hc_topo_host_t *host)
         rc = 0; /* created, nothing written yet */
     } else if (n > 0 && rec->state == 0) {
         /* being written: wait unless its writer is gone */
-        rc = rec->pid > 0 && kill(rec->pid, 0) != 0 && errno == ESRCH ? -1 : 0;
+        rc = hc_proc_gone(rec->pid, -1) ? -1 : 0;
     }
     free(rec);
     return rc;

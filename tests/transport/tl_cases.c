@@ -370,6 +370,14 @@ static void case_killed_peer(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w);
 }
 
+/* The same with the dead rank left a zombie (kill(pid, 0) still finds it):
+ * its death must still be seen within the second. */
+static void case_zombie_peer(const hc_tlt_variant_t *v)
+{
+    hc_tlt_world_t w = {.nranks = 3, .victims = 1u << 0, .zombies = 1, .body = body_killed};
+    hc_tlt_expect(v, &w);
+}
+
 /* ---- 8. length mismatch ---- */
 
 /* Rank 0 sends 100 bytes; rank 1 posts 50 (and then 100): its endpoint fails
@@ -593,6 +601,7 @@ const hc_tlt_case_t hc_tlt_cases[] = {
     {"wrong_cookie", case_wrong_cookie},
     {"silent_peer", case_silent_peer},
     {"killed_peer", case_killed_peer},
+    {"zombie_peer", case_zombie_peer},
     {"length_mismatch", case_length_mismatch},
     {"close_pending", case_close_pending},
     {"wait_fds", case_wait_fds},

@@ -349,20 +349,26 @@ static int judge(int r, int status, unsigned victims, int culled)
     return 1;
 }
 
-/* Reaps every rank, promptly (a zombie still answers kill(pid, 0), which shm's
- * liveness check relies on); kills them all after limit seconds. */
-static int parent_reap(world_run_t *wr, unsigned victims, double limit, int result)
+/* Reaps every rank, promptly unless zombies: then the victims stay zombies,
+ * as under a launcher busy elsewhere, until the other ranks have ended; kills
+ * them all after limit seconds. */
+static int parent_reap(world_run_t *wr, unsigned victims, int zombies, double limit, int result)
 {
     double deadline = hc_tlt_now() + limit;
-    int    left = 0, culled = 0, status;
+    int    left = 0, culled = 0, status, others = 0;
 
-    for (int r = 0; r < wr->n; r++)
+    for (int r = 0; r < wr->n; r++) {
         left += wr->pid[r] > 0;
+        others += wr->pid[r] > 0 && !(victims & (1u << r));
+    }
     while (left > 0) {
         int reaped = 0;
         for (int r = 0; r < wr->n; r++) {
+            if (zombies && others > 0 && (victims & (1u << r)) && !culled)
+                continue;
             if (wr->pid[r] <= 0 || waitpid(wr->pid[r], &status, WNOHANG) != wr->pid[r])
                 continue;
+            others -= !(victims & (1u << r));
             int j = judge(r, status, victims, culled);
             if (j == 1 || (j == HC_TLT_SKIP && result == 0))
                 result = j;
@@ -438,7 +444,7 @@ int hc_tlt_run(const hc_tlt_variant_t *v, const hc_tlt_world_t *w)
         close(wr.up[r][0]);
         close(wr.down[r][1]);
     }
-    result = parent_reap(&wr, w->victims, w->limit > 0 ? w->limit : 60, result);
+    result = parent_reap(&wr, w->victims, w->zombies, w->limit > 0 ? w->limit : 60, result);
     munmap(board, sizeof(*board));
     if (v->leftovers != NULL && v->leftovers(g_cookie) != 0) {
         fprintf(stderr, "[%s] the world left things behind\n", g_label);

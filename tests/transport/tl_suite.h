@@ -67,6 +67,7 @@ typedef struct hc_tlt_world {
     double             timeout;    /* connection set-up, seconds (10) */
     double             limit;      /* the parent kills the ranks after this (60 s) */
     unsigned           victims;    /* bit r: rank r is to die of SIGKILL */
+    int                zombies;    /* victims stay unreaped until the others end */
     unsigned           bad_cookie; /* bit r: rank r presents another cookie */
     int                no_connect; /* the body connects (or does not) itself */
     const char        *bind_ip;    /* 127.0.0.1 */

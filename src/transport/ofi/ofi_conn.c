@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "transport/ofi/ofi.h"
 
 /* Posts a control receive; one the provider has no room for now (shm's
@@ -202,7 +203,7 @@ static int byes_pending(hc_tl_ctx_t *ctx)
     int n = 0;
     for (int i = 0; i < ctx->neps; i++) {
         hc_tl_ep_t *ep = ctx->eps[i];
-        if (ep->bye_wait && ep->pid > 0 && kill(ep->pid, 0) != 0 && errno == ESRCH)
+        if (ep->bye_wait && hc_proc_gone(ep->pid, -1))
             ep->bye_wait = 0;
         n += ep->bye_wait;
     }
@@ -257,8 +258,7 @@ static hcomm_status_t await_hello(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
         return HCOMM_ERR_AUTH;
     if (ctx->since[peer] == 0)
         ctx->since[peer] = now;
-    if (ctx->host_hash == info->host_hash && info->pid > 0 && kill(info->pid, 0) != 0 &&
-        errno == ESRCH) {
+    if (ctx->host_hash == info->host_hash && hc_proc_gone(info->pid, -1)) {
         char region[48];
         hc_error(NET, "ofi: peer %d (pid %d) died before it connected", peer, (int)info->pid);
         hc_ofi_region_name(ctx, name, len - HC_OFI_ADDR_HDR, info->pid, region, sizeof(region));

@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "transport/ofi/ofi.h"
 
 static void op_finished(hc_tl_ctx_t *ctx, hc_ofi_op_t *op)
@@ -162,8 +163,7 @@ static void liveness(hc_tl_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->neps; i++) {
         hc_tl_ep_t *ep = ctx->eps[i];
-        if (ep->status == HCOMM_SUCCESS && !ep->gone && ep->pid > 0 && kill(ep->pid, 0) != 0 &&
-            errno == ESRCH) {
+        if (ep->status == HCOMM_SUCCESS && !ep->gone && hc_proc_gone(ep->pid, -1)) {
             hc_ofi_ep_gone(ep, UINT64_MAX, 0);
             hc_ofi_region_reap(ep->region, ep->peer);
             ep->region[0] = '\0';

@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "base/params.h"
+#include "base/proc.h"
 #include "transport/ofi/ofi.h"
 
 #define HC_OFI_POOL_BLOCK 64                  /* operations per allocation */
@@ -80,7 +81,7 @@ static void ofi_fini(hc_tl_ctx_t *ctx)
     pool_free(ctx);
     for (int i = 0; i < ctx->neps; i++) {
         hc_tl_ep_t *ep = ctx->eps[i];
-        if (ep->region[0] != '\0' && kill(ep->pid, 0) != 0 && errno == ESRCH)
+        if (ep->region[0] != '\0' && hc_proc_gone(ep->pid, -1))
             hc_ofi_region_reap(ep->region, ep->peer); /* died since progress last looked */
         hc_ofi_ep_destroy(ep);
     }

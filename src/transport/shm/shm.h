@@ -75,6 +75,7 @@ struct hc_tl_ep {
     int            peer;
     int            side; /* 0: this rank is the lower of the pair */
     pid_t          peer_pid;
+    int            peer_pidfd; /* tells a dead peer from a live one, zombies too; -1: none */
     hcomm_status_t status;
     int            peer_gone;     /* HC_SHM_PEER_*: noticed dead or closed */
     int            created;       /* this rank created the segment */

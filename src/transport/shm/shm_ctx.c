@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "transport/shm/shm.h"
 
 static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
@@ -71,6 +72,8 @@ static void shm_seg_release(hc_tl_ep_t *ep)
 
 static void shm_ep_close(hc_tl_ep_t *ep)
 {
+    if (ep->peer_pidfd >= 0)
+        close(ep->peer_pidfd);
     shm_seg_release(ep);
     free(ep);
 }
@@ -240,7 +243,7 @@ static hcomm_status_t shm_seg_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const hc_pe
     if (st == HCOMM_IN_PROGRESS) {
         if (ctx->since[ep->peer] == 0)
             ctx->since[ep->peer] = now;
-        if (peer->pid > 0 && kill(peer->pid, 0) != 0 && errno == ESRCH) {
+        if (hc_proc_gone(peer->pid, -1)) {
             hc_error(SHM, "peer rank %d (pid %d) died before creating %s", ep->peer,
                      (int)peer->pid, ep->name);
             return HCOMM_ERR_REMOTE;
@@ -278,6 +281,8 @@ void hc_shm_probe(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
     ep->probe_pending = 0;
     if (ep->peer_pid <= 0)
         ep->peer_pid = seg->pid[other];
+    if (ep->peer_pidfd < 0)
+        ep->peer_pidfd = hc_proc_open(ep->peer_pid);
     if (ctx->cma_min > 0) {
         struct iovec local  = {&val, sizeof(val)};
         struct iovec remote = {(void *)(uintptr_t)seg->probe_addr[other], sizeof(val)};
@@ -324,6 +329,7 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
     at.peer     = r;
     at.side     = ctx->rank > r;
     at.peer_pid = peer->pid;
+    at.peer_pidfd = -1;
     at.status   = HCOMM_SUCCESS;
     shm_seg_name(ctx, r, at.name);
     st = at.side == 0 ? shm_seg_create(ctx, &at) : shm_seg_open(ctx, &at, peer);

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "transport/shm/shm.h"
 
 static inline uint64_t shm_pad(uint64_t n)
@@ -437,7 +438,7 @@ static void shm_check_peers(hc_tl_ctx_t *ctx)
             continue;
         if (atomic_load_explicit(&ep->seg->closed[1 - ep->side], memory_order_acquire))
             ep->peer_gone = HC_SHM_PEER_CLOSED;
-        else if (ep->peer_pid > 0 && kill(ep->peer_pid, 0) != 0 && errno == ESRCH)
+        else if (hc_proc_gone(ep->peer_pid, ep->peer_pidfd))
             ep->peer_gone = HC_SHM_PEER_DEAD;
     }
     /* A dead peer's last ring writes must be seen before we judge what is left. */

@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "base/proc.h"
 #include "transport/ucx/ucx.h"
 
 /* UCX found the endpoint broken (peer gone, connection lost). */
@@ -25,7 +26,7 @@ static void ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t status)
 
 static int pid_gone(pid_t pid)
 {
-    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+    return hc_proc_gone(pid, -1);
 }
 
 int hc_ucx_check_pids(hc_tl_ctx_t *ctx)
