@@ -103,14 +103,16 @@ hcomm_status_t hc_bootstrap_id_from_addr(const char *host_port, const uint8_t co
     return HCOMM_SUCCESS;
 }
 
-/* Best effort: the connection is being dropped anyway. */
+/* Best effort: the connection is being dropped anyway. Only a timeout, sent
+ * to ranks that showed the cookie, says how many joined: a stranger learns
+ * nothing of the job. */
 static void root_refuse(root_state_t *st, int fd, hcomm_status_t why)
 {
     hc_bootstrap_reply_t r;
     memset(&r, 0, sizeof(r));
     r.magic   = htonl(HC_BOOTSTRAP_REPLY_MAGIC);
     r.status  = (int32_t)htonl((uint32_t)why);
-    r.njoined = (int32_t)htonl((uint32_t)st->njoined);
+    r.njoined = why == HCOMM_ERR_TIMEOUT ? (int32_t)htonl((uint32_t)st->njoined) : 0;
     (void)send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
     close(fd);
 }

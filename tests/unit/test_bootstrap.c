@@ -308,6 +308,49 @@ static void test_wrong_cookie(void **state)
     assert_int_equal(refused, 2);
 }
 
+/* A stranger's hello (wrong cookie) gets a refusal that says nothing, in
+ * particular not how many ranks have joined: here two of three have. */
+static int stranger_hello(const hcomm_unique_id_t *id)
+{
+    struct timeval       tv = {5, 0};
+    hc_bootstrap_hello_t h;
+    hc_bootstrap_reply_t r;
+    int                  fd = connect_root(id);
+
+    memset(&h, 0, sizeof(h)); /* an all-zero cookie */
+    memset(&r, 0, sizeof(r));
+    h.magic  = htonl(HC_BOOTSTRAP_HELLO_MAGIC);
+    h.rank   = (int32_t)htonl(2);
+    h.nranks = (int32_t)htonl(3);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    assert_int_equal(send(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+    ssize_t n = recv(fd, &r, sizeof(r), MSG_WAITALL);
+    close(fd);
+    return n == (ssize_t)sizeof(r) ? (int)ntohl((uint32_t)r.njoined) : 0;
+}
+
+static void test_refusal_says_nothing(void **state)
+{
+    hcomm_unique_id_t id;
+    pid_t             pids[MAX_RANKS];
+    int               told = 0;
+    (void)state;
+    assert_int_equal(hc_bootstrap_root_start(NULL, test_cookie, &id), HCOMM_SUCCESS);
+    capture_begin();
+    spawn(rank_main, &id, 3, 0, 2, pids);
+    for (int i = 0; i < 10; i++) { /* the two join within these 0.5 s */
+        usleep(50000);
+        int n = stranger_hello(&id);
+        told  = n != 0 ? n : told;
+    }
+    wait_for_lines("refused bootstrap connection from", "wrong cookie", 10); /* then fork */
+    spawn(rank_main, &id, 3, 2, 1, pids + 2);
+    int bad = reap(pids, 3);
+    capture_end(bad || told != 0);
+    assert_int_equal(bad, 0);
+    assert_int_equal(told, 0);
+}
+
 /* Expects a timeout within the 2 s deadline, with some slack for scheduling. */
 static int lonely_rank_main(const hcomm_unique_id_t *id, int nranks, int rank)
 {
@@ -391,7 +434,7 @@ int main(void)
         cmocka_unit_test(test_ring_2),          cmocka_unit_test(test_ring_3),
         cmocka_unit_test(test_ring_5),          cmocka_unit_test(test_ring_8),
         cmocka_unit_test(test_wrong_cookie),    cmocka_unit_test(test_missing_rank),
-        cmocka_unit_test(test_root_at_address),
+        cmocka_unit_test(test_root_at_address), cmocka_unit_test(test_refusal_says_nothing),
     };
     return cmocka_run_group_tests_name("bootstrap", tests, group_setup, NULL);
 }
