@@ -3,6 +3,7 @@
 #define HC_BASE_PARAMS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define HC_PARAM_CTYPE_INT    int
@@ -34,6 +35,18 @@ void hc_params_print(FILE *f);
  * transport reads to respect its user's choice; NULL when unset. Every read
  * of the environment stays in this file. */
 const char *hc_params_foreign(const char *name);
+
+/* The settings every rank of a communicator must share (params_agree.c says
+ * which and why): init gathers a digest of each from every rank and fails,
+ * naming the variable, where they differ. */
+#define HC_PARAMS_AGREED_MAX 24
+#define HC_PARAMS_VALUE_MAX 128
+/* Writes a digest of each agreed setting of p to out (a file setting: of the
+ * file's bytes); returns how many (at most max). */
+int hc_params_agreed_digests(const hc_params_t *p, uint64_t *out, int max);
+/* Agreed setting i's name without HCOMM_, and its value as a log shows it. */
+const char *hc_params_agreed_name(int i);
+void        hc_params_agreed_value(const hc_params_t *p, int i, char *buf, size_t len);
 
 /* Re-reads the environment (tests). */
 void hc_params_reload(void);

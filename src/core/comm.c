@@ -193,6 +193,36 @@ static hcomm_status_t comm_topo_from_cards(hcomm_comm_t c, comm_card_t *cards)
     return st;
 }
 
+/* Ranks that differ in a setting that shapes schedules would hang in their
+ * first collective: every rank names the first such setting (against rank 0)
+ * and all fail alike, since all see the same cards. */
+static hcomm_status_t comm_check_agreed(hcomm_comm_t c, const comm_card_t *cards)
+{
+    const comm_card_t *me = &cards[c->rank];
+    char               val[HC_PARAMS_VALUE_MAX];
+
+    for (int r = 1; r < c->nranks; r++)
+        if (cards[r].nagreed != cards[0].nagreed) {
+            hc_error(INIT,
+                     "ranks 0 and %d run different hcomm builds (%d and %d shared "
+                     "settings)",
+                     r, (int)cards[0].nagreed, (int)cards[r].nagreed);
+            return HCOMM_ERR_INVALID_ARG;
+        }
+    for (int i = 0; i < me->nagreed; i++)
+        for (int r = 1; r < c->nranks; r++) {
+            if (cards[r].agreed[i] == cards[0].agreed[i])
+                continue;
+            hc_params_agreed_value(hc_params_get(), i, val, sizeof(val));
+            hc_error(INIT,
+                     "HCOMM_%s differs between rank 0 and rank %d (here, rank %d: %s); "
+                     "every rank must set it alike",
+                     hc_params_agreed_name(i), r, c->rank, val);
+            return HCOMM_ERR_INVALID_ARG;
+        }
+    return HCOMM_SUCCESS;
+}
+
 static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
 {
     double         t[6];
@@ -216,8 +246,12 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     t[1] = hc_clock_now();
     st   = hc_comm_tl_open(c, &cards[c->rank]);
     t[2] = hc_clock_now();
+    cards[c->rank].nagreed =
+        hc_params_agreed_digests(hc_params_get(), cards[c->rank].agreed, HC_PARAMS_AGREED_MAX);
     if (st == HCOMM_SUCCESS)
         st = hc_bootstrap_allgather(c->bs, cards, sizeof(*cards));
+    if (st == HCOMM_SUCCESS)
+        st = comm_check_agreed(c, cards);
     t[3] = hc_clock_now();
     if (st == HCOMM_SUCCESS)
         st = comm_topo_from_cards(c, cards);

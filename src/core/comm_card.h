@@ -1,11 +1,13 @@
 /* comm_card.h - what every rank publishes about itself at init (private to
- * comm.c and comm_transports.c): its info, its discovered topology, and an
- * address for each transport it opened. */
+ * comm.c and comm_transports.c): its info, its discovered topology, digests
+ * of the settings all ranks must share, and an address for each transport it
+ * opened. */
 #ifndef HC_CORE_COMM_CARD_H
 #define HC_CORE_COMM_CARD_H
 
 #include <stdint.h>
 
+#include "base/params.h"
 #include "topology/topo.h"
 #include "transport/transport.h"
 
@@ -13,6 +15,8 @@ typedef struct comm_card {
     hc_peer_info_t info;
     hc_rank_topo_t topo;
     uint32_t       opened; /* bit t: hc_tl_table[t] opened on this rank */
+    int32_t        nagreed; /* digests of the settings every rank must share */
+    uint64_t       agreed[HC_PARAMS_AGREED_MAX];
     uint32_t       addr_len[HC_TL_TABLE_MAX];
     uint8_t        addr[HC_TL_TABLE_MAX][HC_TL_ADDR_MAX];
 } comm_card_t;
