@@ -92,8 +92,8 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
  * its requests, and it is freed. */
 static hcomm_status_t comm_end(hcomm_comm_t comm, int abort)
 {
-    if (abort)
-        hc_comm_fail(comm, HCOMM_ERR_ABORTED);
+    if (abort) /* under the lock: a stream's thread may be in progress */
+        hc_comm_set_failed(comm, HCOMM_ERR_ABORTED);
     hc_comm_drain(comm);
     hc_comm_unregister(comm);
     hc_stream_forget_comm(comm);

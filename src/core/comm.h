@@ -65,7 +65,8 @@ struct hcomm_comm {
     int                 spin;        /* idle polls before yielding the CPU */
     hc_plans_t          plans;       /* the cluster model and plans (comm_topo.c) */
     const uint64_t     *host_ids;    /* during init only: identities inherited from a parent */
-    unsigned long       moved;       /* bumped whenever a request posts or finishes a step */
+    unsigned long          moved;       /* bumped whenever a request posts or finishes a step
+                                         * (under the lock; read without it: relaxed atomics) */
     uint64_t            bytes_sent;  /* payload handed to transports (hcomm_comm_bytes_sent) */
     /* streams: once a request has gone to a stream (threaded = 1, set by the
      * issuing thread before any stream thread sees the comm), every access to
@@ -89,8 +90,9 @@ typedef struct hc_backoff {
 
 static inline void hc_backoff(hcomm_comm_t comm, hc_backoff_t *b)
 {
-    if (comm->moved != b->seen) {
-        b->seen = comm->moved;
+    unsigned long moved = __atomic_load_n(&comm->moved, __ATOMIC_RELAXED);
+    if (moved != b->seen) {
+        b->seen = moved;
         b->idle = 0;
     } else if (++b->idle > comm->spin) {
         hc_comm_idle(comm);

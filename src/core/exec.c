@@ -372,7 +372,7 @@ hcomm_status_t hc_exec_progress(hcomm_request_t req)
         return req->status;
     }
     if (req->nposted != posted || finished > 0)
-        comm->moved++;
+        __atomic_store_n(&comm->moved, comm->moved + 1, __ATOMIC_RELAXED); /* one writer */
     if (finished > 0) {
         req->poll_tick     = 0;
         req->last_progress = hc_clock_coarse();

@@ -19,6 +19,8 @@ for t in auto tcp; do
         [ "$(grep -c 'dead peer failed with' "$out")" -eq 2 ]
     result "a peer killed under a stream allreduce ($t): error on stream and request" $?
 done
+try 120 HCOMM_TIMEOUT=10 "$run" -n 2 "$check" --abort && has 'allreduce under abort ended with'
+result "a communicator aborted under a running stream op: the op fails" $?
 # CUDA streams: built when configure found CUDA, run where a GPU is (without
 # one cuda_stream_check says SKIP and why)
 cuda="$top/tests/coll/cuda_stream_check"

@@ -352,6 +352,36 @@ static int check_kill(hcomm_comm_t comm)
     return g_failed != 0;
 }
 
+/* Rank 0 aborts its communicator while its stream's thread is inside the
+ * progress of an allreduce that the others never join: the op fails, nothing
+ * is freed under the thread (ThreadSanitizer and AddressSanitizer builds,
+ * tests/sanitize/run.sh, report it where it is). */
+static int check_abort(hcomm_comm_t comm)
+{
+    hcomm_stream_t s;
+    float          x = 1;
+    double         t0;
+
+    hcomm_barrier(comm, NULL);
+    if (g_rank != 0) {
+        usleep(300000); /* past rank 0's abort */
+        hcomm_comm_abort(comm);
+        return 0;
+    }
+    hcomm_stream_create(&s);
+    hcomm_allreduce(&x, &x, 1, HCOMM_FLOAT32, HCOMM_SUM, comm, s);
+    usleep(100000); /* the stream's thread spins in progress meanwhile */
+    t0                = now_s();
+    hcomm_status_t as = hcomm_comm_abort(comm);
+    double         dt = now_s() - t0;
+    hcomm_status_t ss = hcomm_stream_synchronize(s);
+    CHECK(as == HCOMM_SUCCESS && dt < 2, "abort: %s after %.3f s", hcomm_status_name(as), dt);
+    CHECK(ss == HCOMM_ERR_ABORTED, "the stream after abort: %s", hcomm_status_name(ss));
+    printf("stream_check rank 0: the allreduce under abort ended with %s\n", hcomm_status_name(ss));
+    hcomm_stream_destroy(s);
+    return g_failed != 0;
+}
+
 int main(int argc, char **argv)
 {
     hcomm_comm_t   comm = NULL;
@@ -365,6 +395,8 @@ int main(int argc, char **argv)
     }
     if (kill)
         return check_kill(comm);
+    if (argc > 1 && strcmp(argv[1], "--abort") == 0)
+        return check_abort(comm);
     if (g_nranks == 1)
         printf("stream_check: 1 rank: a collective is a copy, so the ordering checks read "
                "out-of-place results\n");
