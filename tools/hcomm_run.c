@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -34,7 +35,8 @@ static void usage(FILE *f)
             "hcomm-run plus:\n"
             "  HCOMM_RANK    the rank, 0 .. N-1\n"
             "  HCOMM_NRANKS  N\n"
-            "  HCOMM_ROOT    127.0.0.1:PORT, a free port where rank 0 listens\n"
+            "  HCOMM_ROOT    127.0.0.1:PORT, where rank 0 listens\n"
+            "  HCOMM_ROOT_FD rank 0 only: the socket listening there, bound by hcomm-run\n"
             "  HCOMM_COOKIE  32 random hex digits, the job's secret\n"
             "Options:\n"
             "  -n, --np N         number of ranks (required, 1 .. %d)\n"
@@ -126,8 +128,11 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
     return 0;
 }
 
-/* A free TCP port on 127.0.0.1: bind port 0, read it back, close. */
-static int free_port(int *port)
+/* The root's socket, listening on a free port of 127.0.0.1 and handed to rank
+ * 0 as HCOMM_ROOT_FD: a port chosen by bind-and-close could be taken by
+ * another process before rank 0 bound it. Close-on-exec, so that only rank 0,
+ * which clears the flag, inherits it. */
+static int root_socket(int *port)
 {
     struct sockaddr_in sa  = {.sin_family = AF_INET};
     socklen_t          len = sizeof(sa);
@@ -138,15 +143,14 @@ static int free_port(int *port)
         return -1;
     }
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, SOMAXCONN) != 0 ||
         getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-        fprintf(stderr, TAG ": cannot find a free port on 127.0.0.1: %s\n", strerror(errno));
+        fprintf(stderr, TAG ": cannot listen on a free port of 127.0.0.1: %s\n", strerror(errno));
         close(fd);
         return -1;
     }
-    close(fd);
     *port = ntohs(sa.sin_port);
-    return 0;
+    return fd;
 }
 
 static int make_cookie(char *hex, size_t len)
@@ -172,12 +176,13 @@ static int make_cookie(char *hex, size_t len)
     return 0;
 }
 
-static int set_job_env(int nranks)
+/* The job's variables; the root's listening socket in *root_fd. */
+static int set_job_env(int nranks, int *root_fd)
 {
     char root[64], cookie[33], num[16];
     int  port;
 
-    if (free_port(&port) != 0 || make_cookie(cookie, sizeof(cookie)) != 0)
+    if (make_cookie(cookie, sizeof(cookie)) != 0 || (*root_fd = root_socket(&port)) < 0)
         return -1;
     snprintf(root, sizeof(root), "127.0.0.1:%d", port);
     snprintf(num, sizeof(num), "%d", nranks);
@@ -230,12 +235,17 @@ static int findable(const char *prog)
     return 0;
 }
 
-static void exec_rank(int rank, char **argv, const sigset_t *oldmask)
+static void exec_rank(int rank, char **argv, const sigset_t *oldmask, int root_fd)
 {
-    char num[16];
+    char num[16], fd[16];
 
     launch_child_restore(oldmask);
     snprintf(num, sizeof(num), "%d", rank);
+    snprintf(fd, sizeof(fd), "%d", root_fd);
+    if (rank == 0 && (fcntl(root_fd, F_SETFD, 0) != 0 || setenv("HCOMM_ROOT_FD", fd, 1) != 0)) {
+        fprintf(stderr, TAG ": rank 0: cannot hand over the root socket: %s\n", strerror(errno));
+        _exit(127);
+    }
     if (setenv("HCOMM_RANK", num, 1) != 0) {
         fprintf(stderr, TAG ": rank %d: setenv: %s\n", rank, strerror(errno));
         _exit(127);
@@ -250,7 +260,8 @@ int main(int argc, char **argv)
     run_opts_t o;
     sigset_t   oldmask;
     pid_t     *pids;
-    int        rc = parse_opts(argc, argv, &o);
+    int        root_fd = -1;
+    int        rc      = parse_opts(argc, argv, &o);
 
     if (rc != 0)
         return rc;
@@ -259,7 +270,7 @@ int main(int argc, char **argv)
                 strchr(o.argv[0], '/') ? "no such executable file" : "not found in PATH");
         return 127;
     }
-    if (set_job_env(o.nranks) != 0 || (o.nccl && set_nccl_env() != 0))
+    if (set_job_env(o.nranks, &root_fd) != 0 || (o.nccl && set_nccl_env() != 0))
         return 1;
     pids = calloc((size_t)o.nranks, sizeof(*pids));
     if (pids == NULL) {
@@ -275,7 +286,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < o.nranks; r++) {
         pids[r] = fork();
         if (pids[r] == 0)
-            exec_rank(r, o.argv, &oldmask);
+            exec_rank(r, o.argv, &oldmask, root_fd);
         if (pids[r] < 0) {
             fprintf(stderr, TAG ": fork of rank %d: %s\n", r, strerror(errno));
             launch_abort(pids, r, TAG);
@@ -283,6 +294,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    close(root_fd); /* rank 0 has it */
     rc = launch_wait(pids, o.nranks, o.timeout_s, TAG);
     free(pids);
     return rc;

@@ -78,7 +78,11 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
         comm_cookie_from(p->root, cookie);
         hc_info(INIT, "HCOMM_COOKIE not set: cookie derived from HCOMM_ROOT");
     }
-    if (rank == 0)
+    /* The launcher's socket serves the first communicator; later ones bind. */
+    static int root_fd_taken;
+    if (rank == 0 && p->root_fd >= 0 && !__atomic_exchange_n(&root_fd_taken, 1, __ATOMIC_ACQ_REL))
+        st = hc_bootstrap_root_adopt(p->root_fd, p->root, cookie, &id);
+    else if (rank == 0)
         st = hc_bootstrap_root_start(p->root, cookie, &id);
     else
         st = hc_bootstrap_id_from_addr(p->root, cookie, &id);

@@ -31,6 +31,12 @@ typedef struct hc_uid {
  */
 hcomm_status_t hc_bootstrap_root_start(const char *bind_addr, const uint8_t cookie[16],
                                        hcomm_unique_id_t *id);
+/* The same on lfd, a TCP socket a launcher bound and listens on for this
+ * process (hcomm-run: HCOMM_ROOT_FD), so that no other process can take the
+ * port between a choice and a bind; it must listen on host_port's port. The
+ * root owns lfd once this succeeds. */
+hcomm_status_t hc_bootstrap_root_adopt(int lfd, const char *host_port, const uint8_t cookie[16],
+                                       hcomm_unique_id_t *id);
 
 /* Fills a unique id for a root at "host:port" with a given cookie (no thread). */
 hcomm_status_t hc_bootstrap_id_from_addr(const char *host_port, const uint8_t cookie[16],

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -384,47 +386,112 @@ static hcomm_status_t root_spawn(root_state_t *st)
     return HCOMM_SUCCESS;
 }
 
+/* Serves the root on st->lfd, listening at bound: from here on the thread owns
+ * st (and closes lfd); on failure the caller frees both. */
+static hcomm_status_t root_serve(root_state_t *st, struct sockaddr_storage *bound,
+                                 hcomm_unique_id_t *id)
+{
+    hcomm_status_t    status;
+    socklen_t         blen;
+    hcomm_unique_id_t out;
+
+    if ((status = root_advertised(bound)) != HCOMM_SUCCESS)
+        return status;
+    blen = bound->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    hc_sock_addr_str((struct sockaddr *)bound, st->name, sizeof(st->name));
+    st->timeout  = hc_params_get()->timeout;
+    st->deadline = hc_clock_now() + st->timeout;
+    uid_fill(&out, st->cookie, (struct sockaddr *)bound, blen);
+    /* Logged first: once spawned, the thread owns st. */
+    hc_info(BOOT, "bootstrap root listening on %s", st->name);
+    if ((status = root_spawn(st)) != HCOMM_SUCCESS)
+        return status;
+    *id = out;
+    return HCOMM_SUCCESS;
+}
+
+static root_state_t *root_new(const uint8_t cookie[16], hcomm_status_t *status)
+{
+    root_state_t *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        hc_error(BOOT, "bootstrap root: out of memory");
+        *status = HCOMM_ERR_NO_MEMORY;
+        return NULL;
+    }
+    st->lfd = -1;
+    /* NULL cookie: a fresh random one. */
+    *status = cookie ? (memcpy(st->cookie, cookie, 16), HCOMM_SUCCESS)
+                     : hc_bootstrap_random(st->cookie, 16);
+    if (*status != HCOMM_SUCCESS) {
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
 hcomm_status_t hc_bootstrap_root_start(const char *bind_addr, const uint8_t cookie[16],
                                        hcomm_unique_id_t *id)
 {
     struct sockaddr_storage ss, bound;
     socklen_t               len, blen;
     hcomm_status_t          status;
+    root_state_t           *st;
+
     if (id == NULL)
         return HCOMM_ERR_INVALID_ARG;
-    root_state_t *st = calloc(1, sizeof(*st));
-    if (st == NULL) {
-        hc_error(BOOT, "bootstrap root: out of memory");
-        return HCOMM_ERR_NO_MEMORY;
-    }
-    /* NULL cookie: a fresh random one. */
-    status = cookie ? (memcpy(st->cookie, cookie, 16), HCOMM_SUCCESS)
-                    : hc_bootstrap_random(st->cookie, 16);
-    if (status != HCOMM_SUCCESS)
-        goto err_free;
-    if ((status = root_bind_addr(bind_addr, &ss, &len)) != HCOMM_SUCCESS)
-        goto err_free;
-    if ((status = hc_sock_listen((struct sockaddr *)&ss, len, 0, HC_SUBSYS(BOOT), &st->lfd, &bound,
-                                 &blen)))
-        goto err_free;
-    if ((status = root_advertised(&bound)) != HCOMM_SUCCESS)
-        goto err_close;
-    blen = bound.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-    hc_sock_addr_str((struct sockaddr *)&bound, st->name, sizeof(st->name));
-    st->timeout  = hc_params_get()->timeout;
-    st->deadline = hc_clock_now() + st->timeout;
-    hcomm_unique_id_t out;
-    uid_fill(&out, st->cookie, (struct sockaddr *)&bound, blen);
-    /* Logged first: once spawned, the thread owns st. */
-    hc_info(BOOT, "bootstrap root listening on %s", st->name);
-    if ((status = root_spawn(st)) != HCOMM_SUCCESS)
-        goto err_close;
-    *id = out;
-    return HCOMM_SUCCESS;
-
-err_close:
-    close(st->lfd);
-err_free:
+    if ((st = root_new(cookie, &status)) == NULL)
+        return status;
+    if ((status = root_bind_addr(bind_addr, &ss, &len)) == HCOMM_SUCCESS &&
+        (status = hc_sock_listen((struct sockaddr *)&ss, len, 0, HC_SUBSYS(BOOT), &st->lfd, &bound,
+                                 &blen)) == HCOMM_SUCCESS &&
+        (status = root_serve(st, &bound, id)) == HCOMM_SUCCESS)
+        return HCOMM_SUCCESS;
+    if (st->lfd >= 0)
+        close(st->lfd);
     free(st);
+    return status;
+}
+
+static in_port_t sock_port(const struct sockaddr_storage *ss)
+{
+    return ss->ss_family == AF_INET ? ((const struct sockaddr_in *)ss)->sin_port
+                                    : ((const struct sockaddr_in6 *)ss)->sin6_port;
+}
+
+hcomm_status_t hc_bootstrap_root_adopt(int lfd, const char *host_port, const uint8_t cookie[16],
+                                       hcomm_unique_id_t *id)
+{
+    struct sockaddr_storage bound, want;
+    socklen_t               blen      = sizeof(bound), wlen;
+    int                     listening = 0;
+    socklen_t               ilen      = sizeof(listening);
+    hcomm_status_t          status;
+    root_state_t           *st;
+
+    if (id == NULL)
+        return HCOMM_ERR_INVALID_ARG;
+    if (getsockopt(lfd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ilen) != 0 || !listening ||
+        getsockname(lfd, (struct sockaddr *)&bound, &blen) != 0 ||
+        (bound.ss_family != AF_INET && bound.ss_family != AF_INET6)) {
+        hc_error(BOOT, "HCOMM_ROOT_FD=%d is not a listening TCP socket", lfd);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if (hc_sock_parse_addr(host_port, HC_SUBSYS(BOOT), &want, &wlen) != HCOMM_SUCCESS ||
+        sock_port(&want) != sock_port(&bound)) {
+        hc_error(BOOT, "HCOMM_ROOT_FD=%d listens on port %u, not on HCOMM_ROOT=%s", lfd,
+                 (unsigned)ntohs(sock_port(&bound)), host_port);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if ((st = root_new(cookie, &status)) == NULL)
+        return status;
+    st->lfd = lfd;
+    if (fcntl(lfd, F_SETFD, FD_CLOEXEC) != 0 ||
+        fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK) != 0) {
+        hc_error(BOOT, "HCOMM_ROOT_FD=%d: fcntl: %s", lfd, strerror(errno));
+        status = HCOMM_ERR_SYSTEM;
+    } else if ((status = root_serve(st, &bound, id)) == HCOMM_SUCCESS) {
+        return HCOMM_SUCCESS;
+    }
+    free(st); /* lfd stays the caller's */
     return status;
 }

@@ -31,4 +31,12 @@ result "headers in includedir ($inc)" $?
 
 "$run" -n 1 --nccl sh -c 'echo "$LD_LIBRARY_PATH"' > "$out" 2>&1 && has "^$ncdir\(:\|$\)"
 result "hcomm-run --nccl puts nccl_libdir first on LD_LIBRARY_PATH" $?
+
+# hcomm-run binds the root's port and hands rank 0 the listening socket (a port
+# chosen by bind-and-close could be taken first); no other rank inherits it
+"$run" -n 3 sh -c 'n=$(ls -l /proc/$$/fd | grep -c socket:)
+    echo "rank $HCOMM_RANK fd ${HCOMM_ROOT_FD:--} sockets $n"' > "$out" 2>&1 &&
+    has '^rank 0 fd [0-9][0-9]* sockets 1$' && has '^rank 1 fd - sockets 0$' &&
+    has '^rank 2 fd - sockets 0$'
+result "hcomm-run hands the root's listening socket to rank 0 alone" $?
 finish
