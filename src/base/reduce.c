@@ -20,85 +20,104 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
 
+#ifdef HC_NO_LOAD_RESOLVERS /* a ThreadSanitizer build (configure.ac) */
+#define HC_CLONES
+#else
 #define HC_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
+/* The kernels reach their elements through types of alignment 1: a
+ * transport hands a message on in pieces that may start at any byte (a tcp
+ * read can end inside an element), and a load through a misaligned int32_t *
+ * is undefined behaviour (UBSan caught it); x86 loads them at full speed. */
+#define HC_UNALIGNED(name, T) typedef T name##_ut __attribute__((aligned(1)))
 
 /* Integers: sum and prod in the unsigned type U of the same width, so that
  * overflow wraps instead of being undefined. */
-#define HC_INT_KERNELS(name, T, U)                                            \
-    static HC_CLONES void name##_sum(T *d, const T *a, const T *b, size_t n)  \
-    {                                                                         \
-        for (size_t i = 0; i < n; i++)                                        \
-            d[i] = (T)((U)a[i] + (U)b[i]);                                    \
-    }                                                                         \
-    static HC_CLONES void name##_prod(T *d, const T *a, const T *b, size_t n) \
-    {                                                                         \
-        for (size_t i = 0; i < n; i++)                                        \
-            d[i] = (T)((U)a[i] * (U)b[i]);                                    \
-    }                                                                         \
-    static HC_CLONES void name##_min(T *d, const T *a, const T *b, size_t n)  \
-    {                                                                         \
-        for (size_t i = 0; i < n; i++)                                        \
-            d[i] = b[i] < a[i] ? b[i] : a[i];                                 \
-    }                                                                         \
-    static HC_CLONES void name##_max(T *d, const T *a, const T *b, size_t n)  \
-    {                                                                         \
-        for (size_t i = 0; i < n; i++)                                        \
-            d[i] = b[i] > a[i] ? b[i] : a[i];                                 \
+#define HC_INT_KERNELS(name, T, U)                                                                 \
+    HC_UNALIGNED(name, T);                                                                         \
+    static HC_CLONES void name##_sum(name##_ut *d, const name##_ut *a, const name##_ut *b,         \
+                                     size_t n)                                                     \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = (T)((U)a[i] + (U)b[i]);                                                         \
+    }                                                                                              \
+    static HC_CLONES void name##_prod(name##_ut *d, const name##_ut *a, const name##_ut *b,        \
+                                      size_t n)                                                    \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = (T)((U)a[i] * (U)b[i]);                                                         \
+    }                                                                                              \
+    static HC_CLONES void name##_min(name##_ut *d, const name##_ut *a, const name##_ut *b,         \
+                                     size_t n)                                                     \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = b[i] < a[i] ? b[i] : a[i];                                                      \
+    }                                                                                              \
+    static HC_CLONES void name##_max(name##_ut *d, const name##_ut *a, const name##_ut *b,         \
+                                     size_t n)                                                     \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = b[i] > a[i] ? b[i] : a[i];                                                      \
     }
 
 /* Floats: min/max select b only when it is strictly better or NaN; both
  * selects compile to compare + blend, so the loops vectorise without
  * -ffast-math. */
-#define HC_FLOAT_KERNELS(name, T)                                             \
-    static HC_CLONES void name##_sum(T *d, const T *a, const T *b, size_t n)  \
-    {                                                                         \
-        for (size_t i = 0; i < n; i++)                                        \
-            d[i] = a[i] + b[i];                                               \
-    }                                                                         \
-    static HC_CLONES void name##_prod(T *d, const T *a, const T *b, size_t n) \
-    {                                                                         \
-        for (size_t i = 0; i < n; i++)                                        \
-            d[i] = a[i] * b[i];                                               \
-    }                                                                         \
-    static HC_CLONES void name##_min(T *d, const T *a, const T *b, size_t n)  \
-    {                                                                         \
-        for (size_t i = 0; i < n; i++) {                                      \
-            T x = a[i], y = b[i];                                             \
-            T m = y < x ? y : x;                                              \
-            d[i] = y != y ? y : m;                                            \
-        }                                                                     \
-    }                                                                         \
-    static HC_CLONES void name##_max(T *d, const T *a, const T *b, size_t n)  \
-    {                                                                         \
-        for (size_t i = 0; i < n; i++) {                                      \
-            T x = a[i], y = b[i];                                             \
-            T m = y > x ? y : x;                                              \
-            d[i] = y != y ? y : m;                                            \
-        }                                                                     \
+#define HC_FLOAT_KERNELS(name, T)                                                                  \
+    HC_UNALIGNED(name, T);                                                                         \
+    static HC_CLONES void name##_sum(name##_ut *d, const name##_ut *a, const name##_ut *b,         \
+                                     size_t n)                                                     \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = a[i] + b[i];                                                                    \
+    }                                                                                              \
+    static HC_CLONES void name##_prod(name##_ut *d, const name##_ut *a, const name##_ut *b,        \
+                                      size_t n)                                                    \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = a[i] * b[i];                                                                    \
+    }                                                                                              \
+    static HC_CLONES void name##_min(name##_ut *d, const name##_ut *a, const name##_ut *b,         \
+                                     size_t n)                                                     \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            T x = a[i], y = b[i];                                                                  \
+            T m  = y < x ? y : x;                                                                  \
+            d[i] = y != y ? y : m;                                                                 \
+        }                                                                                          \
+    }                                                                                              \
+    static HC_CLONES void name##_max(name##_ut *d, const name##_ut *a, const name##_ut *b,         \
+                                     size_t n)                                                     \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            T x = a[i], y = b[i];                                                                  \
+            T m  = y > x ? y : x;                                                                  \
+            d[i] = y != y ? y : m;                                                                 \
+        }                                                                                          \
     }
 
 /* One switch on op per dtype; HCOMM_AVG reduces as a sum. */
-#define HC_OP_DISPATCH(name, T)                                                      \
-    static void name##_reduce(void *d, const void *a, const void *b, size_t n,       \
-                              hcomm_op_t op)                                         \
-    {                                                                                \
-        switch (op) {                                                                \
-        case HCOMM_SUM:                                                              \
-        case HCOMM_AVG:                                                              \
-            name##_sum((T *)d, (const T *)a, (const T *)b, n);                       \
-            break;                                                                   \
-        case HCOMM_PROD:                                                             \
-            name##_prod((T *)d, (const T *)a, (const T *)b, n);                      \
-            break;                                                                   \
-        case HCOMM_MIN:                                                              \
-            name##_min((T *)d, (const T *)a, (const T *)b, n);                       \
-            break;                                                                   \
-        case HCOMM_MAX:                                                              \
-            name##_max((T *)d, (const T *)a, (const T *)b, n);                       \
-            break;                                                                   \
-        default:                                                                     \
-            break;                                                                   \
-        }                                                                            \
+#define HC_OP_DISPATCH(name)                                                                       \
+    static void name##_reduce(void *d, const void *a, const void *b, size_t n, hcomm_op_t op)      \
+    {                                                                                              \
+        switch (op) {                                                                              \
+        case HCOMM_SUM:                                                                            \
+        case HCOMM_AVG:                                                                            \
+            name##_sum((name##_ut *)d, (const name##_ut *)a, (const name##_ut *)b, n);             \
+            break;                                                                                 \
+        case HCOMM_PROD:                                                                           \
+            name##_prod((name##_ut *)d, (const name##_ut *)a, (const name##_ut *)b, n);            \
+            break;                                                                                 \
+        case HCOMM_MIN:                                                                            \
+            name##_min((name##_ut *)d, (const name##_ut *)a, (const name##_ut *)b, n);             \
+            break;                                                                                 \
+        case HCOMM_MAX:                                                                            \
+            name##_max((name##_ut *)d, (const name##_ut *)a, (const name##_ut *)b, n);             \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
     }
 
 HC_INT_KERNELS(k_i8, int8_t, uint8_t)
@@ -110,14 +129,14 @@ HC_INT_KERNELS(k_u64, uint64_t, uint64_t)
 HC_FLOAT_KERNELS(k_f32, float)
 HC_FLOAT_KERNELS(k_f64, double)
 
-HC_OP_DISPATCH(k_i8, int8_t)
-HC_OP_DISPATCH(k_u8, uint8_t)
-HC_OP_DISPATCH(k_i32, int32_t)
-HC_OP_DISPATCH(k_u32, uint32_t)
-HC_OP_DISPATCH(k_i64, int64_t)
-HC_OP_DISPATCH(k_u64, uint64_t)
-HC_OP_DISPATCH(k_f32, float)
-HC_OP_DISPATCH(k_f64, double)
+HC_OP_DISPATCH(k_i8)
+HC_OP_DISPATCH(k_u8)
+HC_OP_DISPATCH(k_i32)
+HC_OP_DISPATCH(k_u32)
+HC_OP_DISPATCH(k_i64)
+HC_OP_DISPATCH(k_u64)
+HC_OP_DISPATCH(k_f32)
+HC_OP_DISPATCH(k_f64)
 
 void hc_reduce(void *dst, const void *a, const void *b, size_t count, hcomm_dtype_t dtype,
                hcomm_op_t op)

@@ -22,7 +22,11 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
 
+#ifdef HC_NO_LOAD_RESOLVERS /* a ThreadSanitizer build (configure.ac) */
+#define HC_CLONES
+#else
 #define HC_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
 
 /* Selects as masks: a ternary lets gcc sink the float op of one arm into a
  * branch, which then blocks vectorisation. */
@@ -118,13 +122,16 @@ static inline float max_nan(float x, float y)
     return y != y ? y : m;
 }
 
-#define HC_HALF_KERNEL(name, TOF, FROMF, EXPR)                                              \
-    static HC_CLONES void name(uint16_t *d, const uint16_t *a, const uint16_t *b, size_t n) \
-    {                                                                                       \
-        for (size_t i = 0; i < n; i++) {                                                    \
-            float x = TOF(a[i]), y = TOF(b[i]);                                             \
-            d[i]    = FROMF(EXPR);                                                          \
-        }                                                                                   \
+/* Alignment 1, as in reduce.c: pieces of a message may start at any byte. */
+typedef uint16_t u16_ut __attribute__((aligned(1)));
+
+#define HC_HALF_KERNEL(name, TOF, FROMF, EXPR)                                                     \
+    static HC_CLONES void name(u16_ut *d, const u16_ut *a, const u16_ut *b, size_t n)              \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            float x = TOF(a[i]), y = TOF(b[i]);                                                    \
+            d[i] = FROMF(EXPR);                                                                    \
+        }                                                                                          \
     }
 
 HC_HALF_KERNEL(f16_sum, half_to_float, float_to_half, x + y)
