@@ -22,12 +22,16 @@ __attribute__((constructor)) static void nccl_names_env(void)
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* ncclResetDebugInit */
+/* A resolver runs while the loader binds, before a sanitizer's runtime is up:
+ * it must not be instrumented. */
 #define HC_NCCL_API(name)                                                                          \
-    static __typeof__(hcomm_nccl_##name) *resolve_##name(void)                                     \
+    __attribute__((                                                                                \
+        no_sanitize("thread", "address",                                                           \
+                    "undefined"))) static __typeof__(hcomm_nccl_##name) *resolve_##name(void)      \
     {                                                                                              \
         return hcomm_nccl_##name;                                                                  \
     }                                                                                              \
-    extern __typeof__(hcomm_nccl_##name) nccl##name __attribute__((ifunc("resolve_" #name)));    \
+    extern __typeof__(hcomm_nccl_##name) nccl##name __attribute__((ifunc("resolve_" #name)));      \
     extern __typeof__(hcomm_nccl_##name) pnccl##name __attribute__((ifunc("resolve_" #name)));
 #include "nccl_api.def"
 #pragma GCC diagnostic pop
