@@ -207,6 +207,9 @@ hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexc
  * In place: recvbuf == sendbuf for allreduce, broadcast, reduce and alltoall;
  * sendbuf == recvbuf + rank * count * size for allgather;
  * recvbuf == sendbuf + rank * recvcount * size for reduce_scatter.
+ * Otherwise the two buffers must not share a byte (a buffer the rank does not
+ * use, broadcast's sendbuf or reduce's recvbuf off the root, is not checked):
+ * buffers that overlap without being in place get HCOMM_ERR_INVALID_ARG.
  */
 
 /** recvbuf[i] = op over ranks of sendbuf[i], on every rank. */
@@ -241,7 +244,9 @@ hcomm_status_t hcomm_alltoall(const void *sendbuf, void *recvbuf, size_t count,
  * sendcounts[p] elements at element sdispls[p] of sendbuf go to rank p, which
  * receives them at element rdispls[r] of its recvbuf; recvcounts[p] must be
  * what p sends this rank (as in MPI). Arrays of nranks entries, read before
- * the call returns; no in-place; not inside a group.
+ * the call returns; no in-place: recvbuf != sendbuf, and the span of the
+ * blocks received may not overlap the span of the blocks sent
+ * (HCOMM_ERR_INVALID_ARG); not inside a group.
  */
 hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
                                void *recvbuf, const size_t *recvcounts, const size_t *rdispls,

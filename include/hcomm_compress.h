@@ -60,7 +60,8 @@ void hcomm_compress_destroy(hcomm_compress_t state);
  * recvbuf = the average over ranks of the compressed, error-compensated
  * sendbuf, on every rank (all ranks get the same values). count and dtype must
  * be those the state was created with and comm its communicator (otherwise
- * HCOMM_ERR_INVALID_ARG). In place (recvbuf == sendbuf) is allowed. Collective;
+ * HCOMM_ERR_INVALID_ARG). In place (recvbuf == sendbuf) is allowed, otherwise the
+ * buffers must not overlap (HCOMM_ERR_INVALID_ARG). Collective;
  * stream as for hcomm_allreduce. A state serves one call at a time: calls
  * queued on one stream run in turn; do not share a state between streams.
  */

@@ -6,17 +6,24 @@
 #include <string.h>
 
 #include "api/api_coll.h"
+#include "base/extent.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/group.h"
 #include "overlap/overlap.h"
 
+/* Where one side's blocks lie, in elements from its buffer: [lo, hi) spans
+ * them all (the empty blocks left out); total is their sum. */
+typedef struct {
+    size_t total, lo, hi;
+} side_t;
+
 /* Counts and displacements of one side: in range, and a buffer where data is. */
 static hcomm_status_t side_check(const char *name, const char *what, const void *buf,
                                  const size_t *counts, const size_t *displs, int n, size_t es,
-                                 size_t *total)
+                                 side_t *side)
 {
-    *total = 0;
+    *side = (side_t){0, SIZE_MAX, 0};
     if (counts == NULL || displs == NULL) {
         hc_error(COLL, "%s: NULL %s counts or displacements", name, what);
         return HCOMM_ERR_INVALID_ARG;
@@ -27,11 +34,38 @@ static hcomm_status_t side_check(const char *name, const char *what, const void 
                      counts[p], displs[p]);
             return HCOMM_ERR_OVERFLOW;
         }
-        *total += counts[p];
+        side->total += counts[p];
+        if (counts[p] != 0) {
+            side->lo = displs[p] < side->lo ? displs[p] : side->lo;
+            side->hi = displs[p] + counts[p] > side->hi ? displs[p] + counts[p] : side->hi;
+        }
     }
-    if (*total != 0 && buf == NULL) {
-        hc_error(COLL, "%s: NULL %sbuf with %zu elements", name, what, *total);
+    if (side->total != 0 && buf == NULL) {
+        hc_error(COLL, "%s: NULL %sbuf with %zu elements", name, what, side->total);
         return HCOMM_ERR_NULL_BUFFER;
+    }
+    return HCOMM_SUCCESS;
+}
+
+/* The blocks sent and those received share no byte (there is no in-place
+ * alltoallv: the same buffer is refused whatever the blocks). */
+static hcomm_status_t sides_check(const char *name, const void *sendbuf, const side_t *s,
+                                  const void *recvbuf, const side_t *r, size_t es)
+{
+    if (sendbuf == recvbuf && s->total + r->total != 0) {
+        hc_error(COLL, "%s: sendbuf and recvbuf are the same buffer (no in-place alltoallv)", name);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if (s->total == 0 || r->total == 0)
+        return HCOMM_SUCCESS;
+    const char *sp = (const char *)sendbuf + s->lo * es, *rp = (const char *)recvbuf + r->lo * es;
+    size_t      sb = (s->hi - s->lo) * es, rb = (r->hi - r->lo) * es;
+    if (hc_extents_overlap(sp, sb, rp, rb)) {
+        hc_error(COLL,
+                 "%s: the send blocks (%zu bytes at %p) and the receive blocks (%zu bytes at %p) "
+                 "overlap; pass disjoint buffers",
+                 name, sb, (const void *)sp, rb, (const void *)rp);
+        return HCOMM_ERR_INVALID_ARG;
     }
     return HCOMM_SUCCESS;
 }
@@ -42,7 +76,8 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
 {
     const char    *name = "hcomm_alltoallv";
     hcomm_status_t st   = hc_comm_check(comm, name);
-    size_t         es   = hcomm_dtype_size(dtype), ns, nr;
+    size_t         es   = hcomm_dtype_size(dtype);
+    side_t         ss, rs;
 
     if (st != HCOMM_SUCCESS)
         return st;
@@ -50,15 +85,13 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
         hc_error(COLL, "%s: invalid datatype %d", name, (int)dtype);
         return HCOMM_ERR_INVALID_DTYPE;
     }
-    st = side_check(name, "send", sendbuf, sendcounts, sdispls, comm->nranks, es, &ns);
+    st = side_check(name, "send", sendbuf, sendcounts, sdispls, comm->nranks, es, &ss);
     if (st == HCOMM_SUCCESS)
-        st = side_check(name, "recv", recvbuf, recvcounts, rdispls, comm->nranks, es, &nr);
+        st = side_check(name, "recv", recvbuf, recvcounts, rdispls, comm->nranks, es, &rs);
+    if (st == HCOMM_SUCCESS)
+        st = sides_check(name, sendbuf, &ss, recvbuf, &rs, es);
     if (st != HCOMM_SUCCESS)
         return st;
-    if (sendbuf == recvbuf && ns + nr != 0) {
-        hc_error(COLL, "%s: sendbuf and recvbuf are the same buffer (no in-place alltoallv)", name);
-        return HCOMM_ERR_INVALID_ARG;
-    }
     if (stream != NULL && (st = hc_stream_check(stream, name)) != HCOMM_SUCCESS)
         return st;
     /* the schedule is built from the arrays before this call returns */
@@ -72,7 +105,7 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
     memcpy(v + comm->nranks, sdispls, n);
     memcpy(v + 2 * comm->nranks, recvcounts, n);
     memcpy(v + 3 * comm->nranks, rdispls, n);
-    hc_coll_args_t a = {.coll = HC_COLL_ALLTOALLV, .count = nr, .dtype = dtype, .v = v};
+    hc_coll_args_t a = {.coll = HC_COLL_ALLTOALLV, .count = rs.total, .dtype = dtype, .v = v};
     if (hc_group_active()) {
         hc_error(COLL, "%s: not allowed inside a group", name);
         st = HCOMM_ERR_INVALID_USAGE;
@@ -88,7 +121,7 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
 static hcomm_status_t dyn_local_check(const char *name, const void *sendbuf,
                                       const size_t *sendcounts, const size_t *sdispls,
                                       size_t recv_capacity, const size_t *recvcounts,
-                                      hcomm_dtype_t dtype, int n, hcomm_stream_t stream, size_t *ns)
+                                      hcomm_dtype_t dtype, int n, hcomm_stream_t stream, side_t *ss)
 {
     size_t es = hcomm_dtype_size(dtype);
 
@@ -107,7 +140,7 @@ static hcomm_status_t dyn_local_check(const char *name, const void *sendbuf,
         hc_error(COLL, "%s: NULL counts", name);
         return HCOMM_ERR_INVALID_ARG;
     }
-    hcomm_status_t st = side_check(name, "send", sendbuf, sendcounts, sdispls, n, es, ns);
+    hcomm_status_t st = side_check(name, "send", sendbuf, sendcounts, sdispls, n, es, ss);
     if (st != HCOMM_SUCCESS)
         return st;
     if (recv_capacity > PTRDIFF_MAX / es) {
@@ -142,9 +175,9 @@ hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendco
     }
     /* a local fault still takes part in the exchanges (sending zero counts),
      * so that every rank fails together instead of waiting for this one */
-    size_t         ns   = 0;
+    side_t         ss   = {0, 0, 0};
     hcomm_status_t mine = dyn_local_check(name, sendbuf, sendcounts, sdispls, recv_capacity,
-                                          recvcounts, dtype, n, stream, &ns);
+                                          recvcounts, dtype, n, stream, &ss);
     uint64_t      *in = out + n, total = 0;
     size_t        *rc = rd + n;
     for (int p = 0; p < n; p++)
@@ -165,10 +198,10 @@ hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendco
         hc_error(COLL, "%s: NULL recvbuf with %llu elements arriving", name,
                  (unsigned long long)total);
         mine = HCOMM_ERR_NULL_BUFFER;
-    } else if (st == HCOMM_SUCCESS && mine == HCOMM_SUCCESS && sendbuf == recvbuf &&
-               ns + total != 0) {
-        hc_error(COLL, "%s: sendbuf and recvbuf are the same buffer (no in-place alltoallv)", name);
-        mine = HCOMM_ERR_INVALID_ARG;
+    } else if (st == HCOMM_SUCCESS && mine == HCOMM_SUCCESS) {
+        /* the blocks arrive packed from recvbuf's start */
+        side_t rs = {(size_t)total, 0, (size_t)total};
+        mine      = sides_check(name, sendbuf, &ss, recvbuf, &rs, hcomm_dtype_size(dtype));
     }
     /* every rank learns whether all can go on, so all stop together */
     int32_t ok = mine == HCOMM_SUCCESS;

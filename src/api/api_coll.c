@@ -56,6 +56,16 @@ static hcomm_status_t coll_validate(hcomm_comm_t comm, hc_coll_call_t *c)
                  c->need_send && c->sendbuf == NULL ? "sendbuf" : "recvbuf", a->count);
         return HCOMM_ERR_NULL_BUFFER;
     }
+    /* in place or disjoint: anything between gives wrong answers (sizes
+     * cannot overflow: count x blocks elements fit, checked above) */
+    size_t sb = a->count * es * c->send_blocks, rb = a->count * es * c->recv_blocks;
+    if (!a->in_place && hc_extents_overlap(c->sendbuf, sb, c->recvbuf, rb)) {
+        hc_error(COLL,
+                 "%s: sendbuf %p (%zu bytes) and recvbuf %p (%zu bytes) overlap without being "
+                 "in place (%s); pass disjoint buffers or in-place ones",
+                 c->name, c->sendbuf, sb, (void *)c->recvbuf, rb, c->in_place_rule);
+        return HCOMM_ERR_INVALID_ARG;
+    }
     return HCOMM_SUCCESS;
 }
 

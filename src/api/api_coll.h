@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "base/extent.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/group.h"
@@ -20,7 +21,11 @@ typedef struct hc_coll_call {
     int            need_send, need_recv; /* buffer must be non-NULL when count > 0 */
     size_t         blocks;               /* largest buffer = count * blocks elements */
     int            check_op, check_root;
+    size_t         send_blocks, recv_blocks; /* each buffer, in count elements; 0: unused here */
+    const char    *in_place_rule;            /* what in place means: other overlaps are refused */
 } hc_coll_call_t;
+
+#define HC_IN_PLACE_SAME "sendbuf == recvbuf"
 
 /* Validates c (one log line naming the problem) and issues it: queued in a
  * group, started with req, or run to completion. */
@@ -60,9 +65,17 @@ static inline hcomm_status_t hc_api_allreduce(const void *s, void *r, size_t n, 
                                               hcomm_op_t op, hcomm_comm_t comm,
                                               hcomm_stream_t stream, hcomm_request_t *req, int nb)
 {
-    hc_coll_call_t c = {.name = nb ? "hcomm_iallreduce" : "hcomm_allreduce",
-                        .args = COLL_ARGS(HC_COLL_ALLREDUCE, n, dt, op, 0), .sendbuf = s,
-                        .recvbuf = r, .need_send = 1, .need_recv = 1, .blocks = 1, .check_op = 1};
+    hc_coll_call_t c = {.name          = nb ? "hcomm_iallreduce" : "hcomm_allreduce",
+                        .args          = COLL_ARGS(HC_COLL_ALLREDUCE, n, dt, op, 0),
+                        .sendbuf       = s,
+                        .recvbuf       = r,
+                        .need_send     = 1,
+                        .need_recv     = 1,
+                        .blocks        = 1,
+                        .check_op      = 1,
+                        .send_blocks   = 1,
+                        .recv_blocks   = 1,
+                        .in_place_rule = HC_IN_PLACE_SAME};
     c.args.in_place = (s == r);
     return hc_coll_run(comm, &c, stream, req, nb);
 }
@@ -71,12 +84,18 @@ static inline hcomm_status_t hc_api_broadcast(const void *s, void *r, size_t n, 
                                               int root, hcomm_comm_t comm, hcomm_stream_t stream,
                                               hcomm_request_t *req, int nb)
 {
-    hc_coll_call_t c = {.name = nb ? "hcomm_ibroadcast" : "hcomm_broadcast",
-                        .args = COLL_ARGS(HC_COLL_BROADCAST, n, dt, HCOMM_SUM, root),
-                        .sendbuf = s, .recvbuf = r, .need_recv = 1, .blocks = 1, .check_root = 1};
+    hc_coll_call_t c = {.name          = nb ? "hcomm_ibroadcast" : "hcomm_broadcast",
+                        .args          = COLL_ARGS(HC_COLL_BROADCAST, n, dt, HCOMM_SUM, root),
+                        .sendbuf       = s,
+                        .recvbuf       = r,
+                        .need_recv     = 1,
+                        .blocks        = 1,
+                        .check_root    = 1,
+                        .recv_blocks   = 1,
+                        .in_place_rule = HC_IN_PLACE_SAME};
     c.args.in_place = (s == r);
-    if (hc_comm_is_live(comm) && root == comm->rank)
-        c.need_send = 1;
+    if (hc_comm_is_live(comm) && root == comm->rank) /* sendbuf is read on the root only */
+        c.need_send = 1, c.send_blocks = 1;
     return hc_coll_run(comm, &c, stream, req, nb);
 }
 
@@ -84,13 +103,19 @@ static inline hcomm_status_t hc_api_reduce(const void *s, void *r, size_t n, hco
                                            hcomm_op_t op, int root, hcomm_comm_t comm,
                                            hcomm_stream_t stream, hcomm_request_t *req, int nb)
 {
-    hc_coll_call_t c = {.name = nb ? "hcomm_ireduce" : "hcomm_reduce",
-                        .args = COLL_ARGS(HC_COLL_REDUCE, n, dt, op, root), .sendbuf = s,
-                        .recvbuf = r, .need_send = 1, .blocks = 1, .check_op = 1,
-                        .check_root = 1};
+    hc_coll_call_t c = {.name          = nb ? "hcomm_ireduce" : "hcomm_reduce",
+                        .args          = COLL_ARGS(HC_COLL_REDUCE, n, dt, op, root),
+                        .sendbuf       = s,
+                        .recvbuf       = r,
+                        .need_send     = 1,
+                        .blocks        = 1,
+                        .check_op      = 1,
+                        .check_root    = 1,
+                        .send_blocks   = 1,
+                        .in_place_rule = HC_IN_PLACE_SAME};
     c.args.in_place = (s == r);
-    if (hc_comm_is_live(comm) && root == comm->rank)
-        c.need_recv = 1;
+    if (hc_comm_is_live(comm) && root == comm->rank) /* recvbuf is written on the root only */
+        c.need_recv = 1, c.recv_blocks = 1;
     return hc_coll_run(comm, &c, stream, req, nb);
 }
 
@@ -98,12 +123,19 @@ static inline hcomm_status_t hc_api_allgather(const void *s, void *r, size_t n, 
                                               hcomm_comm_t comm, hcomm_stream_t stream,
                                               hcomm_request_t *req, int nb)
 {
-    hc_coll_call_t c = {.name = nb ? "hcomm_iallgather" : "hcomm_allgather",
-                        .args = COLL_ARGS(HC_COLL_ALLGATHER, n, dt, HCOMM_SUM, 0), .sendbuf = s,
-                        .recvbuf = r, .need_send = 1, .need_recv = 1, .blocks = 1};
+    hc_coll_call_t c = {.name          = nb ? "hcomm_iallgather" : "hcomm_allgather",
+                        .args          = COLL_ARGS(HC_COLL_ALLGATHER, n, dt, HCOMM_SUM, 0),
+                        .sendbuf       = s,
+                        .recvbuf       = r,
+                        .need_send     = 1,
+                        .need_recv     = 1,
+                        .blocks        = 1,
+                        .send_blocks   = 1,
+                        .recv_blocks   = 1,
+                        .in_place_rule = "sendbuf == recvbuf + rank x sendcount elements"};
     if (hc_comm_is_live(comm)) {
-        c.blocks        = (size_t)comm->nranks;
-        c.args.in_place = hc_is_rank_block(s, r, n, dt, comm);
+        c.blocks = c.recv_blocks = (size_t)comm->nranks;
+        c.args.in_place          = hc_is_rank_block(s, r, n, dt, comm);
     }
     return hc_coll_run(comm, &c, stream, req, nb);
 }
@@ -113,12 +145,20 @@ static inline hcomm_status_t hc_api_reduce_scatter(const void *s, void *r, size_
                                                    hcomm_comm_t comm, hcomm_stream_t stream,
                                                    hcomm_request_t *req, int nb)
 {
-    hc_coll_call_t c = {.name = nb ? "hcomm_ireduce_scatter" : "hcomm_reduce_scatter",
-                        .args = COLL_ARGS(HC_COLL_REDUCE_SCATTER, n, dt, op, 0), .sendbuf = s,
-                        .recvbuf = r, .need_send = 1, .need_recv = 1, .blocks = 1, .check_op = 1};
+    hc_coll_call_t c = {.name          = nb ? "hcomm_ireduce_scatter" : "hcomm_reduce_scatter",
+                        .args          = COLL_ARGS(HC_COLL_REDUCE_SCATTER, n, dt, op, 0),
+                        .sendbuf       = s,
+                        .recvbuf       = r,
+                        .need_send     = 1,
+                        .need_recv     = 1,
+                        .blocks        = 1,
+                        .check_op      = 1,
+                        .send_blocks   = 1,
+                        .recv_blocks   = 1,
+                        .in_place_rule = "recvbuf == sendbuf + rank x recvcount elements"};
     if (hc_comm_is_live(comm)) {
-        c.blocks        = (size_t)comm->nranks;
-        c.args.in_place = hc_is_rank_block(r, s, n, dt, comm);
+        c.blocks = c.send_blocks = (size_t)comm->nranks;
+        c.args.in_place          = hc_is_rank_block(r, s, n, dt, comm);
     }
     return hc_coll_run(comm, &c, stream, req, nb);
 }
@@ -127,11 +167,18 @@ static inline hcomm_status_t hc_api_alltoall(const void *s, void *r, size_t n, h
                                              hcomm_comm_t comm, hcomm_stream_t stream,
                                              hcomm_request_t *req, int nb)
 {
-    hc_coll_call_t c = {.name = nb ? "hcomm_ialltoall" : "hcomm_alltoall",
-                        .args = COLL_ARGS(HC_COLL_ALLTOALL, n, dt, HCOMM_SUM, 0), .sendbuf = s,
-                        .recvbuf = r, .need_send = 1, .need_recv = 1, .blocks = 1};
+    hc_coll_call_t c = {.name          = nb ? "hcomm_ialltoall" : "hcomm_alltoall",
+                        .args          = COLL_ARGS(HC_COLL_ALLTOALL, n, dt, HCOMM_SUM, 0),
+                        .sendbuf       = s,
+                        .recvbuf       = r,
+                        .need_send     = 1,
+                        .need_recv     = 1,
+                        .blocks        = 1,
+                        .send_blocks   = 1,
+                        .recv_blocks   = 1,
+                        .in_place_rule = HC_IN_PLACE_SAME};
     if (hc_comm_is_live(comm))
-        c.blocks = (size_t)comm->nranks;
+        c.blocks = c.send_blocks = c.recv_blocks = (size_t)comm->nranks;
     c.args.in_place = (s == r);
     return hc_coll_run(comm, &c, stream, req, nb);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/extent.h"
 #include "base/log.h"
 #include "base/slice.h"
 #include "compress/compress.h"
@@ -186,6 +187,14 @@ static hcomm_status_t compress_check(const void *sendbuf, void *recvbuf, size_t 
     if (count != 0 && (sendbuf == NULL || recvbuf == NULL)) {
         hc_error(COMPRESS, "hcomm_allreduce_compressed: NULL buffer with %zu elements", count);
         return HCOMM_ERR_NULL_BUFFER;
+    }
+    size_t bytes = count * hcomm_dtype_size(dtype); /* fits: the state holds as much */
+    if (sendbuf != recvbuf && hc_extents_overlap(sendbuf, bytes, recvbuf, bytes)) {
+        hc_error(COMPRESS,
+                 "hcomm_allreduce_compressed: sendbuf %p and recvbuf %p (%zu bytes each) overlap "
+                 "without being the same buffer; pass disjoint buffers or in-place ones",
+                 sendbuf, (void *)recvbuf, bytes);
+        return HCOMM_ERR_INVALID_ARG;
     }
     if (stream != NULL && hc_stream_check(stream, "hcomm_allreduce_compressed") != 0)
         return HCOMM_ERR_INVALID_ARG;

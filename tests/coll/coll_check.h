@@ -39,4 +39,8 @@ void ct_run_identical(ct_ctx_t *ctx);
 /* hcomm_comm_split: even/odd colors with reversed keys, and NOCOLOR. */
 void ct_run_split(ct_ctx_t *ctx);
 
+/* Send and receive buffers that overlap without being in place: refused on
+ * every rank; unused or touching buffers accepted. */
+void ct_run_overlap(ct_ctx_t *ctx);
+
 #endif

@@ -1,6 +1,7 @@
 /* coll_extra.c - coll_check beyond the blocking matrix: nonblocking variants
  * (all outstanding at once, waited in and out of order, polled with test),
- * groups of collectives, comm_split, barrier semantics and the name API. */
+ * groups of collectives, comm_split, overlapping buffers, barrier semantics
+ * and the name API. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -300,6 +301,7 @@ void ct_run_extras(ct_ctx_t *ctx)
     nb_p2p(ctx);
     group_colls(ctx);
     ct_run_split(ctx);
+    ct_run_overlap(ctx);
     barrier_timing(ctx);
     if (!ctx->broken)
         check(ctx, hcomm_comm_get_error(ctx->comm) == HCOMM_SUCCESS,

@@ -22,72 +22,15 @@
 
 #include <cmocka.h>
 
+#include "expect_log.h"
 #include "hcomm.h"
 
 #define TEST_ALARM_S 60
 #define TWO_RANK_TIMEOUT "10"
 
-static char  log_path[256];
 static char  tmp_dir[128];
 static int   helper_fd  = -1; /* parent -> rank-1 helper: the unique id */
 static pid_t helper_pid = -1;
-
-/* ---- logging: count the lines of HCOMM_LOG_FILE ---- */
-
-static long log_lines(void)
-{
-    FILE *f = fopen(log_path, "r");
-    long  n = 0;
-    int   ch;
-
-    if (f == NULL)
-        return 0;
-    while ((ch = getc(f)) != EOF)
-        n += ch == '\n';
-    fclose(f);
-    return n;
-}
-
-static void expect_status(const char *call, int line, hcomm_status_t got, hcomm_status_t want,
-                          long lines_before, long want_lines)
-{
-    long lines = log_lines() - lines_before;
-
-    if (got != want)
-        fail_msg("line %d: %s returned %s (%d), expected %s (%d)", line, call,
-                 hcomm_status_name(got), (int)got, hcomm_status_name(want), (int)want);
-    if (lines != want_lines)
-        fail_msg("line %d: %s logged %ld lines, expected %ld (log: %s)", line, call, lines,
-                 want_lines, log_path);
-}
-
-/* The call must return `want` and log one line (none for success). */
-#define EXPECT(call, want)                                                                         \
-    do {                                                                                           \
-        long           b_ = log_lines();                                                           \
-        hcomm_status_t s_ = (call);                                                                \
-        expect_status(#call, __LINE__, s_, (want), b_, (want) == HCOMM_SUCCESS ? 0 : 1);           \
-    } while (0)
-
-/* Either status is right (two arguments are wrong at once); one log line. */
-#define EXPECT2(call, want1, want2)                                                                \
-    do {                                                                                           \
-        long           b_ = log_lines();                                                           \
-        hcomm_status_t s_ = (call);                                                                \
-        expect_status(#call, __LINE__, s_, s_ == (want2) ? (want2) : (want1), b_, 1);              \
-    } while (0)
-
-/* A point-to-point call inside a group (where a peer may be oneself); the
- * rejected call queues nothing, so the group end must not fail or hang. */
-#define GROUP_EXPECT(call, want)                                                                   \
-    do {                                                                                           \
-        assert_int_equal(hcomm_group_start(), HCOMM_SUCCESS);                                      \
-        EXPECT(call, want);                                                                        \
-        hcomm_status_t e_ = hcomm_group_end();                                                     \
-        if (e_ != HCOMM_SUCCESS && e_ != (want))                                                   \
-            fail_msg("line %d: group end after a rejected call returned %s", __LINE__,             \
-                     hcomm_status_name(e_));                                                       \
-    } while (0)
 
 /* ---- fixtures ---- */
 

@@ -520,6 +520,16 @@ static void check_errors(ncclComm_t comm)
     CHECK(ncclAllReduce(&x, &y, 1, ncclInt, (ncclRedOp_t)77, comm, NULL) == ncclInvalidArgument,
           "bad op");
     CHECK(ncclBroadcast(&x, &y, 1, ncclInt, nranks, comm, NULL) == ncclInvalidArgument, "bad root");
+    if (nranks == 1) { /* refused on the root alone: elsewhere the peers would wait */
+        int g[5] = {0};
+        CHECK(ncclGather(g + 1, g, 4, ncclInt, 0, comm, NULL) == ncclInvalidArgument,
+              "overlapping gather accepted");
+        CHECK(ncclScatter(g, g + 1, 4, ncclInt, 0, comm, NULL) == ncclInvalidArgument,
+              "overlapping scatter accepted");
+        CHECK(ncclAllReduce(g, g + 1, 4, ncclInt, ncclSum, comm, NULL) == ncclInvalidArgument,
+              "overlapping allreduce accepted");
+        NCCLOK(ncclGather(g, g, 4, ncclInt, 0, comm, NULL)); /* in place */
+    }
     /* the same checks on the other calls' fast paths */
     CHECK(ncclAllGather(&x, &y, 1, ncclFloat8e5m2, comm, NULL) == ncclInvalidArgument,
           "fp8 allgather accepted");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/api_coll.h" /* hcomm's checks and issue, inline: no call layer */
+#include "base/extent.h"
 #include "base/log.h"
 #include "base/reduce.h" /* the library's half / bfloat16 conversions */
 #include "nccl_shim.h"
@@ -394,6 +395,14 @@ static ncclResult_t rooted(int gather, const void *sendbuff, void *recvbuff, siz
         return hc_nccl_fail(ncclInvalidArgument, "%s: sendbuff is NULL", what);
     if (count > 0 && (recvbuff == NULL && (!gather || hc->rank == root)))
         return hc_nccl_fail(ncclInvalidArgument, "%s: recvbuff is NULL", what);
+    /* the root's buffers: its block of the whole one (in place) or disjoint */
+    const char *block = gather ? sendbuff : recvbuff, *whole = gather ? recvbuff : sendbuff;
+    if (hc->rank == root && count > 0 && block != whole + (size_t)root * bytes &&
+        hc_extents_overlap(block, bytes, whole, (size_t)hc->nranks * bytes))
+        return hc_nccl_fail(ncclInvalidArgument,
+                            "%s: sendbuff and recvbuff overlap without being in place (%s)", what,
+                            gather ? "sendbuff == recvbuff + root x count elements"
+                                   : "recvbuff == sendbuff + root x count elements");
     hcomm_status_t st = hcomm_group_start();
     if (st != HCOMM_SUCCESS)
         return hc_nccl_status(st, what);
