@@ -38,7 +38,8 @@ hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *strea
 /*
  * Waits for the work queued on the stream (at most HCOMM_TIMEOUT without any
  * of it finishing), then stops its thread and frees it. Returns the stream's
- * error, as hcomm_stream_synchronize would.
+ * error, as hcomm_stream_synchronize would. Any later call with the handle
+ * (or one never created) gets HCOMM_ERR_INVALID_ARG; the same holds for events.
  */
 hcomm_status_t hcomm_stream_destroy(hcomm_stream_t stream);
 

@@ -14,19 +14,17 @@
 #include "base/params.h"
 #include "overlap/overlap.h"
 
-#define EVENT_MAGIC 0x4556544eu
-
 struct hc_event_rec {
     int done; /* the recording stream reached it */
     int refs; /* the event (while latest), the record task, waiters; under ev->mu */
 };
 
 struct hcomm_event {
-    uint32_t        magic;
-    atomic_int      refs;
-    pthread_mutex_t mu;
-    pthread_cond_t  cv;
-    hc_event_rec_t *last; /* the latest record, or NULL: never recorded */
+    struct hcomm_event *live_next; /* g_live, under g_live_mu, until hcomm_event_destroy */
+    atomic_int          refs;
+    pthread_mutex_t     mu;
+    pthread_cond_t      cv;
+    hc_event_rec_t     *last; /* the latest record, or NULL: never recorded */
 };
 
 /* The caller holds ev->mu. */
@@ -36,10 +34,32 @@ static void rec_unref(hc_event_rec_t *r)
         free(r);
 }
 
-static hcomm_status_t event_check(hcomm_event_t ev, const char *what)
+/* The events the user holds (created, not yet destroyed): a handle is looked
+ * up here before anything is read through it. A leaf lock. */
+static pthread_mutex_t     g_live_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hcomm_event *g_live;
+
+/* Whether ev is in the registry; with unlink, takes it out. */
+static int live_find(hcomm_event_t ev, int unlink)
 {
-    if (ev == NULL || ev->magic != EVENT_MAGIC) {
-        hc_error(STREAM, "%s: invalid event %p", what, (void *)ev);
+    int found = 0;
+
+    pthread_mutex_lock(&g_live_mu);
+    for (struct hcomm_event **p = &g_live; *p != NULL; p = &(*p)->live_next)
+        if (*p == ev) {
+            found = 1;
+            if (unlink)
+                *p = ev->live_next;
+            break;
+        }
+    pthread_mutex_unlock(&g_live_mu);
+    return found;
+}
+
+hcomm_status_t hc_event_check(hcomm_event_t ev, const char *what)
+{
+    if (ev == NULL || !live_find(ev, 0)) {
+        hc_error(STREAM, "%s: event %p is NULL, destroyed or not an event", what, (void *)ev);
         return HCOMM_ERR_INVALID_ARG;
     }
     return HCOMM_SUCCESS;
@@ -65,8 +85,11 @@ hcomm_status_t hcomm_event_create(hcomm_event_t *out)
     pthread_cond_init(&ev->cv, &a);
     pthread_condattr_destroy(&a);
     atomic_init(&ev->refs, 1);
-    ev->magic = EVENT_MAGIC;
-    *out      = ev;
+    pthread_mutex_lock(&g_live_mu);
+    ev->live_next = g_live;
+    g_live        = ev;
+    pthread_mutex_unlock(&g_live_mu);
+    *out = ev;
     return HCOMM_SUCCESS;
 }
 
@@ -79,7 +102,6 @@ void hc_event_unref(hc_event_t *ev)
 {
     if (atomic_fetch_sub(&ev->refs, 1) != 1)
         return;
-    ev->magic = 0;
     rec_unref(ev->last); /* no one else can hold ev->mu now */
     pthread_mutex_destroy(&ev->mu);
     pthread_cond_destroy(&ev->cv);
@@ -88,12 +110,13 @@ void hc_event_unref(hc_event_t *ev)
 
 hcomm_status_t hcomm_event_destroy(hcomm_event_t ev)
 {
-    hcomm_status_t st = event_check(ev, "hcomm_event_destroy");
-    if (st == HCOMM_SUCCESS) {
-        ev->magic = 0; /* the user's handle is gone; tasks keep their references */
-        hc_event_unref(ev);
+    if (ev == NULL || !live_find(ev, 1)) { /* found and unlinked at once: destroyed once */
+        hc_error(STREAM, "hcomm_event_destroy: event %p is NULL, destroyed or not an event",
+                 (void *)ev);
+        return HCOMM_ERR_INVALID_ARG;
     }
-    return st;
+    hc_event_unref(ev); /* the user's handle is gone; tasks keep their references */
+    return HCOMM_SUCCESS;
 }
 
 hc_event_rec_t *hc_event_new_record(hc_event_t *ev)
@@ -154,7 +177,7 @@ int hc_event_wait(hc_event_t *ev, hc_event_rec_t *r, double timeout)
 
 hcomm_status_t hcomm_event_query(hcomm_event_t ev)
 {
-    hcomm_status_t st = event_check(ev, "hcomm_event_query");
+    hcomm_status_t st = hc_event_check(ev, "hcomm_event_query");
     if (st != HCOMM_SUCCESS)
         return st;
     pthread_mutex_lock(&ev->mu);
@@ -165,7 +188,7 @@ hcomm_status_t hcomm_event_query(hcomm_event_t ev)
 
 hcomm_status_t hcomm_event_synchronize(hcomm_event_t ev)
 {
-    hcomm_status_t st = event_check(ev, "hcomm_event_synchronize");
+    hcomm_status_t st = hc_event_check(ev, "hcomm_event_synchronize");
     if (st != HCOMM_SUCCESS)
         return st;
     double          timeout = hc_params_get()->timeout;

@@ -13,7 +13,9 @@
 
 typedef struct hc_stream_task hc_stream_task_t;
 
-/* Logs and returns why stream cannot take work, or HCOMM_SUCCESS. */
+/* Logs and returns why stream cannot take work (NULL, destroyed or never
+ * created: HCOMM_ERR_INVALID_ARG), or HCOMM_SUCCESS. Looks the handle up in
+ * the registry of live streams; reads nothing through it. */
 hcomm_status_t hc_stream_check(hcomm_stream_t stream, const char *what);
 
 /* A task for nreqs requests (a group's run together), allocated before they
@@ -48,6 +50,8 @@ int hc_cuda_stream_id(void *cuda_stream, unsigned long long *id, const char **wh
  * it completes on its own, so a wait depends on the exact record it captured. */
 typedef struct hcomm_event  hc_event_t;
 typedef struct hc_event_rec hc_event_rec_t;
+/* As hc_stream_check, for an event the user holds (created, not destroyed). */
+hcomm_status_t hc_event_check(hcomm_event_t ev, const char *what);
 void hc_event_ref(hc_event_t *ev);
 void hc_event_unref(hc_event_t *ev);
 /* A new latest record, with a reference for the caller; NULL (logged) when out of memory. */

@@ -13,8 +13,6 @@
 #include "core/handles.h"
 #include "overlap/overlap.h"
 
-#define STREAM_MAGIC 0x5354524du
-
 typedef enum { TASK_REQUESTS, TASK_HOST, TASK_STEP, TASK_RECORD, TASK_WAIT } task_kind_t;
 
 struct hc_stream_task {
@@ -33,7 +31,6 @@ struct hc_stream_task {
 };
 
 struct hcomm_stream {
-    uint32_t          magic;
     pthread_mutex_t   mu;
     pthread_cond_t    work;  /* the thread: a task arrived, or stop */
     pthread_cond_t    done;  /* synchronize: a task finished */
@@ -48,9 +45,11 @@ struct hcomm_stream {
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
 };
 
-/* Guards every stream's last_req and the list of live streams, so that a
- * communicator's destroy can take back the holds streams keep on its requests
- * (hc_stream_forget_comm). A leaf lock: nothing else is taken under it. */
+/* Guards every stream's last_req and the list of live streams: the registry
+ * that tells a handle from a destroyed or foreign pointer (hc_stream_check,
+ * which never reads through a pointer it has not found there), and through
+ * which a communicator's destroy takes back the holds streams keep on its
+ * requests (hc_stream_forget_comm). A leaf lock: nothing else is taken under it. */
 static pthread_mutex_t      g_last_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hcomm_stream *g_live;
 
@@ -93,8 +92,16 @@ static void cond_init(pthread_cond_t *c)
 
 hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
 {
-    if (s == NULL || s->magic != STREAM_MAGIC) {
-        hc_error(STREAM, "%s: invalid stream %p", what, (void *)s);
+    int live = 0;
+
+    if (s != NULL) {
+        pthread_mutex_lock(&g_last_mu);
+        for (hcomm_stream_t p = g_live; p != NULL && !live; p = p->live_next)
+            live = p == s;
+        pthread_mutex_unlock(&g_last_mu);
+    }
+    if (!live) {
+        hc_error(STREAM, "%s: stream %p is NULL, destroyed or not a stream", what, (void *)s);
         return HCOMM_ERR_INVALID_ARG;
     }
     return HCOMM_SUCCESS;
@@ -326,9 +333,8 @@ static hcomm_status_t stream_create(void *cuda, hcomm_stream_t *out)
     cond_init(&s->work);
     cond_init(&s->done);
     cond_init(&s->cuda_cv);
-    s->cuda  = cuda;
-    s->magic = STREAM_MAGIC;
-    int rc   = pthread_create(&s->thread, NULL, stream_main, s);
+    s->cuda = cuda;
+    int rc  = pthread_create(&s->thread, NULL, stream_main, s);
     if (rc != 0) {
         hc_error(STREAM, "hcomm_stream_create: pthread_create: %s", strerror(rc));
         pthread_mutex_destroy(&s->mu);
@@ -435,7 +441,6 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     pthread_join(s->thread, NULL);
     if (last != NULL)
         hc_request_drop(last);
-    s->magic = 0;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->done);
@@ -497,10 +502,8 @@ hcomm_status_t hcomm_event_record(hcomm_event_t ev, hcomm_stream_t s)
     hcomm_status_t st = hc_stream_check(s, "hcomm_event_record");
     if (st != HCOMM_SUCCESS)
         return st;
-    if (ev == NULL) {
-        hc_error(STREAM, "hcomm_event_record: NULL event");
-        return HCOMM_ERR_INVALID_ARG;
-    }
+    if ((st = hc_event_check(ev, "hcomm_event_record")) != HCOMM_SUCCESS)
+        return st;
     hc_stream_task_t *t = task_new(TASK_RECORD, 0);
     if (t == NULL)
         return HCOMM_ERR_NO_MEMORY;
@@ -519,10 +522,8 @@ hcomm_status_t hcomm_stream_wait_event(hcomm_stream_t s, hcomm_event_t ev)
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_wait_event");
     if (st != HCOMM_SUCCESS)
         return st;
-    if (ev == NULL) {
-        hc_error(STREAM, "hcomm_stream_wait_event: NULL event");
-        return HCOMM_ERR_INVALID_ARG;
-    }
+    if ((st = hc_event_check(ev, "hcomm_stream_wait_event")) != HCOMM_SUCCESS)
+        return st;
     hc_stream_task_t *t = task_new(TASK_WAIT, 0);
     if (t == NULL)
         return HCOMM_ERR_NO_MEMORY;

@@ -24,6 +24,7 @@
 
 #include "expect_log.h"
 #include "hcomm.h"
+#include "hcomm_stream.h"
 
 #define TEST_ALARM_S 60
 #define TWO_RANK_TIMEOUT "10"
@@ -128,6 +129,25 @@ static void test_zero_count_null_ok(void **state)
     EXPECT(hcomm_broadcast(NULL, NULL, 0, HCOMM_INT8, 0, c, NULL), HCOMM_SUCCESS);
     EXPECT(hcomm_allgather(NULL, NULL, 0, HCOMM_INT64, c, NULL), HCOMM_SUCCESS);
     EXPECT(hcomm_alltoall(NULL, NULL, 0, HCOMM_UINT8, c, NULL), HCOMM_SUCCESS);
+    /* the other paths a count-0 call takes (a UBSan build flags a NULL handed
+     * to memcpy or memset there, even with a length of 0) */
+    hcomm_request_t req  = NULL;
+    hcomm_stream_t  s    = NULL;
+    size_t          z[1] = {0};
+    EXPECT(hcomm_reduce(NULL, NULL, 0, HCOMM_FLOAT64, HCOMM_AVG, 0, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_reduce_scatter(NULL, NULL, 0, HCOMM_FLOAT16, HCOMM_AVG, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_alltoallv(NULL, z, z, NULL, z, z, HCOMM_INT32, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_iallreduce(NULL, NULL, 0, HCOMM_FLOAT32, HCOMM_SUM, c, &req), HCOMM_SUCCESS);
+    EXPECT(hcomm_wait(&req), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_stream_create(&s), HCOMM_SUCCESS);
+    EXPECT(hcomm_allgather(NULL, NULL, 0, HCOMM_INT8, c, s), HCOMM_SUCCESS);
+    EXPECT(hcomm_alltoallv(NULL, z, z, NULL, z, z, HCOMM_INT32, c, s), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_destroy(s), HCOMM_SUCCESS);
+    EXPECT(hcomm_group_start(), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(NULL, NULL, 0, HCOMM_FLOAT32, HCOMM_SUM, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_send(NULL, 0, HCOMM_FLOAT32, 0, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_recv(NULL, 0, HCOMM_FLOAT32, 0, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_group_end(), HCOMM_SUCCESS);
 }
 
 static void test_invalid_dtype(void **state)
@@ -316,6 +336,64 @@ static void test_stream_bogus(void **state)
 
     EXPECT(hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, s), HCOMM_ERR_INVALID_ARG);
     EXPECT(hcomm_barrier(c, s), HCOMM_ERR_INVALID_ARG);
+}
+
+static void host_fn(void *arg)
+{
+    (void)arg;
+}
+
+/* Streams and events live in registries, as communicators do: a destroyed
+ * handle (or one never created) is refused without reading freed memory (an
+ * ASan build of this test catches such a read). */
+static void test_stream_destroyed(void **state)
+{
+    hcomm_comm_t    c = *state;
+    hcomm_stream_t  dead, live;
+    hcomm_event_t   dead_ev, ev;
+    hcomm_request_t req    = NULL;
+    size_t          cnt[1] = {4}, dsp[1] = {0};
+
+    assert_int_equal(hcomm_stream_create(&dead), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_stream_create(&live), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_event_create(&dead_ev), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_event_create(&ev), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, dead), HCOMM_SUCCESS);
+    EXPECT(hcomm_event_record(dead_ev, dead), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_destroy(dead), HCOMM_SUCCESS);
+    EXPECT(hcomm_event_destroy(dead_ev), HCOMM_SUCCESS);
+
+    EXPECT(hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, dead),
+           HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_allgather(sbuf, rbuf, 4, HCOMM_FLOAT32, c, dead), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_alltoallv(sbuf, cnt, dsp, rbuf, cnt, dsp, HCOMM_FLOAT32, c, dead),
+           HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_barrier(c, dead), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_stream_synchronize(dead), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_stream_query(dead), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_stream_last_request(dead, &req), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_launch_host_func(dead, host_fn, NULL), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_event_record(ev, dead), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_stream_wait_event(dead, ev), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_stream_destroy(dead), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_stream_synchronize(NULL), HCOMM_ERR_INVALID_ARG);
+    /* a destroyed event, on a live stream */
+    EXPECT(hcomm_event_record(dead_ev, live), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_stream_wait_event(live, dead_ev), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_event_query(dead_ev), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_event_synchronize(dead_ev), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_event_destroy(dead_ev), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_event_record((hcomm_event_t)(void *)&ev, live), HCOMM_ERR_INVALID_ARG);
+    assert_null(req);
+
+    /* the live ones still work */
+    EXPECT(hcomm_event_record(ev, live), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_wait_event(live, ev), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(sbuf, rbuf, 4, HCOMM_FLOAT32, HCOMM_SUM, c, live), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_synchronize(live), HCOMM_SUCCESS);
+    EXPECT(hcomm_event_query(ev), HCOMM_SUCCESS);
+    EXPECT(hcomm_event_destroy(ev), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_destroy(live), HCOMM_SUCCESS);
 }
 
 static void test_init_bad(void **state)
@@ -538,6 +616,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_outputs, setup_comm, teardown_comm),
         cmocka_unit_test_setup_teardown(test_group_misuse, setup_comm, teardown_comm),
         cmocka_unit_test_setup_teardown(test_stream_bogus, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_stream_destroyed, setup_comm, teardown_comm),
         cmocka_unit_test_setup_teardown(test_init_bad, setup_plain, teardown_plain),
         cmocka_unit_test_setup_teardown(test_errors_do_not_poison, setup_comm, teardown_comm),
         cmocka_unit_test_setup_teardown(test_two_ranks, setup_plain, teardown_plain),
