@@ -4,7 +4,7 @@
 # builds them there with configure --enable-sanitizers and runs make check's
 # TESTS. MODE asan: address,undefined over the unit tests and a multi-process
 # subset; tsan: thread over the tests whose threads meet (streams, overlap,
-# abort). Any sanitizer report fails the run. .ci/run runs both.
+# abort). Any sanitizer report fails the run.
 #   tests/sanitize/run.sh asan          # or tsan; or name the tests
 set -u
 mode=${1:?usage: $0 asan|tsan [TEST...]}
