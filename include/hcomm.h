@@ -31,26 +31,26 @@ extern "C" {
  * -20..-39 system errors, -40..-59 peer and remote errors, -60.. timeouts.
  * X(name, value, description)
  */
-#define HCOMM_STATUS_MAP(X)                                                        \
-    X(HCOMM_SUCCESS, 0, "success")                                                 \
-    X(HCOMM_IN_PROGRESS, 1, "operation in progress")                               \
-    X(HCOMM_ERR_INVALID_ARG, -1, "invalid argument")                               \
-    X(HCOMM_ERR_NULL_BUFFER, -2, "NULL buffer with a non-zero count")              \
-    X(HCOMM_ERR_INVALID_DTYPE, -3, "invalid datatype")                             \
-    X(HCOMM_ERR_INVALID_OP, -4, "invalid reduction operation")                     \
-    X(HCOMM_ERR_INVALID_RANK, -5, "invalid root, peer or rank")                    \
-    X(HCOMM_ERR_OVERFLOW, -6, "byte size overflows")                               \
-    X(HCOMM_ERR_INVALID_COMM, -7, "invalid, destroyed or aborted communicator")    \
-    X(HCOMM_ERR_INVALID_USAGE, -8, "invalid usage")                                \
-    X(HCOMM_ERR_UNSUPPORTED, -9, "not supported in this build or configuration")  \
-    X(HCOMM_ERR_NO_MEMORY, -20, "out of memory")                                   \
-    X(HCOMM_ERR_SYSTEM, -21, "system call failed")                                 \
-    X(HCOMM_ERR_IO, -22, "input/output error")                                     \
-    X(HCOMM_ERR_REMOTE, -40, "a peer failed or closed its connection")             \
-    X(HCOMM_ERR_UNREACHABLE, -41, "peer unreachable")                              \
-    X(HCOMM_ERR_AUTH, -42, "connection refused: wrong cookie")                     \
-    X(HCOMM_ERR_ABORTED, -43, "communicator aborted")                              \
-    X(HCOMM_ERR_PROTOCOL, -44, "protocol error: unexpected message")               \
+#define HCOMM_STATUS_MAP(X)                                                                        \
+    X(HCOMM_SUCCESS, 0, "success")                                                                 \
+    X(HCOMM_IN_PROGRESS, 1, "operation in progress")                                               \
+    X(HCOMM_ERR_INVALID_ARG, -1, "invalid argument")                                               \
+    X(HCOMM_ERR_NULL_BUFFER, -2, "NULL buffer with a non-zero count")                              \
+    X(HCOMM_ERR_INVALID_DTYPE, -3, "invalid datatype")                                             \
+    X(HCOMM_ERR_INVALID_OP, -4, "invalid reduction operation")                                     \
+    X(HCOMM_ERR_INVALID_RANK, -5, "invalid root, peer or rank")                                    \
+    X(HCOMM_ERR_OVERFLOW, -6, "byte size overflows")                                               \
+    X(HCOMM_ERR_INVALID_COMM, -7, "invalid, destroyed or aborted communicator")                    \
+    X(HCOMM_ERR_INVALID_USAGE, -8, "invalid usage")                                                \
+    X(HCOMM_ERR_UNSUPPORTED, -9, "not supported in this build or configuration")                   \
+    X(HCOMM_ERR_NO_MEMORY, -20, "out of memory")                                                   \
+    X(HCOMM_ERR_SYSTEM, -21, "system call failed")                                                 \
+    X(HCOMM_ERR_IO, -22, "input/output error")                                                     \
+    X(HCOMM_ERR_REMOTE, -40, "a peer failed or closed its connection")                             \
+    X(HCOMM_ERR_UNREACHABLE, -41, "peer unreachable")                                              \
+    X(HCOMM_ERR_AUTH, -42, "authentication failed: wrong job secret (cookie)")                     \
+    X(HCOMM_ERR_ABORTED, -43, "communicator aborted")                                              \
+    X(HCOMM_ERR_PROTOCOL, -44, "protocol error: unexpected message")                               \
     X(HCOMM_ERR_TIMEOUT, -60, "timed out")
 
 typedef enum {

@@ -3,7 +3,7 @@
 # Usage: scripts/setup.sh [configure options]
 set -eu
 cd "$(dirname "$0")/.."
-pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev \
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libssl-dev \
       libopenmpi-dev openmpi-bin iproute2 procps \
       libfabric-dev libfabric1 libucx-dev libucx0 libibverbs-dev ibverbs-providers"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |

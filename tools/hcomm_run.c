@@ -1,7 +1,8 @@
 /*
  * hcomm_run.c - hcomm-run, the local launcher: starts N ranks of a program with
  * HCOMM_RANK, HCOMM_NRANKS, HCOMM_ROOT and HCOMM_COOKIE set, forwards signals,
- * and brings every rank down when one fails.
+ * brings every rank down when one fails, and removes what killed ranks left
+ * of the job in /dev/shm.
  *
  * Copyright (c) 2026 The hcomm authors. SPDX-License-Identifier: BSD-3-Clause
  */
@@ -11,6 +12,7 @@
 #include "launch.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -19,10 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "base/auth.h"
 
 #define TAG "hcomm-run"
 #define MAX_RANKS 4096
@@ -153,15 +158,14 @@ static int root_socket(int *port)
     return fd;
 }
 
-static int make_cookie(char *hex, size_t len)
+static int make_cookie(char *hex, size_t len, uint8_t raw[16])
 {
-    unsigned char raw[16];
-    size_t        got = 0;
+    size_t got = 0;
 
-    if (len < 2 * sizeof(raw) + 1)
+    if (len < 2 * 16 + 1)
         return -1;
-    while (got < sizeof(raw)) {
-        ssize_t r = getrandom(raw + got, sizeof(raw) - got, 0);
+    while (got < 16) {
+        ssize_t r = getrandom(raw + got, 16 - got, 0);
 
         if (r < 0 && errno == EINTR)
             continue;
@@ -171,18 +175,43 @@ static int make_cookie(char *hex, size_t len)
         }
         got += (size_t)r;
     }
-    for (size_t i = 0; i < sizeof(raw); i++)
+    for (size_t i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", raw[i]);
     return 0;
 }
 
-/* The job's variables; the root's listening socket in *root_fd. */
-static int set_job_env(int nranks, int *root_fd)
+/* Once every rank has exited: the job's objects in /dev/shm, which a rank
+ * killed before it could unlink them left, go. Their names carry the public
+ * name of the job's secret (docs/security.md), so no other job's match. */
+static void sweep_shm(const uint8_t cookie[16])
+{
+    char           pub[17], prefix[32], name[300];
+    int            n = 0;
+    DIR           *d;
+    struct dirent *e;
+
+    if (hc_auth_public_name(cookie, HC_AUTH_SHM_NAMES, pub, sizeof(pub)) != 0 ||
+        (d = opendir("/dev/shm")) == NULL)
+        return;
+    snprintf(prefix, sizeof(prefix), "hcomm-%s-", pub);
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        n += shm_unlink(name) == 0;
+    }
+    closedir(d);
+    if (n > 0)
+        fprintf(stderr, TAG ": removed %d object(s) the job left in /dev/shm\n", n);
+}
+
+/* The job's variables (its secret in raw); the root's listening socket in *root_fd. */
+static int set_job_env(int nranks, int *root_fd, uint8_t raw[16])
 {
     char root[64], cookie[33], num[16];
     int  port;
 
-    if (make_cookie(cookie, sizeof(cookie)) != 0 || (*root_fd = root_socket(&port)) < 0)
+    if (make_cookie(cookie, sizeof(cookie), raw) != 0 || (*root_fd = root_socket(&port)) < 0)
         return -1;
     snprintf(root, sizeof(root), "127.0.0.1:%d", port);
     snprintf(num, sizeof(num), "%d", nranks);
@@ -261,7 +290,8 @@ int main(int argc, char **argv)
     sigset_t   oldmask;
     pid_t     *pids;
     int        root_fd = -1;
-    int        rc      = parse_opts(argc, argv, &o);
+    uint8_t    cookie[16];
+    int        rc = parse_opts(argc, argv, &o);
 
     if (rc != 0)
         return rc;
@@ -270,7 +300,7 @@ int main(int argc, char **argv)
                 strchr(o.argv[0], '/') ? "no such executable file" : "not found in PATH");
         return 127;
     }
-    if (set_job_env(o.nranks, &root_fd) != 0 || (o.nccl && set_nccl_env() != 0))
+    if (set_job_env(o.nranks, &root_fd, cookie) != 0 || (o.nccl && set_nccl_env() != 0))
         return 1;
     pids = calloc((size_t)o.nranks, sizeof(*pids));
     if (pids == NULL) {
@@ -297,5 +327,6 @@ int main(int argc, char **argv)
     close(root_fd); /* rank 0 has it */
     rc = launch_wait(pids, o.nranks, o.timeout_s, TAG);
     free(pids);
+    sweep_shm(cookie);
     return rc;
 }

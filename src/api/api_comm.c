@@ -1,5 +1,7 @@
 /* api_comm.c - the public calls of a communicator's life: unique ids, init
  * (from an id or the environment), destroy, abort, and what a live one tells. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +9,7 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "base/sock.h"
 #include "core/comm.h"
 #include "overlap/overlap.h"
 
@@ -35,6 +38,20 @@ static void comm_cookie_from(const char *s, uint8_t cookie[16])
     uint64_t a = hc_hash_str(HC_HASH_FNV_SEED, s), b = hc_hash_str(0x84222325cbf29ce4ull, s);
     memcpy(cookie, &a, 8);
     memcpy(cookie + 8, &b, 8);
+}
+
+/* Whether the root is on a loopback address: then only this host reaches it,
+ * and a cookie without a secret is allowed (a one-host job needs no setup). */
+static int comm_root_is_local(const char *root)
+{
+    struct sockaddr_storage ss;
+    socklen_t               len;
+    if (hc_sock_parse_addr(root, HC_SUBSYS(INIT), &ss, &len) != HCOMM_SUCCESS)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    return ss.ss_family == AF_INET6 &&
+           IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
 }
 
 static int comm_parse_cookie(const char *hex, uint8_t cookie[16])
@@ -74,9 +91,18 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
             hc_error(INIT, "HCOMM_COOKIE: expected 32 hex digits");
             return HCOMM_ERR_INVALID_ARG;
         }
-    } else {
+    } else if (comm_root_is_local(p->root) || p->cookie_from_root == 1) {
         comm_cookie_from(p->root, cookie);
-        hc_info(INIT, "HCOMM_COOKIE not set: cookie derived from HCOMM_ROOT");
+        hc_log_as(comm_root_is_local(p->root) ? HC_LOG_INFO : HC_LOG_WARN, HC_SUBSYS(INIT),
+                  "HCOMM_COOKIE not set: cookie derived from HCOMM_ROOT=%s (no secret)", p->root);
+    } else {
+        hc_error(INIT,
+                 "HCOMM_COOKIE is not set and HCOMM_ROOT=%s is not a loopback address: "
+                 "set HCOMM_COOKIE to the same 32 random hex digits on every rank "
+                 "(hcomm-run and MPI launches do), or HCOMM_COOKIE_FROM_ROOT=1 to run "
+                 "without a secret",
+                 p->root);
+        return HCOMM_ERR_INVALID_USAGE;
     }
     /* The launcher's socket serves the first communicator; later ones bind. */
     static int root_fd_taken;

@@ -1,20 +1,25 @@
 /* bootstrap_ring.c - a rank's side of the rendezvous: hello to the root, then
- * a ring of sockets (r connects to r+1, accepts r-1) for allgather and barrier. */
+ * a ring of sockets (r connects to r+1, accepts r-1) for allgather and barrier.
+ * Every connection proves the job secret first (bootstrap_gate.h). */
 #include "bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap_gate.h"
 #include "bootstrap/bootstrap_wire.h"
 
-#define RING_HELLO_TIMEOUT 5.0 /* seconds an accepted connection may take to say hello */
+#define RING_REDIAL_PAUSE 0.01 /* seconds before connecting again after a server hung up */
 
 struct hc_bootstrap {
     int      rank;
@@ -42,19 +47,11 @@ static hcomm_status_t ring_check_reply(hc_bootstrap_t *bs, const hc_bootstrap_re
                  njoined, bs->nranks);
         return HCOMM_ERR_TIMEOUT;
     }
-    if (status == HCOMM_ERR_AUTH) {
-        hc_error(BOOT, "rank %d: the bootstrap root refused our cookie", bs->rank);
-        return HCOMM_ERR_AUTH;
-    }
     if (status != 0) {
         hc_error(BOOT, "rank %d of %d: the bootstrap root refused this rank (status %d)", bs->rank,
                  bs->nranks, (int)status);
         return status < 0 && status >= HCOMM_ERR_TIMEOUT ? (hcomm_status_t)status
                                                          : HCOMM_ERR_PROTOCOL;
-    }
-    if (!hc_bootstrap_cookie_eq(rep->cookie, bs->cookie)) {
-        hc_error(BOOT, "rank %d: the bootstrap root presented a wrong cookie", bs->rank);
-        return HCOMM_ERR_AUTH;
     }
     if (hc_bootstrap_addr_from_wire(&rep->succ, succ, succ_len) != HCOMM_SUCCESS) {
         hc_error(BOOT, "rank %d: the bootstrap root sent a bad address for rank %d", bs->rank,
@@ -64,13 +61,13 @@ static hcomm_status_t ring_check_reply(hc_bootstrap_t *bs, const hc_bootstrap_re
     return HCOMM_SUCCESS;
 }
 
-/* Listens on the local address that reaches the root (rfd), and says hello. */
-static hcomm_status_t ring_hello(hc_bootstrap_t *bs, int rfd, double deadline, int *lfd_p)
+/* Listens on the local address that reaches the root (rfd). */
+static hcomm_status_t ring_listen(hc_bootstrap_t *bs, int rfd, int *lfd_p,
+                                  hc_bootstrap_wire_addr_t *addr)
 {
     struct sockaddr_storage local, bound;
     socklen_t               llen = sizeof(local), blen;
     hcomm_status_t          st;
-    int                     lfd;
     if (getsockname(rfd, (struct sockaddr *)&local, &llen) != 0) {
         hc_error(BOOT, "rank %d: getsockname on the root connection: %s", bs->rank,
                  strerror(errno));
@@ -81,41 +78,64 @@ static hcomm_status_t ring_hello(hc_bootstrap_t *bs, int rfd, double deadline, i
         ((struct sockaddr_in *)&local)->sin_port = 0;
     else
         ((struct sockaddr_in6 *)&local)->sin6_port = 0;
-    if ((st = hc_sock_listen((struct sockaddr *)&local, llen, 0, HC_SUBSYS(BOOT), &lfd, &bound,
+    if ((st = hc_sock_listen((struct sockaddr *)&local, llen, 0, HC_SUBSYS(BOOT), lfd_p, &bound,
                              &blen)))
         return st;
-
-    hc_bootstrap_hello_t h;
-    memset(&h, 0, sizeof(h));
-    h.magic  = htonl(HC_BOOTSTRAP_HELLO_MAGIC);
-    h.rank   = (int32_t)htonl((uint32_t)bs->rank);
-    h.nranks = (int32_t)htonl((uint32_t)bs->nranks);
-    memcpy(h.cookie, bs->cookie, 16);
-    if ((st = hc_bootstrap_addr_to_wire((struct sockaddr *)&bound, &h.addr)))
-        goto err_close;
-    if ((st = hc_sock_send_all(rfd, &h, sizeof(h), deadline, hc_bootstrap_peer(-1))))
-        goto err_close;
-    *lfd_p = lfd;
-    return HCOMM_SUCCESS;
-
-err_close:
-    close(lfd);
+    if ((st = hc_bootstrap_addr_to_wire((struct sockaddr *)&bound, addr)) != HCOMM_SUCCESS)
+        close(*lfd_p);
     return st;
+}
+
+static void ring_pause(double seconds)
+{
+    struct timespec ts = {0, (long)(seconds * 1e9)};
+    (void)nanosleep(&ts, NULL);
+}
+
+/* Proves the secret to the root and says hello, connecting again while the
+ * root hangs up first (its gate was full of strangers). */
+static hcomm_status_t ring_hello(hc_bootstrap_t *bs, const hc_uid_t *uid, int *rfd,
+                                 const hc_bootstrap_wire_addr_t *addr, double deadline)
+{
+    const struct sockaddr *ra   = (const struct sockaddr *)uid->root_addr;
+    socklen_t              rlen = (socklen_t)uid->root_addrlen;
+    for (;;) {
+        hc_bootstrap_hello_t h;
+        hc_gate_client_t     cl;
+        memset(&h, 0, sizeof(h));
+        h.magic           = htonl(HC_BOOTSTRAP_HELLO_MAGIC);
+        h.rank            = (int32_t)htonl((uint32_t)bs->rank);
+        h.nranks          = (int32_t)htonl((uint32_t)bs->nranks);
+        h.addr            = *addr;
+        hcomm_status_t st = hc_gate_client_run(&cl, *rfd, bs->cookie, &h, sizeof(h), deadline,
+                                               hc_bootstrap_peer(-1));
+        if (st != HCOMM_ERR_REMOTE)
+            return st;
+        close(*rfd);
+        *rfd = -1;
+        hc_debug(BOOT, "rank %d: the bootstrap root hung up before its challenge: again", bs->rank);
+        ring_pause(RING_REDIAL_PAUSE);
+        if ((st = hc_sock_connect(ra, rlen, 0, deadline, hc_bootstrap_peer(-1), rfd)))
+            return st;
+    }
 }
 
 /* Connects to the root, says hello, and learns the successor's address. */
 static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, double deadline,
                                      int *lfd_p, struct sockaddr_storage *succ, socklen_t *succ_len)
 {
-    hc_bootstrap_reply_t rep;
-    hcomm_status_t       st;
-    int                  rfd, lfd;
+    hc_bootstrap_wire_addr_t addr;
+    hc_bootstrap_reply_t     rep;
+    hcomm_status_t           st;
+    int                      rfd, lfd;
     st = hc_sock_connect((const struct sockaddr *)uid->root_addr, (socklen_t)uid->root_addrlen,
                          0, deadline, hc_bootstrap_peer(-1), &rfd);
     if (st != HCOMM_SUCCESS)
         return st;
-    if ((st = ring_hello(bs, rfd, deadline, &lfd)) != HCOMM_SUCCESS)
+    if ((st = ring_listen(bs, rfd, &lfd, &addr)) != HCOMM_SUCCESS)
         goto err_root;
+    if ((st = ring_hello(bs, uid, &rfd, &addr, deadline)) != HCOMM_SUCCESS)
+        goto err_listen;
     if ((st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, hc_bootstrap_peer(-1))) !=
         HCOMM_SUCCESS)
         goto err_listen;
@@ -128,73 +148,134 @@ static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, do
 err_listen:
     close(lfd);
 err_root:
-    close(rfd);
+    if (rfd >= 0)
+        close(rfd);
     return st;
 }
 
-static hcomm_status_t ring_connect(hc_bootstrap_t *bs, const struct sockaddr_storage *succ,
-                                   socklen_t succ_len, double deadline)
+/* The two halves of a rank's place in the ring, made at once. */
+typedef struct ring_link {
+    hc_bootstrap_t                *bs;
+    int                            pred;
+    const struct sockaddr_storage *succ;
+    socklen_t                      succ_len;
+    hc_gate_client_t               cl;     /* towards the successor; cl.fd < 0 until dialled */
+    int                            linked; /* the successor took our proof */
+    char                           what[48];
+    hc_gate_t                      gate; /* for the predecessor, and whoever else knocks */
+} ring_link_t;
+
+/* Someone who knows the secret connected: it must be our predecessor. */
+static void ring_admit(void *arg, int fd, const void *hello, const char *peer)
 {
+    ring_link_t              *l = arg;
+    hc_bootstrap_ring_hello_t h;
+    memcpy(&h, hello, sizeof(h));
+    int rank = (int32_t)ntohl((uint32_t)h.rank);
+    if (rank != l->pred || l->bs->pred_fd >= 0) {
+        hc_error(BOOT, "rank %d: ring connection from %s claims rank %d, expected %d once; refused",
+                 l->bs->rank, peer, rank, l->pred);
+        close(fd);
+        return;
+    }
+    l->bs->pred_fd = fd;
+}
+
+static hcomm_status_t ring_dial(ring_link_t *l, double deadline)
+{
+    hc_bootstrap_t           *bs        = l->bs;
     int                       succ_rank = (bs->rank + 1) % bs->nranks;
     hc_bootstrap_ring_hello_t h;
-    hcomm_status_t            st;
     int                       fd;
+    hcomm_status_t st = hc_sock_connect((const struct sockaddr *)l->succ, l->succ_len, 0, deadline,
+                                        hc_bootstrap_peer(succ_rank), &fd);
+    if (st != HCOMM_SUCCESS)
+        return st;
     memset(&h, 0, sizeof(h));
     h.magic = htonl(HC_BOOTSTRAP_RING_MAGIC);
     h.rank  = (int32_t)htonl((uint32_t)bs->rank);
-    memcpy(h.cookie, bs->cookie, 16);
-    st = hc_sock_connect((const struct sockaddr *)succ, succ_len, 0, deadline, hc_bootstrap_peer(succ_rank),
-                         &fd);
-    if (st != HCOMM_SUCCESS)
-        return st;
-    if ((st = hc_sock_send_all(fd, &h, sizeof(h), deadline, hc_bootstrap_peer(succ_rank))) != HCOMM_SUCCESS) {
+    st = hc_gate_client_start(&l->cl, fd, &h, sizeof(h), deadline, hc_bootstrap_peer(succ_rank));
+    if (st != HCOMM_SUCCESS) {
         close(fd);
-        return st;
+        l->cl.fd = -1;
     }
-    bs->succ_fd = fd;
-    return HCOMM_SUCCESS;
+    return st;
 }
 
-/* Accepts until the predecessor shows the cookie; strangers are refused. */
-static hcomm_status_t ring_accept(hc_bootstrap_t *bs, int lfd, double deadline)
+/* The successor's challenge arrived (or its hang-up): answer, or dial again. */
+static hcomm_status_t ring_step(ring_link_t *l, double deadline)
 {
-    int pred = (bs->rank + bs->nranks - 1) % bs->nranks;
-    for (;;) {
-        struct sockaddr_storage   pa;
-        hc_bootstrap_ring_hello_t h;
-        char                      ps[HC_SOCK_ADDRSTRLEN];
-        int                       fd;
-        hcomm_status_t            st = hc_sock_accept(lfd, deadline, hc_bootstrap_peer(pred), &fd, &pa);
-        if (st != HCOMM_SUCCESS)
-            return st;
-        hc_sock_addr_str((struct sockaddr *)&pa, ps, sizeof(ps));
-        double now = hc_clock_now();
-        double dl  = now + RING_HELLO_TIMEOUT < deadline ? now + RING_HELLO_TIMEOUT : deadline;
-        st         = hc_sock_recv_all(fd, &h, sizeof(h), dl, hc_bootstrap_peer(pred));
-        if (st != HCOMM_SUCCESS) {
-            close(fd);
-            if (hc_clock_now() >= deadline)
-                return HCOMM_ERR_TIMEOUT;
-            continue;
-        }
-        int rank = (int32_t)ntohl((uint32_t)h.rank);
-        if (ntohl(h.magic) != HC_BOOTSTRAP_RING_MAGIC ||
-            !hc_bootstrap_cookie_eq(h.cookie, bs->cookie)) {
-            hc_warn(BOOT, "refused bootstrap connection from %s: wrong cookie", ps);
-            close(fd);
-            continue;
-        }
-        if (rank != pred) {
-            hc_error(BOOT,
-                     "rank %d: ring connection from %s claims rank %d, expected %d; "
-                     "refused",
-                     bs->rank, ps, rank, pred);
-            close(fd);
-            continue;
-        }
-        bs->pred_fd = fd;
-        return HCOMM_SUCCESS;
+    int            succ_rank = (l->bs->rank + 1) % l->bs->nranks;
+    hcomm_status_t st =
+        hc_gate_client_step(&l->cl, l->bs->cookie, deadline, hc_bootstrap_peer(succ_rank));
+    if (st == HCOMM_SUCCESS) {
+        l->bs->succ_fd = l->cl.fd;
+        l->linked      = 1;
+        return st;
     }
+    if (st != HCOMM_ERR_REMOTE)
+        return st;
+    close(l->cl.fd);
+    l->cl.fd = -1;
+    ring_pause(RING_REDIAL_PAUSE);
+    return ring_dial(l, deadline);
+}
+
+/* Every rank dials its successor and admits its predecessor in one poll loop,
+ * so no wait of one rank on another can close a cycle. */
+static hcomm_status_t ring_link_run(ring_link_t *l, double deadline)
+{
+    struct pollfd  pfd[HC_GATE_MAX_PENDING + 2];
+    hcomm_status_t st = ring_dial(l, deadline);
+    while ((st == HCOMM_SUCCESS || st == HCOMM_IN_PROGRESS) &&
+           !(l->linked && l->bs->pred_fd >= 0)) {
+        double now = hc_clock_now(), until = deadline;
+        if (now >= deadline) {
+            hc_error(BOOT,
+                     "rank %d: bootstrap ring not closed in time (successor %s, "
+                     "predecessor %d %s)",
+                     l->bs->rank, l->linked ? "linked" : "silent", l->pred,
+                     l->bs->pred_fd >= 0 ? "linked" : "missing");
+            return HCOMM_ERR_TIMEOUT;
+        }
+        int n = hc_gate_pollfds(&l->gate, pfd, &until);
+        int c = l->linked ? -1 : n;
+        if (c >= 0)
+            pfd[n++] = (struct pollfd){.fd = l->cl.fd, .events = POLLIN};
+        double ms = (until - now) * 1000.0 + 1.0;
+        if (poll(pfd, (nfds_t)n, ms > 1000 ? 1000 : (int)ms) < 0 && errno != EINTR) {
+            hc_error(BOOT, "rank %d: poll: %s", l->bs->rank, strerror(errno));
+            return HCOMM_ERR_SYSTEM;
+        }
+        hc_gate_serve(&l->gate, pfd);
+        if (c >= 0 && pfd[c].revents != 0)
+            st = ring_step(l, deadline);
+    }
+    return st == HCOMM_IN_PROGRESS ? HCOMM_SUCCESS : st;
+}
+
+static hcomm_status_t ring_link(hc_bootstrap_t *bs, int lfd, const struct sockaddr_storage *succ,
+                                socklen_t succ_len, double deadline)
+{
+    ring_link_t *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        hc_error(BOOT, "rank %d: out of memory for the bootstrap ring", bs->rank);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    l->bs       = bs;
+    l->pred     = (bs->rank + bs->nranks - 1) % bs->nranks;
+    l->succ     = succ;
+    l->succ_len = succ_len;
+    l->cl.fd    = -1;
+    snprintf(l->what, sizeof(l->what), "rank %d's bootstrap ring", bs->rank);
+    hc_gate_init(&l->gate, lfd, bs->cookie, HC_BOOTSTRAP_RING_MAGIC,
+                 sizeof(hc_bootstrap_ring_hello_t), l->what, ring_admit, l);
+    hcomm_status_t st = ring_link_run(l, deadline);
+    if (!l->linked && l->cl.fd >= 0)
+        close(l->cl.fd);
+    hc_gate_close(&l->gate);
+    free(l);
+    return st;
 }
 
 static hcomm_status_t ring_read_id(const hcomm_unique_id_t *id, hc_uid_t *uid)
@@ -240,9 +321,7 @@ hcomm_status_t hc_bootstrap_init(const hcomm_unique_id_t *id, int nranks, int ra
         goto err_free;
     /* One rank: no ring, allgather has nothing to move. */
     if (nranks > 1) {
-        if ((st = ring_connect(bs, &succ, succ_len, deadline)) != HCOMM_SUCCESS)
-            goto err_listen;
-        if ((st = ring_accept(bs, lfd, deadline)) != HCOMM_SUCCESS)
+        if ((st = ring_link(bs, lfd, &succ, succ_len, deadline)) != HCOMM_SUCCESS)
             goto err_listen;
     }
     close(lfd);

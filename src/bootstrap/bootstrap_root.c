@@ -1,7 +1,7 @@
 /* bootstrap_root.c - the rendezvous root: a detached thread that collects one
  * hello per rank, then tells each rank where its ring successor listens.
- * Hellos are read with poll over every pending connection, so a silent or
- * slow client delays nobody. */
+ * Connections pass the gate (bootstrap_gate.h) first: a silent, slow or
+ * hostile client delays nobody. */
 #include "bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
@@ -11,32 +11,24 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "bootstrap/bootstrap_gate.h"
 #include "bootstrap/bootstrap_wire.h"
 
 _Static_assert(sizeof(hc_uid_t) <= HCOMM_UNIQUE_ID_BYTES, "hc_uid_t fits the unique id");
 _Static_assert(sizeof(struct sockaddr_in6) <= sizeof(((hc_uid_t *)0)->root_addr),
                "root_addr holds an IPv6 address");
 
-#define ROOT_MAX_PENDING 256   /* connections that have not said hello yet */
-#define ROOT_HELLO_TIMEOUT 5.0 /* seconds a connection may take to say hello */
+#define ROOT_REPLY_TIMEOUT 5.0 /* seconds for the replies once all joined */
 #define ROOT_MAX_RANKS (1 << 22)
-
-typedef struct root_conn {
-    int                  fd;
-    size_t               got;
-    double               deadline;
-    hc_bootstrap_hello_t msg;
-    char                 peer[HC_SOCK_ADDRSTRLEN];
-} root_conn_t;
 
 typedef struct root_state {
     int                       lfd;
@@ -44,31 +36,19 @@ typedef struct root_state {
     double                    deadline;
     uint8_t                   cookie[16];
     char                      name[HC_SOCK_ADDRSTRLEN];
+    char                      what[HC_SOCK_ADDRSTRLEN + 16];
     int                       nranks; /* 0 until the first accepted hello */
     int                       njoined;
     int                      *rank_fd;
     hc_bootstrap_wire_addr_t *rank_addr;
-    int                       npending;
-    root_conn_t               pending[ROOT_MAX_PENDING];
+    hc_gate_t                 gate;
 } root_state_t;
 
 hcomm_status_t hc_bootstrap_random(void *buf, size_t len)
 {
-    uint8_t *p = buf;
     if (buf == NULL && len > 0)
         return HCOMM_ERR_INVALID_ARG;
-    while (len > 0) {
-        ssize_t n = getrandom(p, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            hc_error(BOOT, "getrandom: %s", strerror(errno));
-            return HCOMM_ERR_SYSTEM;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return HCOMM_SUCCESS;
+    return hc_auth_random(buf, len) == 0 ? HCOMM_SUCCESS : HCOMM_ERR_SYSTEM;
 }
 
 static void uid_fill(hcomm_unique_id_t *id, const uint8_t cookie[16], const struct sockaddr *sa,
@@ -105,9 +85,8 @@ hcomm_status_t hc_bootstrap_id_from_addr(const char *host_port, const uint8_t co
     return HCOMM_SUCCESS;
 }
 
-/* Best effort: the connection is being dropped anyway. Only a timeout, sent
- * to ranks that showed the cookie, says how many joined: a stranger learns
- * nothing of the job. */
+/* Best effort: the connection is being dropped anyway. Only ranks that proved
+ * the secret get here; strangers never get an answer. */
 static void root_refuse(root_state_t *st, int fd, hcomm_status_t why)
 {
     hc_bootstrap_reply_t r;
@@ -137,141 +116,71 @@ static hcomm_status_t root_alloc_ranks(root_state_t *st, int nranks)
     return HCOMM_SUCCESS;
 }
 
-/* Takes a complete hello: the connection becomes a rank's, or is refused. */
-static void root_admit(root_state_t *st, root_conn_t *c)
+/* A connection that passed the gate: it becomes a rank's, or is refused. */
+static void root_admit(void *arg, int fd, const void *hello, const char *peer)
 {
-    const hc_bootstrap_hello_t *h      = &c->msg;
-    int                         rank   = (int32_t)ntohl((uint32_t)h->rank);
-    int                         nranks = (int32_t)ntohl((uint32_t)h->nranks);
-    if (ntohl(h->magic) != HC_BOOTSTRAP_HELLO_MAGIC ||
-        !hc_bootstrap_cookie_eq(h->cookie, st->cookie)) {
-        hc_warn(BOOT, "refused bootstrap connection from %s: wrong cookie", c->peer);
-        root_refuse(st, c->fd, HCOMM_ERR_AUTH);
-        return;
-    }
+    root_state_t               *st = arg;
+    hc_bootstrap_hello_t        msg;
+    const hc_bootstrap_hello_t *h = &msg;
+    memcpy(&msg, hello, sizeof(msg));
+    int rank   = (int32_t)ntohl((uint32_t)h->rank);
+    int nranks = (int32_t)ntohl((uint32_t)h->nranks);
     if (nranks < 1 || nranks > ROOT_MAX_RANKS || (st->nranks > 0 && nranks != st->nranks)) {
         hc_error(BOOT, "bootstrap root: rank %d (%s) says %d ranks, expected %d; refused", rank,
-                 c->peer, nranks, st->nranks);
-        root_refuse(st, c->fd, HCOMM_ERR_INVALID_ARG);
+                 peer, nranks, st->nranks);
+        root_refuse(st, fd, HCOMM_ERR_INVALID_ARG);
         return;
     }
     if (rank < 0 || rank >= nranks || (st->nranks > 0 && st->rank_fd[rank] >= 0)) {
         hc_error(BOOT,
                  "bootstrap root: rank %d (%s) of %d is out of range or already joined; "
                  "refused",
-                 rank, c->peer, nranks);
-        root_refuse(st, c->fd, HCOMM_ERR_INVALID_RANK);
+                 rank, peer, nranks);
+        root_refuse(st, fd, HCOMM_ERR_INVALID_RANK);
         return;
     }
     if (h->addr.family != 4 && h->addr.family != 6) {
         hc_error(BOOT, "bootstrap root: rank %d (%s) sent an address of family %u; refused", rank,
-                 c->peer, h->addr.family);
-        root_refuse(st, c->fd, HCOMM_ERR_PROTOCOL);
+                 peer, h->addr.family);
+        root_refuse(st, fd, HCOMM_ERR_PROTOCOL);
         return;
     }
     if (st->nranks == 0 && root_alloc_ranks(st, nranks) != HCOMM_SUCCESS) {
-        root_refuse(st, c->fd, HCOMM_ERR_NO_MEMORY);
+        root_refuse(st, fd, HCOMM_ERR_NO_MEMORY);
         return;
     }
-    st->rank_fd[rank]   = c->fd;
+    st->rank_fd[rank]   = fd;
     st->rank_addr[rank] = h->addr;
     st->njoined++;
-    hc_debug(BOOT, "bootstrap root: rank %d of %d joined from %s", rank, nranks, c->peer);
-}
-
-static void root_drop_pending(root_state_t *st, int i)
-{
-    st->pending[i] = st->pending[--st->npending];
-}
-
-/* Reads what connection i has sent; admits it once its hello is complete. */
-static void root_read(root_state_t *st, int i)
-{
-    root_conn_t *c = &st->pending[i];
-    ssize_t      n = recv(c->fd, (char *)&c->msg + c->got, sizeof(c->msg) - c->got, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return;
-    if (n <= 0) {
-        hc_warn(BOOT, "bootstrap connection from %s closed before its hello: %s", c->peer,
-                n == 0 ? "end of stream" : strerror(errno));
-        close(c->fd);
-        root_drop_pending(st, i);
-        return;
-    }
-    c->got += (size_t)n;
-    if (c->got == sizeof(c->msg)) {
-        root_admit(st, c);
-        root_drop_pending(st, i);
-    }
-}
-
-static void root_accept(root_state_t *st)
-{
-    while (st->npending < ROOT_MAX_PENDING) {
-        struct sockaddr_storage ss;
-        socklen_t               len = sizeof(ss);
-        int fd = accept4(st->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-                hc_warn(BOOT, "bootstrap root %s: accept: %s", st->name, strerror(errno));
-            return;
-        }
-        root_conn_t *c = &st->pending[st->npending++];
-        memset(c, 0, sizeof(*c));
-        c->fd      = fd;
-        double now = hc_clock_now();
-        c->deadline =
-            now + ROOT_HELLO_TIMEOUT < st->deadline ? now + ROOT_HELLO_TIMEOUT : st->deadline;
-        hc_sock_addr_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
-    }
+    hc_debug(BOOT, "bootstrap root: rank %d of %d joined from %s", rank, nranks, peer);
 }
 
 /* One poll round; returns 0, or -1 on a poll failure (logged). */
 static int root_poll(root_state_t *st)
 {
-    struct pollfd pfd[ROOT_MAX_PENDING + 1];
+    struct pollfd pfd[HC_GATE_MAX_PENDING + 1];
     double        now   = hc_clock_now();
     double        until = st->deadline;
-    for (int i = st->npending - 1; i >= 0; i--) {
-        if (st->pending[i].deadline <= now) {
-            hc_warn(BOOT, "bootstrap connection from %s sent no hello in time; closed",
-                    st->pending[i].peer);
-            close(st->pending[i].fd);
-            root_drop_pending(st, i);
-        }
-    }
-    pfd[0] =
-        (struct pollfd){.fd = st->npending < ROOT_MAX_PENDING ? st->lfd : -1, .events = POLLIN};
-    for (int i = 0; i < st->npending; i++) {
-        pfd[i + 1] = (struct pollfd){.fd = st->pending[i].fd, .events = POLLIN};
-        if (st->pending[i].deadline < until)
-            until = st->pending[i].deadline;
-    }
-    double ms = (until - now) * 1000.0 + 1.0;
-    int    r  = poll(pfd, (nfds_t)st->npending + 1, ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms);
+    int           n     = hc_gate_pollfds(&st->gate, pfd, &until);
+    double        ms    = (until - now) * 1000.0 + 1.0;
+    int           r     = poll(pfd, (nfds_t)n, ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms);
     if (r < 0 && errno != EINTR) {
-        hc_error(BOOT, "bootstrap root %s: poll: %s", st->name, strerror(errno));
+        hc_error(BOOT, "%s: poll: %s", st->what, strerror(errno));
         return -1;
     }
-    /* Backwards: dropping i moves the last one, already handled, into i. */
-    for (int i = st->npending - 1; r > 0 && i >= 0; i--)
-        if (pfd[i + 1].revents != 0)
-            root_read(st, i);
-    if (r > 0 && (pfd[0].revents & POLLIN))
-        root_accept(st);
+    hc_gate_serve(&st->gate, pfd);
     return 0;
 }
 
 /* Everyone is in: each rank learns where its successor listens. */
 static void root_finish(root_state_t *st)
 {
-    double deadline = hc_clock_now() + ROOT_HELLO_TIMEOUT;
+    double deadline = hc_clock_now() + ROOT_REPLY_TIMEOUT;
     for (int r = 0; r < st->nranks; r++) {
         hc_bootstrap_reply_t rep;
         memset(&rep, 0, sizeof(rep));
         rep.magic   = htonl(HC_BOOTSTRAP_REPLY_MAGIC);
         rep.njoined = (int32_t)htonl((uint32_t)st->njoined);
-        memcpy(rep.cookie, st->cookie, 16);
         rep.succ = st->rank_addr[(r + 1) % st->nranks];
         /* A failure is logged with the rank; that rank's ring fails on its own. */
         (void)hc_sock_send_all(st->rank_fd[r], &rep, sizeof(rep), deadline, hc_bootstrap_peer(r));
@@ -303,8 +212,7 @@ static void root_timed_out(root_state_t *st)
 
 static void root_free(root_state_t *st)
 {
-    for (int i = 0; i < st->npending; i++)
-        close(st->pending[i].fd);
+    hc_gate_close(&st->gate);
     for (int r = 0; r < st->nranks; r++)
         if (st->rank_fd[r] >= 0)
             close(st->rank_fd[r]);
@@ -402,6 +310,9 @@ static hcomm_status_t root_serve(root_state_t *st, struct sockaddr_storage *boun
     st->timeout  = hc_params_get()->timeout;
     st->deadline = hc_clock_now() + st->timeout;
     uid_fill(&out, st->cookie, (struct sockaddr *)bound, blen);
+    snprintf(st->what, sizeof(st->what), "bootstrap root %s", st->name);
+    hc_gate_init(&st->gate, st->lfd, st->cookie, HC_BOOTSTRAP_HELLO_MAGIC,
+                 sizeof(hc_bootstrap_hello_t), st->what, root_admit, st);
     /* Logged first: once spawned, the thread owns st. */
     hc_info(BOOT, "bootstrap root listening on %s", st->name);
     if ((status = root_spawn(st)) != HCOMM_SUCCESS)

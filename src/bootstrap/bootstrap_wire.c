@@ -1,5 +1,4 @@
-/* bootstrap_wire.c - the bootstrap's wire formats: layouts, cookie check,
- * addresses. */
+/* bootstrap_wire.c - the bootstrap's wire formats: layouts and addresses. */
 #include "bootstrap/bootstrap_wire.h"
 
 #include <arpa/inet.h>
@@ -10,16 +9,8 @@
 
 _Static_assert(sizeof(hc_bootstrap_wire_addr_t) == 24, "wire address layout");
 _Static_assert(sizeof(hc_bootstrap_hello_t) == 52, "hello layout");
-_Static_assert(sizeof(hc_bootstrap_reply_t) == 52, "reply layout");
+_Static_assert(sizeof(hc_bootstrap_reply_t) == 36, "reply layout");
 _Static_assert(sizeof(hc_bootstrap_ring_hello_t) == 24, "ring hello layout");
-
-int hc_bootstrap_cookie_eq(const uint8_t *a, const uint8_t *b)
-{
-    uint8_t diff = 0;
-    for (int i = 0; i < 16; i++)
-        diff |= (uint8_t)(a[i] ^ b[i]);
-    return diff == 0;
-}
 
 hcomm_status_t hc_bootstrap_addr_to_wire(const struct sockaddr *sa, hc_bootstrap_wire_addr_t *w)
 {

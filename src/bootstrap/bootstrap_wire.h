@@ -12,9 +12,10 @@
 #include "base/sock.h"
 #include "hcomm.h"
 
-#define HC_BOOTSTRAP_HELLO_MAGIC 0x68636268u /* "hcbh": rank -> root */
-#define HC_BOOTSTRAP_REPLY_MAGIC 0x68636272u /* "hcbr": root -> rank */
-#define HC_BOOTSTRAP_RING_MAGIC 0x68636263u  /* "hcbc": rank -> successor */
+/* Version 2: the cookie no longer crosses the wire (bootstrap_gate.h). */
+#define HC_BOOTSTRAP_HELLO_MAGIC 0x68636248u /* "hcbH": rank -> root */
+#define HC_BOOTSTRAP_REPLY_MAGIC 0x68636252u /* "hcbR": root -> rank */
+#define HC_BOOTSTRAP_RING_MAGIC 0x68636243u  /* "hcbC": rank -> successor */
 
 /* An address on the wire: portable across byte orders. */
 typedef struct hc_bootstrap_wire_addr {
@@ -25,10 +26,11 @@ typedef struct hc_bootstrap_wire_addr {
     uint8_t  ip[16];
 } hc_bootstrap_wire_addr_t;
 
-/* Integers in network order. */
+/* Integers in network order. A hello starts as the gate's do: the magic, then
+ * the client's nonce. */
 typedef struct hc_bootstrap_hello {
     uint32_t                 magic;
-    uint8_t                  cookie[16];
+    uint8_t                  nonce[16];
     int32_t                  rank;
     int32_t                  nranks;
     hc_bootstrap_wire_addr_t addr; /* the rank's ring listener */
@@ -38,13 +40,12 @@ typedef struct hc_bootstrap_reply {
     uint32_t                 magic;
     int32_t                  status; /* hcomm_status_t; 0: succ is valid */
     int32_t                  njoined;
-    uint8_t                  cookie[16]; /* zero unless the hello was accepted */
     hc_bootstrap_wire_addr_t succ;
 } hc_bootstrap_reply_t;
 
 typedef struct hc_bootstrap_ring_hello {
     uint32_t magic;
-    uint8_t  cookie[16];
+    uint8_t  nonce[16];
     int32_t  rank;
 } hc_bootstrap_ring_hello_t;
 
@@ -54,9 +55,6 @@ static inline hc_sock_peer_t hc_bootstrap_peer(int rank)
     hc_sock_peer_t p = {HC_SUBSYS(BOOT), rank, "the root"};
     return p;
 }
-
-/* Non-zero when the 16-byte cookies match (constant time). */
-int hc_bootstrap_cookie_eq(const uint8_t *a, const uint8_t *b);
 
 /* A socket address in the wire format, and back. */
 hcomm_status_t hc_bootstrap_addr_to_wire(const struct sockaddr *sa, hc_bootstrap_wire_addr_t *w);

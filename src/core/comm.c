@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/auth.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -126,6 +127,10 @@ static void comm_self_info(hc_peer_info_t *self, int rank)
     self->host_hash = hc_topo_host_identity(self->hostname, sizeof(self->hostname));
     self->pid       = (int32_t)getpid();
     self->rank      = rank;
+    /* A fresh challenge for the hellos of this communicator's connections to
+     * us: a zero one (getrandom failed, logged) still authenticates, only
+     * without freshness. */
+    (void)hc_auth_random(self->nonce, sizeof(self->nonce));
 }
 
 /* More local ranks than CPUs: a spinning rank would hold the core the rank it
@@ -151,10 +156,10 @@ static void comm_set_spin(hcomm_comm_t c)
 static void comm_topo_share_name(hcomm_comm_t c, const hc_peer_info_t *self, char *name,
                                  size_t size)
 {
-    char hex[17];
-    for (int i = 0; i < 8; i++)
-        snprintf(hex + 2 * i, 3, "%02x", c->cookie[i]);
-    snprintf(name, size, "/hcomm-%s-topo-%016llx", hex, (unsigned long long)self->host_hash);
+    char pub[17];
+    if (hc_auth_public_name(c->cookie, HC_AUTH_SHM_NAMES, pub, sizeof(pub)) != 0)
+        snprintf(pub, sizeof(pub), "%d", (int)getpid()); /* no sharing, still no clash */
+    snprintf(name, size, "/hcomm-%s-topo-%016llx", pub, (unsigned long long)self->host_hash);
 }
 
 /* This rank's place in its host; without discovery the model still knows the

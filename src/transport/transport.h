@@ -33,6 +33,7 @@ typedef struct hc_peer_info {
     uint64_t host_hash; /* hostname + boot id: equal means same kernel, same /dev/shm */
     int32_t  pid;
     int32_t  rank;
+    uint8_t  nonce[16]; /* fresh per communicator: hellos to this rank are MACs over it */
 } hc_peer_info_t;
 
 typedef struct hc_tl_params {
@@ -128,8 +129,9 @@ typedef struct hc_tl_ops {
      * progresses and calls again, and gets HCOMM_ERR_TIMEOUT (logged) once the
      * context's timeout has passed since its first call for that peer. A
      * transport whose connections need no action from the peer (an address
-     * vector, UCP) returns the endpoint at once for every peer. Checks the
-     * cookie: a connection presenting another is refused and logged.
+     * vector, UCP) returns the endpoint at once for every peer. A connection's
+     * hello carries a MAC under the key (cookie) over the receiver's nonce
+     * (hc_peer_info_t), never the key: one without it is refused and logged.
      */
     hcomm_status_t (*connect)(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const void *addr,
                               size_t len, hc_tl_ep_t **ep_p);

@@ -17,18 +17,18 @@
 
 #include <cmocka.h>
 
+#include "base/auth.h"
 #include "tl_suite.h"
 #include "transport/shm/shm.h"
 
 #define MIB HC_TLT_MIB
 #define KIB ((size_t)1 << 10)
 
-/* "hcomm-" and the cookie's first 8 bytes in hex: every segment of a world. */
+/* "hcomm-" and the public name the cookie gives: every segment of a world. */
 static void seg_prefix(const uint8_t *cookie, char *buf)
 {
     strcpy(buf, "hcomm-");
-    for (int i = 0; i < 8; i++)
-        snprintf(buf + 6 + 2 * i, 3, "%02x", cookie[i]);
+    assert_int_equal(hc_auth_public_name(cookie, HC_AUTH_SHM_NAMES, buf + 6, 17), 0);
 }
 
 int hc_tlt_shm_leftovers(const uint8_t *cookie)
@@ -248,22 +248,32 @@ static hc_tl_ctx_t *local_ctx(int rank, const uint8_t *cookie, double timeout,
     return ctx;
 }
 
-/* The exact refusal: the opener sees the creator's segment with another secret. */
+/* The exact refusal: the opener finds the segment under its name, but not
+ * made with the secret (a forger's: here the creator's, its tag altered). */
 static void case_cookie_auth(const hc_tlt_variant_t *v)
 {
     hc_params_t    prm = shm_params(v, 64 * KIB, 256 * KIB);
     hc_peer_info_t info[2];
-    uint8_t        cookie[16], other[16];
+    uint8_t        cookie[16];
+    char           name[64];
     hc_tl_ctx_t   *a, *b;
     hc_tl_ep_t    *ea, *eb;
 
     local_info(info);
     assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
-    memcpy(other, cookie, sizeof(other));
-    other[15] ^= 1; /* same segment name, different secret */
     a = local_ctx(0, cookie, 1, &prm, info);
-    b = local_ctx(1, other, 1, &prm, info);
+    b = local_ctx(1, cookie, 1, &prm, info);
     assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
+    name[0] = '/';
+    seg_prefix(cookie, name + 1);
+    strcat(name, "-0-1");
+    int fd = shm_open(name, O_RDWR, 0);
+    assert_true(fd >= 0);
+    hc_shm_seg_t *seg = mmap(NULL, HC_SHM_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    assert_true(seg != MAP_FAILED);
+    seg->tag[7] ^= 1;
+    munmap(seg, HC_SHM_HDR_BYTES);
     assert_int_equal(hc_tl_shm_ops.connect(b, &info[0], NULL, 0, &eb), HCOMM_ERR_AUTH);
     hc_tl_shm_ops.fini(b);
     hc_tl_shm_ops.fini(a); /* the peer never attached: a removes the name */

@@ -259,6 +259,7 @@ static int rank_main(const hc_tlt_variant_t *v, const hc_tlt_world_t *w, const h
         gethostname(env->info[q].hostname, sizeof(env->info[q].hostname) - 1);
         env->info[q].host_hash = 0x5eedull; /* one host: shm applies */
         env->info[q].rank      = q;
+        memset(env->info[q].nonce, 0x30 + q, sizeof(env->info[q].nonce)); /* each its own */
     }
     env->tp.rank    = r;
     env->tp.nranks  = w->nranks;
@@ -268,7 +269,7 @@ static int rank_main(const hc_tlt_variant_t *v, const hc_tlt_world_t *w, const h
     env->tp.params  = &env->prm;
     memcpy(env->tp.cookie, g_cookie, sizeof(g_cookie));
     if (w->bad_cookie & (1u << r))
-        env->tp.cookie[15] ^= 0x5a; /* shm names segments by the first 8 bytes */
+        env->tp.cookie[15] ^= 0x5a;
 
     nfd = hc_tlt_fd_count();
     HC_TLT_CHK_ST(v->ops->init(&env->ctx, &env->tp), HCOMM_SUCCESS);

@@ -310,7 +310,7 @@ static hc_ib_conn_t sample_conn(int nrails)
     memset(&c, 0, sizeof(c));
     c.kind = HC_IB_CONN_HELLO;
     c.rank = 3;
-    memset(c.cookie, 0xc5, 16);
+    memset(c.tag, 0xc5, 16);
     c.nrails     = (uint32_t)nrails;
     c.nslots     = 32;
     c.slot_size  = 16384;
@@ -408,6 +408,11 @@ static void test_conn_bad(void **state)
     assert_int_equal(hc_ib_conn_peek(buf, why, sizeof(why)), 0);
 }
 
+static void retag(hc_ib_conn_t *d, const uint8_t *key, uint32_t to)
+{
+    assert_int_equal(hc_ib_conn_tag(key, d->kind, d->rank, to, d->tag), 0);
+}
+
 /* What a decoded HELLO or REPLY must also be: this communicator's, of the
  * kind awaited, from the rank awaited, with this side's slot layout. */
 static void test_conn_check(void **state)
@@ -418,23 +423,29 @@ static void test_conn_check(void **state)
     char                 why[256] = "";
     hc_ib_conn_t         c        = sample_conn(1), d; /* a HELLO from rank 3 */
     (void)state;
-#define CHECK(kind, self, peer)                                                                    \
-    hc_ib_conn_check(&d, mine, kind, self, peer, 32, 16384, why, sizeof(why))
-    /* through the wire first: the cookie survives encoding */
+    /* The tag binds kind, sender and receiver: CHECK retags d for self, so
+     * that the other rules are what is tested. */
+#define RAW_CHECK(K, S, P) hc_ib_conn_check(&d, mine, K, S, P, 32, 16384, why, sizeof(why))
+#define CHECK(K, S, P) (retag(&d, mine, (uint32_t)(S)), RAW_CHECK(K, S, P))
+    /* through the wire first: the tag survives encoding */
+    assert_int_equal(hc_ib_conn_tag(mine, HC_IB_CONN_HELLO, 3, 4, c.tag), 0);
     assert_int_equal(
         hc_ib_conn_decode(buf, hc_ib_conn_encode(&c, buf, sizeof(buf)), &d, why, sizeof(why)),
         HCOMM_SUCCESS);
-    assert_int_equal(CHECK(HC_IB_CONN_HELLO, 4, -1), HCOMM_SUCCESS);
+    assert_int_equal(RAW_CHECK(HC_IB_CONN_HELLO, 4, -1), HCOMM_SUCCESS);
+    /* meant for rank 4, shown to rank 9: refused, as a replay */
+    assert_int_equal(RAW_CHECK(HC_IB_CONN_HELLO, 9, 3), HCOMM_ERR_AUTH);
     assert_int_equal(CHECK(HC_IB_CONN_HELLO, 9, 3), HCOMM_SUCCESS);
-    /* another communicator's cookie, one bit off: refused as such */
+    /* a tag one bit off (another key's): refused as such */
+    assert_int_equal(hc_ib_conn_tag(mine, HC_IB_CONN_HELLO, 3, 4, c.tag), 0);
+    hc_ib_conn_encode(&c, buf, sizeof(buf));
     buf[16 + 15] ^= 1;
     assert_int_equal(
         hc_ib_conn_decode(buf, HC_IB_CONN_FIXED + HC_IB_CONN_RAIL, &d, why, sizeof(why)),
         HCOMM_SUCCESS); /* well formed ... */
     why[0] = '\0';
-    assert_int_equal(CHECK(HC_IB_CONN_HELLO, 4, -1), HCOMM_ERR_AUTH); /* ... but not ours */
-    assert_non_null(strstr(why, "cookie"));
-    d.cookie[15] ^= 1;
+    assert_int_equal(RAW_CHECK(HC_IB_CONN_HELLO, 4, -1), HCOMM_ERR_AUTH); /* ... but not ours */
+    assert_non_null(strstr(why, "proof"));
     why[0] = '\0';
     expect_refused(CHECK(HC_IB_CONN_HELLO, 3, -1), why, "HELLO from self");
     why[0] = '\0';
@@ -458,6 +469,7 @@ static void test_conn_check(void **state)
     why[0] = '\0';
     expect_refused(CHECK(HC_IB_CONN_REPLY, 1, 3), why, "another slot size");
 #undef CHECK
+#undef RAW_CHECK
 }
 
 /* ---- rendezvous, immediate data, credit words ---- */

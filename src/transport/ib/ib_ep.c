@@ -120,7 +120,7 @@ void hc_ib_ep_conn(const hc_tl_ep_t *ep, uint32_t kind, hc_ib_conn_t *c)
     memset(c, 0, sizeof(*c));
     c->kind = kind;
     c->rank = (uint32_t)ctx->rank;
-    memcpy(c->cookie, ctx->cookie, sizeof(c->cookie));
+    (void)hc_ib_conn_tag(ctx->cookie, kind, (uint32_t)ctx->rank, (uint32_t)ep->peer, c->tag);
     c->nrails     = (uint32_t)ep->nrails;
     c->nslots     = HC_IB_NSLOTS;
     c->slot_size  = HC_IB_SLOT_BYTES;

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/auth.h"
+
 #define WHY(...) (snprintf(why, wl, __VA_ARGS__), HCOMM_ERR_PROTOCOL)
 
 static void put16(uint8_t *p, uint16_t v)
@@ -190,7 +192,7 @@ size_t hc_ib_conn_encode(const hc_ib_conn_t *c, uint8_t *buf, size_t cap)
     put16(buf + 6, (uint16_t)c->kind);
     put32(buf + 8, (uint32_t)len);
     put32(buf + 12, c->rank);
-    memcpy(buf + 16, c->cookie, 16);
+    memcpy(buf + 16, c->tag, 16);
     put32(buf + 32, c->nrails);
     put32(buf + 36, c->nslots);
     put32(buf + 40, c->slot_size);
@@ -243,7 +245,7 @@ static hcomm_status_t conn_fixed(const uint8_t *buf, size_t len, hc_ib_conn_t *c
         return WHY("connection message of %zu bytes, its header says %zu", len, total);
     c->kind = get16(buf + 6);
     c->rank = get32(buf + 12);
-    memcpy(c->cookie, buf + 16, 16);
+    memcpy(c->tag, buf + 16, 16);
     c->nrails     = get32(buf + 32);
     c->nslots     = get32(buf + 36);
     c->slot_size  = get32(buf + 40);
@@ -297,12 +299,22 @@ hcomm_status_t hc_ib_conn_decode(const uint8_t *buf, size_t len, hc_ib_conn_t *c
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_ib_conn_check(const hc_ib_conn_t *c, const uint8_t cookie[16], uint32_t kind,
+int hc_ib_conn_tag(const uint8_t key[16], uint32_t kind, uint32_t from, uint32_t to,
+                   uint8_t tag[16])
+{
+    uint32_t       w[3] = {kind, from, to};
+    hc_auth_part_t part = {w, sizeof(w)};
+    return hc_auth_tag(key, "hcomm ib connection", &part, 1, tag);
+}
+
+hcomm_status_t hc_ib_conn_check(const hc_ib_conn_t *c, const uint8_t key[16], uint32_t kind,
                                 uint32_t self, int peer, uint32_t nslots, uint32_t slot_size,
                                 char *why, size_t wl)
 {
-    if (memcmp(c->cookie, cookie, sizeof(c->cookie)) != 0) {
-        snprintf(why, wl, "rank %u presents another communicator's cookie", c->rank);
+    uint8_t tag[16];
+    if (hc_ib_conn_tag(key, c->kind, c->rank, self, tag) != 0 ||
+        !hc_auth_equal(tag, c->tag, sizeof(tag))) {
+        snprintf(why, wl, "rank %u shows no proof of this communicator's key", c->rank);
         return HCOMM_ERR_AUTH;
     }
     if (c->kind != kind)

@@ -92,7 +92,7 @@ typedef struct hc_ib_rail_conn {
 typedef struct hc_ib_conn {
     uint32_t          kind; /* HC_IB_CONN_HELLO or _REPLY */
     uint32_t          rank; /* the sender's */
-    uint8_t           cookie[16];
+    uint8_t           tag[16]; /* hc_ib_conn_tag: proof of the key, which stays home */
     uint32_t          nrails;
     uint32_t          nslots, slot_size; /* the sender's receive slots */
     uint32_t          rkey;              /* of the slots and the credit words (rail 0) */
@@ -107,12 +107,16 @@ size_t hc_ib_conn_encode(const hc_ib_conn_t *c, uint8_t *buf, size_t cap);
 size_t         hc_ib_conn_peek(const uint8_t *hdr, char *why, size_t wl);
 hcomm_status_t hc_ib_conn_decode(const uint8_t *buf, size_t len, hc_ib_conn_t *c, char *why,
                                  size_t wl);
-/* Whether a decoded message is the one this rank (self) waits for: the
- * communicator's cookie (else HCOMM_ERR_AUTH), then a HELLO from a rank
+/* The tag of a message of kind from rank to rank `to`: a MAC under the
+ * communicator's key. 0, or -1 (logged). */
+int hc_ib_conn_tag(const uint8_t key[16], uint32_t kind, uint32_t from, uint32_t to,
+                   uint8_t tag[16]);
+/* Whether a decoded message is the one this rank (self) waits for: its tag
+ * proves the communicator's key (else HCOMM_ERR_AUTH), then a HELLO from a rank
  * below self (peer < 0: any) or a REPLY from peer, with receive slots laid
  * out as this side's (nslots of slot_size: both sides index them alike)
  * (else HCOMM_ERR_PROTOCOL). */
-hcomm_status_t hc_ib_conn_check(const hc_ib_conn_t *c, const uint8_t cookie[16], uint32_t kind,
+hcomm_status_t hc_ib_conn_check(const hc_ib_conn_t *c, const uint8_t key[16], uint32_t kind,
                                 uint32_t self, int peer, uint32_t nslots, uint32_t slot_size,
                                 char *why, size_t wl);
 

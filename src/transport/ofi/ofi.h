@@ -18,7 +18,7 @@
  * left in the entry (smr_match_tagged). So control messages (hello, bye,
  * nack, credit) share one tag, carry their sender's rank inside, and have a
  * pool of receives of their own. The lower rank of a pair says hello (with
- * the cookie) when it connects, before any data; the higher one's connect
+ * its MAC under the cookie) when it connects, before any data; the higher one's connect
  * returns once that hello came.
  *
  * Flow control: a receiver gives credit for the chunks it posted receives
@@ -111,7 +111,7 @@ typedef struct hc_ofi_ctl {
     uint64_t limit; /* BYE: the first of its messages to us the sender did not finish;
                      * CREDIT: the first sequence number we may not send yet */
     uint64_t taken; /* BYE: the first of our messages to it the sender did not take */
-    uint8_t  cookie[16];
+    uint8_t  tag[16]; /* MAC of the fields above under the key: the key stays home */
 } hc_ofi_ctl_t;
 
 /* ---- registration cache (ofi_mr.c) ---- */

@@ -1,14 +1,16 @@
 /* ofi_conn.c - connection set-up and the control messages: the lower rank of
- * a pair inserts the peer in its address vector and says hello (with the
- * cookie); the higher one's connect waits, without waiting, for that hello.
- * A wrong cookie is refused (nack); fini says bye, with what the peer should
- * no longer wait for. */
+ * a pair inserts the peer in its address vector and says hello; the higher
+ * one's connect waits, without waiting, for that hello. Every control message
+ * carries a MAC under the cookie (never the cookie); one without a good MAC is
+ * refused (nack); fini says bye, with what the peer should no longer wait for. */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/auth.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/proc.h"
@@ -41,6 +43,14 @@ hcomm_status_t hc_ofi_ctl_post_rx(hc_tl_ctx_t *ctx, hc_ofi_op_t *op)
     return HCOMM_SUCCESS;
 }
 
+#define CTL_LABEL "hcomm ofi control"
+
+static int ctl_tag_ok(const hc_tl_ctx_t *ctx, const hc_ofi_ctl_t *m)
+{
+    hc_auth_part_t part = {m, offsetof(hc_ofi_ctl_t, tag)};
+    return hc_auth_tag_check(ctx->cookie, CTL_LABEL, &part, 1, m->tag);
+}
+
 static hc_tl_ep_t *ep_of(hc_tl_ctx_t *ctx, int rank)
 {
     return rank >= 0 && rank < ctx->nranks ? ctx->by_rank[rank] : NULL;
@@ -49,20 +59,20 @@ static hc_tl_ep_t *ep_of(hc_tl_ctx_t *ctx, int rank)
 static void ctl_apply(hc_tl_ctx_t *ctx, const hc_ofi_ctl_t *m)
 {
     int         from   = m->rank;
-    int         cookie = memcmp(m->cookie, ctx->cookie, sizeof(ctx->cookie)) == 0;
+    int         cookie = ctl_tag_ok(ctx, m);
     hc_tl_ep_t *ep     = ep_of(ctx, from);
     switch (m->kind) {
     case HC_OFI_CTL_HELLO:
         if (from > ctx->rank || ctx->hello[from] != HC_OFI_HELLO_NONE)
             hc_warn(NET, "ofi: unexpected hello from rank %d ignored", from);
         else if (!cookie)
-            hc_error(NET, "ofi: rank %d said hello with a wrong cookie: refused", from);
+            hc_error(NET, "ofi: rank %d said hello without proof of the job secret: refused", from);
         if (from < ctx->rank && ctx->hello[from] == HC_OFI_HELLO_NONE)
             ctx->hello[from] = cookie ? HC_OFI_HELLO_OK : HC_OFI_HELLO_BAD;
         break;
     case HC_OFI_CTL_BYE:
         if (!cookie)
-            hc_warn(NET, "ofi: bye from rank %d with a wrong cookie ignored", from);
+            hc_warn(NET, "ofi: bye from rank %d without proof of the job secret ignored", from);
         else if (ep != NULL) {
             hc_ofi_ep_gone(ep, m->limit, m->taken);
             hc_ofi_ctl_send(ctx, ep->addr, HC_OFI_CTL_BYE_ACK, 0, 0);
@@ -79,7 +89,7 @@ static void ctl_apply(hc_tl_ctx_t *ctx, const hc_ofi_ctl_t *m)
         break;
     case HC_OFI_CTL_NACK:
         if (ep != NULL && ep->status == HCOMM_SUCCESS) {
-            hc_error(NET, "ofi: rank %d refused the connection: wrong cookie", from);
+            hc_error(NET, "ofi: rank %d refused the connection: wrong job secret", from);
             if (ep->pend_fail == HCOMM_SUCCESS)
                 ep->pend_fail = HCOMM_ERR_AUTH;
         }
@@ -164,7 +174,9 @@ hcomm_status_t hc_ofi_ctl_send(hc_tl_ctx_t *ctx, fi_addr_t to, int kind, uint64_
                       .rank    = ctx->rank,
                       .limit   = limit,
                       .taken   = taken};
-    memcpy(m.cookie, ctx->cookie, sizeof(m.cookie));
+    hc_auth_part_t part = {&m, offsetof(hc_ofi_ctl_t, tag)};
+    if (hc_auth_tag(ctx->cookie, CTL_LABEL, &part, 1, m.tag) != 0)
+        return HCOMM_ERR_SYSTEM;
     int rc = ctx->nctlq > 0 ? -FI_EAGAIN : ctl_try(ctx, to, &m);
     if (rc == -FI_EAGAIN)
         return ctlq_push(ctx, to, &m);

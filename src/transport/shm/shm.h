@@ -45,7 +45,7 @@
 /* The segment header; side 0 is the lower rank. */
 typedef struct hc_shm_seg {
     _Atomic uint64_t  magic; /* HC_SHM_SEG_READY, written last by the creator */
-    uint8_t           cookie[16];
+    uint8_t           tag[32]; /* MAC of the name and creator under the job key */
     uint64_t          ring_bytes;
     int32_t           pid[2];
     uint64_t          probe_addr[2]; /* a known 8-byte value in each side's memory */
@@ -107,7 +107,8 @@ struct hc_tl_ep {
 
 struct hc_tl_ctx {
     int          rank, nranks;
-    uint8_t      cookie[16];
+    uint8_t      cookie[16];      /* the key: never written where others can read */
+    char         public_name[17]; /* names the segments; tells nothing of the key */
     double       timeout;
     uint64_t     ring_bytes;
     uint64_t     chunk; /* most bytes copied between head/tail updates */

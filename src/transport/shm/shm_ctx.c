@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/auth.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/proc.h"
@@ -42,8 +43,10 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->cma_min    = prm->shm_cma_min;
     ctx->pid        = getpid();
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
-    memcpy(&ctx->probe, p->cookie, sizeof(ctx->probe));
-    ctx->probe ^= HC_SHM_SEG_READY ^ (uint64_t)ctx->pid;
+    if (hc_auth_public_name(ctx->cookie, HC_AUTH_SHM_NAMES, ctx->public_name,
+                            sizeof(ctx->public_name)) != 0 ||
+        hc_auth_random(&ctx->probe, sizeof(ctx->probe)) != 0)
+        goto err_free;
     *ctx_p = ctx;
     return HCOMM_SUCCESS;
 
@@ -95,7 +98,7 @@ static hcomm_status_t shm_address(hc_tl_ctx_t *ctx, void *buf, size_t *len)
 {
     (void)ctx;
     (void)buf;
-    /* The segment name derives from the cookie and the ranks: nothing to publish. */
+    /* The segment name derives from the key and the ranks: nothing to publish. */
     *len = 0;
     return HCOMM_SUCCESS;
 }
@@ -109,13 +112,16 @@ static int shm_reachable(hc_tl_ctx_t *ctx, const hc_peer_info_t *self, const hc_
 
 static void shm_seg_name(const hc_tl_ctx_t *ctx, int peer, char *name)
 {
-    int  lo = ctx->rank < peer ? ctx->rank : peer;
-    int  hi = ctx->rank < peer ? peer : ctx->rank;
-    char hex[17];
+    int lo = ctx->rank < peer ? ctx->rank : peer;
+    int hi = ctx->rank < peer ? peer : ctx->rank;
+    snprintf(name, HC_SHM_NAME_MAX, "/hcomm-%s-%d-%d", ctx->public_name, lo, hi);
+}
 
-    for (int i = 0; i < 8; i++)
-        snprintf(hex + 2 * i, 3, "%02x", ctx->cookie[i]);
-    snprintf(name, HC_SHM_NAME_MAX, "/hcomm-%s-%d-%d", hex, lo, hi);
+/* Binds a segment to its name and creator: only a holder of the key makes it. */
+static int shm_seg_tag(const hc_tl_ctx_t *ctx, const char *name, int32_t creator, uint8_t *tag)
+{
+    hc_auth_part_t parts[2] = {{name, strlen(name)}, {&creator, sizeof(creator)}};
+    return hc_auth_mac(ctx->cookie, "hcomm shm segment", parts, 2, tag);
 }
 
 static void shm_publish_self(hc_tl_ctx_t *ctx, hc_shm_seg_t *seg, int side)
@@ -164,7 +170,11 @@ static hcomm_status_t shm_seg_create(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
     }
     close(fd);
 
-    memcpy(seg->cookie, ctx->cookie, sizeof(seg->cookie));
+    if (shm_seg_tag(ctx, ep->name, (int32_t)ctx->pid, seg->tag) != 0) {
+        munmap(seg, bytes);
+        fd = -1;
+        goto err_unlink;
+    }
     seg->ring_bytes = ctx->ring_bytes;
     shm_publish_self(ctx, seg, 0);
     atomic_store_explicit(&seg->magic, HC_SHM_SEG_READY, memory_order_release);
@@ -174,7 +184,8 @@ static hcomm_status_t shm_seg_create(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
     return HCOMM_SUCCESS;
 
 err_unlink:
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     shm_unlink(ep->name);
     return HCOMM_ERR_SYSTEM;
 }
@@ -211,13 +222,16 @@ static hcomm_status_t shm_seg_try_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const h
     }
     if (atomic_load_explicit(&seg->magic, memory_order_acquire) != HC_SHM_SEG_READY)
         goto out_unmap;
-    if (memcmp(seg->cookie, ctx->cookie, sizeof(ctx->cookie)) != 0) {
-        hc_error(SHM, "peer %d: segment %s carries a wrong cookie: refused", ep->peer, ep->name);
+    if (peer->pid > 0 && seg->pid[0] != peer->pid)
+        goto out_unmap; /* stale, from an earlier process: the peer replaces it */
+    uint8_t tag[32];
+    if (shm_seg_tag(ctx, ep->name, seg->pid[0], tag) != 0 ||
+        !hc_auth_equal(tag, seg->tag, sizeof(tag))) {
+        hc_error(SHM, "peer %d: segment %s was not made with the job secret: refused", ep->peer,
+                 ep->name);
         st = HCOMM_ERR_AUTH;
         goto out_unmap;
     }
-    if (peer->pid > 0 && seg->pid[0] != peer->pid)
-        goto out_unmap; /* stale, from an earlier process: the peer replaces it */
     if (seg->ring_bytes != hc_shm_ring_size(seg->ring_bytes) ||
         (uint64_t)sb.st_size != HC_SHM_HDR_BYTES + 2 * seg->ring_bytes) {
         hc_error(SHM, "peer %d: segment %s has an inconsistent size", ep->peer, ep->name);

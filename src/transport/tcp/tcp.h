@@ -1,7 +1,9 @@
 /* tcp.h - internals of the tcp transport, shared by its files.
  *
- * Wire: each connection starts with a hello (magic, cookie, rank, socket index,
- * socket count, stripe threshold) from the lower rank to the higher one. Then
+ * Wire: each connection starts with a hello (magic, rank, socket index, socket
+ * count, stripe threshold, and a MAC of those under the job key over the
+ * receiver's nonce: proof of the secret, which stays home) from the lower rank
+ * to the higher one. Then
  * each message is an 8-byte little-endian length and the payload. Socket 0 of an
  * endpoint carries every header and every payload that is not striped. A striped
  * payload (len >= stripe_min, nsocks > 1) is cut into chunks of hc_tcp_chunk()
@@ -20,13 +22,17 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "base/auth.h"
 #include "base/clock.h"
 #include "base/sock.h"
 #include "transport/transport.h"
 
 #define HC_TCP_MAGIC       0x68637470u /* "hctp" */
-#define HC_TCP_VERSION     1u
-#define HC_TCP_HELLO_BYTES 48
+#define HC_TCP_VERSION 2u
+#define HC_TCP_HELLO_FIELDS 32 /* the hello's fields; its MAC follows */
+#define HC_TCP_HELLO_BYTES (HC_TCP_HELLO_FIELDS + HC_AUTH_MAC_BYTES)
+#define HC_TCP_MAX_PENDING 64    /* accepted connections not yet proven */
+#define HC_TCP_HELLO_TIMEOUT 2.0 /* seconds a connection has to prove itself */
 #define HC_TCP_HDR_BYTES   8
 #define HC_TCP_MAX_SOCKS   64
 #define HC_TCP_SOCKBUF     (4 << 20)    /* SO_SNDBUF/SO_RCVBUF asked for */
@@ -41,6 +47,7 @@
 typedef struct hc_tcp_conn {
     int     fd;
     int     rank, idx;
+    double  deadline; /* to prove itself */
     size_t  got;
     uint8_t hello[HC_TCP_HELLO_BYTES];
     char    from[HC_SOCK_ADDRSTRLEN];
@@ -67,7 +74,8 @@ struct hc_tl_ep {
 
 struct hc_tl_ctx {
     int              rank, nranks, nsocks;
-    uint8_t          cookie[16];
+    uint8_t                 cookie[16]; /* the key */
+    uint8_t                 nonce[16];  /* ours: hellos to us are MACs over it */
     double           timeout;
     size_t           stripe_min;
     int              sockbuf; /* 0: leave the kernel's autotuning alone */
@@ -81,6 +89,7 @@ struct hc_tl_ctx {
     double          *since;   /* by rank: first connect call still waiting for the peer */
     hc_tcp_conn_t   *conns;   /* accepted, not yet claimed */
     int              nconns, conns_cap;
+    unsigned long           refused; /* connections refused: the first is logged */
     struct pollfd   *pfds;
     size_t           pfds_cap;
     uint64_t         next_check_ns;
@@ -97,8 +106,9 @@ hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep);
 /* tcp_ctx.c: room for n entries in the context's poll array */
 hcomm_status_t hc_tcp_pfds_reserve(hc_tl_ctx_t *ctx, size_t n);
 /* tcp_dial.c: the active side, up to deadline (hc_clock_now() seconds) */
-void           hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, uint8_t *out);
-hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, int peer, const struct sockaddr *sa,
+hcomm_status_t hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, const uint8_t *peer_nonce,
+                                   uint8_t *out);
+hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const struct sockaddr *sa,
                            socklen_t salen, int idx, double deadline, int *fd_p);
 /* tcp_accept.c: the passive side, for a peer below this rank, without
  * waiting: fds gets its nsocks sockets once all arrived (HCOMM_SUCCESS),

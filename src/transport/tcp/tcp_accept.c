@@ -1,6 +1,8 @@
 /* tcp_accept.c - the passive side of connection set-up: accepts from the
  * listener, reads hellos without ever blocking on one client, and keeps the
- * sockets of ranks whose connect() comes later, or is still missing some. */
+ * sockets of ranks whose connect() comes later, or is still missing some.
+ * Connections not yet proven are few (HC_TCP_MAX_PENDING, the oldest make
+ * room) and brief (HC_TCP_HELLO_TIMEOUT): strangers cost the ranks nothing. */
 #include "transport/tcp/tcp.h"
 
 #include <errno.h>
@@ -8,12 +10,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 static void conn_drop(hc_tl_ctx_t *ctx, int i)
 {
     close(ctx->conns[i].fd);
     ctx->conns[i] = ctx->conns[--ctx->nconns];
+}
+
+/* The first refusal is a warning; later ones are debug lines, so that a flood
+ * of strangers cannot flood the log. */
+static void conn_refuse(hc_tl_ctx_t *ctx, int i, const char *why)
+{
+    hc_log_level_t level = ctx->refused++ == 0 ? HC_LOG_WARN : HC_LOG_DEBUG; /* a macro: once */
+    hc_log_as(level, HC_SUBSYS(NET), "refused connection from %s: %s", ctx->conns[i].from, why);
+    conn_drop(ctx, i);
 }
 
 /* Whether socket idx of rank arrived already (waiting to be claimed, or claimed). */
@@ -26,24 +38,29 @@ static int conn_taken(const hc_tl_ctx_t *ctx, int rank, int idx)
 }
 
 /* Checks a complete hello. Returns 1 if it names a lower rank's socket, 0 if the
- * connection is refused (logged), or an error status for a configuration that
- * differs between the two ranks. */
-static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c)
+ * connection is to be refused (*why says why), or an error status for a
+ * configuration that differs between the two ranks. */
+static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c, const char **why)
 {
-    uint64_t w0     = hc_tcp_get64(c->hello);
-    uint64_t rank   = hc_tcp_get64(c->hello + 24);
-    uint64_t w4     = hc_tcp_get64(c->hello + 32);
-    uint64_t smin   = hc_tcp_get64(c->hello + 40);
-    uint32_t idx    = (uint32_t)w4;
-    uint32_t nsocks = (uint32_t)(w4 >> 32);
+    uint64_t       w0       = hc_tcp_get64(c->hello);
+    uint64_t       rank     = hc_tcp_get64(c->hello + 8);
+    uint64_t       w2       = hc_tcp_get64(c->hello + 16);
+    uint64_t       smin     = hc_tcp_get64(c->hello + 24);
+    uint32_t       idx      = (uint32_t)w2;
+    uint32_t       nsocks   = (uint32_t)(w2 >> 32);
+    hc_auth_part_t parts[2] = {{c->hello, HC_TCP_HELLO_FIELDS}, {ctx->nonce, 16}};
 
-    if ((uint32_t)w0 != HC_TCP_MAGIC || memcmp(c->hello + 8, ctx->cookie, 16) != 0) {
-        hc_warn(NET, "refused connection from %s: wrong cookie", c->from);
+    if ((uint32_t)w0 != HC_TCP_MAGIC || (w0 >> 32) != HC_TCP_VERSION) {
+        *why = "not an hcomm tcp hello of this version";
         return 0;
     }
-    if ((w0 >> 32) != HC_TCP_VERSION || rank >= (uint64_t)ctx->rank || idx >= nsocks) {
-        hc_warn(NET, "refused connection from %s: bad hello (version %u rank %llu socket %u)",
-                c->from, (unsigned)(w0 >> 32), (unsigned long long)rank, idx);
+    if (!hc_auth_check(ctx->cookie, "hcomm tcp hello", parts, 2, c->hello + HC_TCP_HELLO_FIELDS)) {
+        *why = "no proof of the job secret";
+        return 0;
+    }
+    if (rank >= (uint64_t)ctx->rank || idx >= nsocks) {
+        hc_warn(NET, "refused connection from %s: bad hello (rank %llu socket %u)", c->from,
+                (unsigned long long)rank, idx);
         return 0;
     }
     if (nsocks != (uint32_t)ctx->nsocks || smin != ctx->stripe_min) {
@@ -53,8 +70,7 @@ static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c)
         return HCOMM_ERR_INVALID_USAGE;
     }
     if (ctx->by_rank[rank] != NULL || conn_taken(ctx, (int)rank, (int)idx)) {
-        hc_warn(NET, "refused connection from %s: duplicate socket %u of rank %d", c->from,
-                idx, (int)rank);
+        *why = "a duplicate socket of a rank";
         return 0;
     }
     c->rank = (int)rank;
@@ -66,7 +82,7 @@ static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c)
 static hcomm_status_t conn_read(hc_tl_ctx_t *ctx, int i)
 {
     hc_tcp_conn_t *c = &ctx->conns[i];
-    ssize_t n = recv(c->fd, c->hello + c->got, HC_TCP_HELLO_BYTES - c->got, 0);
+    ssize_t        n = recv(c->fd, c->hello + c->got, HC_TCP_HELLO_BYTES - c->got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return HCOMM_SUCCESS;
     if (n <= 0) {
@@ -78,10 +94,38 @@ static hcomm_status_t conn_read(hc_tl_ctx_t *ctx, int i)
     c->got += (size_t)n;
     if (c->got < HC_TCP_HELLO_BYTES)
         return HCOMM_SUCCESS;
-    int r = hello_check(ctx, c);
-    if (r != 1)
+    const char *why = NULL;
+    int         r   = hello_check(ctx, c, &why);
+    if (r == 0 && why != NULL)
+        conn_refuse(ctx, i, why);
+    else if (r != 1)
         conn_drop(ctx, i);
     return r < 0 ? (hcomm_status_t)r : HCOMM_SUCCESS;
+}
+
+/* Unproven connections: how many, and the oldest (-1: none). */
+static int conn_unproven(const hc_tl_ctx_t *ctx, int *oldest)
+{
+    int n   = 0;
+    *oldest = -1;
+    for (int i = 0; i < ctx->nconns; i++) {
+        if (ctx->conns[i].rank >= 0)
+            continue;
+        n++;
+        if (*oldest < 0 || ctx->conns[i].deadline < ctx->conns[*oldest].deadline)
+            *oldest = i;
+    }
+    return n;
+}
+
+/* Drops the oldest unproven connection to make room; 0 if there was none. */
+static int conn_make_room(hc_tl_ctx_t *ctx)
+{
+    int oldest;
+    if (conn_unproven(ctx, &oldest) == 0)
+        return 0;
+    conn_refuse(ctx, oldest, "pending connections are full: the oldest makes room");
+    return 1;
 }
 
 static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
@@ -95,9 +139,16 @@ static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
                 return HCOMM_SUCCESS;
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            hc_error(NET, "accept: %s", strerror(errno));
-            return HCOMM_ERR_SYSTEM;
+            /* Out of fds: a stranger's goes; without one to drop, try later. */
+            if ((errno == EMFILE || errno == ENFILE) && conn_make_room(ctx))
+                continue;
+            hc_log_level_t level = ctx->refused++ == 0 ? HC_LOG_WARN : HC_LOG_DEBUG;
+            hc_log_as(level, HC_SUBSYS(NET), "accept: %s", strerror(errno));
+            return HCOMM_SUCCESS;
         }
+        int oldest;
+        if (conn_unproven(ctx, &oldest) >= HC_TCP_MAX_PENDING)
+            conn_make_room(ctx);
         if (ctx->nconns == ctx->conns_cap) {
             int            cap = ctx->conns_cap ? 2 * ctx->conns_cap : 8;
             hc_tcp_conn_t *p   = realloc(ctx->conns, (size_t)cap * sizeof(*p));
@@ -112,10 +163,15 @@ static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
         hc_sock_tune(fd, ctx->sockbuf);
         hc_tcp_conn_t *c = &ctx->conns[ctx->nconns++];
         memset(c, 0, sizeof(*c));
-        c->fd   = fd;
-        c->rank = -1;
-        c->idx  = -1;
+        c->fd       = fd;
+        c->rank     = -1;
+        c->idx      = -1;
+        c->deadline = hc_clock_now() + HC_TCP_HELLO_TIMEOUT;
         hc_sock_addr_str((struct sockaddr *)&sa, c->from, sizeof(c->from));
+        /* A rank's hello is usually here already. */
+        hcomm_status_t st = conn_read(ctx, ctx->nconns - 1);
+        if (st != HCOMM_SUCCESS)
+            return st;
     }
 }
 
@@ -162,6 +218,10 @@ static hcomm_status_t accept_round(hc_tl_ctx_t *ctx, int peer)
         if (pf[k--].revents != 0 && (st = conn_read(ctx, i)) != HCOMM_SUCCESS)
             return st;
     }
+    double now = hc_clock_now();
+    for (int i = ctx->nconns - 1; i >= 0; i--)
+        if (ctx->conns[i].rank < 0 && ctx->conns[i].deadline <= now)
+            conn_refuse(ctx, i, "no hello in time");
     if (pf[0].revents != 0)
         return accept_all(ctx);
     return HCOMM_SUCCESS;

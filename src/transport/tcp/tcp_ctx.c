@@ -98,6 +98,8 @@ static hcomm_status_t tcp_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->rank   = p->rank;
     ctx->nranks = p->nranks;
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
+    if (p->self != NULL)
+        memcpy(ctx->nonce, p->self->nonce, sizeof(ctx->nonce));
     ctx->timeout    = p->timeout > 0 ? p->timeout : prm->timeout;
     ctx->nsocks     = prm->tcp_nsocks < 1 ? 1 : prm->tcp_nsocks;
     ctx->nsocks     = ctx->nsocks > HC_TCP_MAX_SOCKS ? HC_TCP_MAX_SOCKS : ctx->nsocks;
@@ -186,7 +188,7 @@ static hcomm_status_t tcp_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
     if (ctx->rank < peer) { /* this rank acts: dials, waiting for no one but its kernel */
         double deadline = hc_clock_now() + ctx->timeout;
         for (; n < ctx->nsocks; n++) {
-            st = hc_tcp_dial(ctx, peer, (struct sockaddr *)&ss, (socklen_t)len, n, deadline,
+            st = hc_tcp_dial(ctx, info, (struct sockaddr *)&ss, (socklen_t)len, n, deadline,
                              &fds[n]);
             if (st != HCOMM_SUCCESS)
                 goto err_close;

@@ -8,30 +8,35 @@
 #include "base/log.h"
 #include "base/sock.h"
 
-void hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, uint8_t *out)
+hcomm_status_t hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, const uint8_t *peer_nonce,
+                                   uint8_t *out)
 {
     hc_tcp_put64(out, HC_TCP_MAGIC | ((uint64_t)HC_TCP_VERSION << 32));
-    memcpy(out + 8, ctx->cookie, 16);
-    hc_tcp_put64(out + 24, (uint64_t)(uint32_t)ctx->rank);
-    hc_tcp_put64(out + 32, (uint32_t)idx | ((uint64_t)(uint32_t)ctx->nsocks << 32));
-    hc_tcp_put64(out + 40, ctx->stripe_min);
+    hc_tcp_put64(out + 8, (uint64_t)(uint32_t)ctx->rank);
+    hc_tcp_put64(out + 16, (uint32_t)idx | ((uint64_t)(uint32_t)ctx->nsocks << 32));
+    hc_tcp_put64(out + 24, ctx->stripe_min);
+    hc_auth_part_t parts[2] = {{out, HC_TCP_HELLO_FIELDS}, {peer_nonce, 16}};
+    if (hc_auth_mac(ctx->cookie, "hcomm tcp hello", parts, 2, out + HC_TCP_HELLO_FIELDS) != 0)
+        return HCOMM_ERR_SYSTEM;
+    return HCOMM_SUCCESS;
 }
 
 /* Connects socket idx to peer's listener (retrying while it refuses: a full
  * backlog) and says hello, before the deadline. */
-hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, int peer, const struct sockaddr *sa,
+hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const struct sockaddr *sa,
                            socklen_t salen, int idx, double deadline, int *fd_p)
 {
-    hc_sock_peer_t who = {HC_SUBSYS(NET), peer, NULL};
+    hc_sock_peer_t who = {HC_SUBSYS(NET), peer->rank, NULL};
     uint8_t        hello[HC_TCP_HELLO_BYTES];
     int            fd;
-    hcomm_status_t st = hc_sock_connect(sa, salen, ctx->sockbuf, deadline, who, &fd);
+    hcomm_status_t st = hc_tcp_hello_encode(ctx, idx, peer->nonce, hello);
     if (st != HCOMM_SUCCESS)
         return st;
-    hc_tcp_hello_encode(ctx, idx, hello);
+    if ((st = hc_sock_connect(sa, salen, ctx->sockbuf, deadline, who, &fd)) != HCOMM_SUCCESS)
+        return st;
     st = hc_sock_send_all(fd, hello, sizeof(hello), deadline, who);
     if (st != HCOMM_SUCCESS) {
-        hc_error(NET, "peer %d: no hello on socket %d", peer, idx);
+        hc_error(NET, "peer %d: no hello on socket %d", peer->rank, idx);
         close(fd);
         return st;
     }

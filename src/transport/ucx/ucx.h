@@ -8,7 +8,7 @@
  * back in posting order per endpoint and direction.
  *
  * Control messages carry the top tag bit: the lower rank of a pair creates its
- * UCP endpoint at once and sends a hello with the communicator's cookie; the
+ * UCP endpoint at once and sends a hello with a MAC under the cookie; the
  * higher rank checks it before creating its own. An endpoint that closes (fini)
  * or fails here sends a bye that says how many of its messages were completely
  * sent: the peer still receives those, and fails the receives beyond them.
@@ -57,7 +57,7 @@ typedef struct hc_ucx_blob {
 typedef struct hc_ucx_hello {
     uint32_t magic;
     uint32_t rank;
-    uint8_t  cookie[16];
+    uint8_t  tag[16]; /* MAC under the key over magic, rank and the receiver's nonce */
 } hc_ucx_hello_t;
 
 typedef struct hc_ucx_bye {
@@ -117,7 +117,8 @@ typedef struct hc_ucx_bounce {
 
 struct hc_tl_ctx {
     int             rank, nranks;
-    uint8_t         cookie[16];
+    uint8_t         cookie[16]; /* the key: never sent */
+    uint8_t         nonce[16];  /* ours: hellos to us are MACs over it */
     double          timeout;
     uint64_t        host_hash;
     ucp_context_h   uctx;

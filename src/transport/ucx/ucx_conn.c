@@ -1,11 +1,13 @@
 /* ucx_conn.c - the ucx transport's connections: the lower rank of a pair
  * creates its UCP endpoint and says hello at once; the higher one waits (never
- * inside a call) for that hello, checks its cookie, then creates its own. */
+ * inside a call) for that hello, checks its MAC, then creates its own. */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/auth.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -120,8 +122,17 @@ static hcomm_status_t ep_create(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, co
     return HCOMM_SUCCESS;
 }
 
-/* The hello arrived: is it from the peer, with our cookie? */
-static hcomm_status_t hello_judge(int r, const hc_ucx_pend_t *pend, const uint8_t *cookie)
+/* A hello's tag: a MAC under the key over its fields and the receiver's nonce. */
+static int hello_tag(const uint8_t *key, const hc_ucx_hello_t *h, const uint8_t *nonce,
+                     uint8_t *tag, int check)
+{
+    hc_auth_part_t parts[2] = {{h, offsetof(hc_ucx_hello_t, tag)}, {nonce, 16}};
+    return check ? hc_auth_tag_check(key, "hcomm ucx hello", parts, 2, tag)
+                 : hc_auth_tag(key, "hcomm ucx hello", parts, 2, tag);
+}
+
+/* The hello arrived: is it from the peer, with proof of our key? */
+static hcomm_status_t hello_judge(const hc_tl_ctx_t *ctx, int r, const hc_ucx_pend_t *pend)
 {
     const hc_ucx_hello_t *h = &pend->hello;
 
@@ -134,8 +145,8 @@ static hcomm_status_t hello_judge(int r, const hc_ucx_pend_t *pend, const uint8_
         hc_error(NET, "peer %d: malformed hello (%zu bytes)", r, pend->rx.length);
         return HCOMM_ERR_PROTOCOL;
     }
-    if (memcmp(h->cookie, cookie, sizeof(h->cookie)) != 0) {
-        hc_error(NET, "peer %d: hello with another communicator's cookie: refused", r);
+    if (!hello_tag(ctx->cookie, h, ctx->nonce, (uint8_t *)h->tag, 1)) {
+        hc_error(NET, "peer %d: hello without proof of the job secret: refused", r);
         return HCOMM_ERR_AUTH;
     }
     return HCOMM_SUCCESS;
@@ -170,7 +181,7 @@ static hcomm_status_t hello_wait(hc_tl_ctx_t *ctx, const hc_peer_info_t *info)
                         HC_UCX_TAG_HELLO);
     }
     if (pend->rx.done) {
-        st = hello_judge(r, pend, ctx->cookie);
+        st = hello_judge(ctx, r, pend);
         pend_drop(ctx, r);
         return st;
     }
@@ -218,12 +229,14 @@ hcomm_status_t hc_ucx_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, cons
         if (st != HCOMM_SUCCESS)
             return st;
     }
+    hc_ucx_hello_t hello = {.magic = HC_UCX_MAGIC, .rank = (uint32_t)ctx->rank};
+    if (ctx->rank < r && hello_tag(ctx->cookie, &hello, info->nonce, hello.tag, 0) != 0)
+        return HCOMM_ERR_SYSTEM;
     st = ep_create(ctx, info, addr, &ep);
     if (st != HCOMM_SUCCESS)
         return st;
     if (ctx->rank < r && ep->uep != NULL) {
-        ep->hello = (hc_ucx_hello_t){.magic = HC_UCX_MAGIC, .rank = (uint32_t)ctx->rank};
-        memcpy(ep->hello.cookie, ctx->cookie, sizeof(ep->hello.cookie));
+        ep->hello = hello;
         hc_ucx_ctl_send(ep, &ep->hello_tx, &ep->hello, sizeof(ep->hello), HC_UCX_TAG_HELLO);
     }
     hc_debug(NET, "peer %d: ucx endpoint created", r);

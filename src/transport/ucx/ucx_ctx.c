@@ -224,6 +224,8 @@ static hcomm_status_t ucx_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->timeout   = p->timeout > 0 ? p->timeout : prm->timeout;
     ctx->host_hash = p->self != NULL ? p->self->host_hash : 0;
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
+    if (p->self != NULL)
+        memcpy(ctx->nonce, p->self->nonce, sizeof(ctx->nonce));
     st = ctx_open(ctx);
     if (st != HCOMM_SUCCESS) {
         ucx_fini(ctx);

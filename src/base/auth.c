@@ -1,0 +1,113 @@
+/* auth.c - HMAC-SHA256 proofs over nonces, from OpenSSL's libcrypto: no hash is
+ * written here. */
+#include "base/auth.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "base/log.h"
+
+/* The pieces are few and small (hellos, nonces, names): one flat buffer. */
+#define AUTH_MSG_MAX 1024
+
+static int auth_put(uint8_t *msg, size_t *off, const void *p, size_t len)
+{
+    if (len > AUTH_MSG_MAX || *off + 8 + len > AUTH_MSG_MAX)
+        return -1;
+    uint64_t n = len;
+    for (int i = 0; i < 8; i++)
+        msg[(*off)++] = (uint8_t)(n >> (8 * i));
+    if (len > 0)
+        memcpy(msg + *off, p, len);
+    *off += len;
+    return 0;
+}
+
+int hc_auth_mac(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
+                const hc_auth_part_t *parts, int nparts, uint8_t out[HC_AUTH_MAC_BYTES])
+{
+    uint8_t      msg[AUTH_MSG_MAX];
+    size_t       off  = 0;
+    unsigned int mlen = 0;
+    if (auth_put(msg, &off, label, strlen(label)) != 0)
+        goto too_long;
+    for (int i = 0; i < nparts; i++)
+        if (auth_put(msg, &off, parts[i].p, parts[i].len) != 0)
+            goto too_long;
+    if (HMAC(EVP_sha256(), key, HC_AUTH_KEY_BYTES, msg, off, out, &mlen) == NULL ||
+        mlen != HC_AUTH_MAC_BYTES) {
+        hc_error(INIT, "HMAC-SHA256 failed in libcrypto (%s)", label);
+        return -1;
+    }
+    OPENSSL_cleanse(msg, off);
+    return 0;
+
+too_long:
+    hc_error(INIT, "%s: message to authenticate exceeds %d bytes", label, AUTH_MSG_MAX);
+    return -1;
+}
+
+int hc_auth_check(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
+                  const hc_auth_part_t *parts, int nparts, const uint8_t mac[HC_AUTH_MAC_BYTES])
+{
+    uint8_t want[HC_AUTH_MAC_BYTES];
+    if (hc_auth_mac(key, label, parts, nparts, want) != 0)
+        return 0;
+    return hc_auth_equal(want, mac, sizeof(want));
+}
+
+int hc_auth_tag(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
+                const hc_auth_part_t *parts, int nparts, uint8_t tag[HC_AUTH_TAG_BYTES])
+{
+    uint8_t mac[HC_AUTH_MAC_BYTES];
+    if (hc_auth_mac(key, label, parts, nparts, mac) != 0)
+        return -1;
+    memcpy(tag, mac, HC_AUTH_TAG_BYTES);
+    return 0;
+}
+
+int hc_auth_tag_check(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
+                      const hc_auth_part_t *parts, int nparts, const uint8_t tag[HC_AUTH_TAG_BYTES])
+{
+    uint8_t want[HC_AUTH_TAG_BYTES];
+    return hc_auth_tag(key, label, parts, nparts, want) == 0 &&
+           hc_auth_equal(want, tag, sizeof(want));
+}
+
+int hc_auth_equal(const void *a, const void *b, size_t len)
+{
+    return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+int hc_auth_random(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            hc_error(INIT, "getrandom: %s", strerror(errno));
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int hc_auth_public_name(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label, char *buf,
+                        size_t size)
+{
+    uint8_t mac[HC_AUTH_MAC_BYTES];
+    if (size < 17 || hc_auth_mac(key, label, NULL, 0, mac) != 0)
+        return -1;
+    for (int i = 0; i < 8; i++)
+        snprintf(buf + 2 * i, 3, "%02x", mac[i]);
+    return 0;
+}
