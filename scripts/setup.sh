@@ -1,11 +1,14 @@
 #!/bin/sh
 # setup.sh - installs hcomm's build dependencies (Debian 12, as root) and builds it.
+# clang and libclang-rt-14-dev (libFuzzer's runtime, only recommended by
+# clang) are for make fuzz (tests/fuzz/run.sh).
 # Usage: scripts/setup.sh [configure options]
 set -eu
 cd "$(dirname "$0")/.."
 pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libssl-dev \
       libopenmpi-dev openmpi-bin iproute2 procps \
-      libfabric-dev libfabric1 libucx-dev libucx0 libibverbs-dev ibverbs-providers"
+      libfabric-dev libfabric1 libucx-dev libucx0 libibverbs-dev ibverbs-providers \
+      clang libclang-rt-14-dev"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
           grep -q 'install ok installed' || echo "$p"; done)
 if [ -n "$missing" ]; then

@@ -42,6 +42,12 @@ hcomm_status_t hc_bootstrap_root_adopt(int lfd, const char *host_port, const uin
 hcomm_status_t hc_bootstrap_id_from_addr(const char *host_port, const uint8_t cookie[16],
                                          hcomm_unique_id_t *id);
 
+/* Checks a unique id from outside (a user's bytes, an ncclUniqueId): magic,
+ * version and root address; 0 and the decoded id in *uid (may be NULL), or
+ * HCOMM_ERR_INVALID_ARG with one log line. Init checks with it before it
+ * connects anywhere (tests/fuzz/fuzz_uid.c feeds it). */
+hcomm_status_t hc_bootstrap_id_check(const hcomm_unique_id_t *id, hc_uid_t *uid);
+
 /* Random bytes from getrandom(2). */
 hcomm_status_t hc_bootstrap_random(void *buf, size_t len);
 

@@ -278,15 +278,24 @@ static hcomm_status_t ring_link(hc_bootstrap_t *bs, int lfd, const struct sockad
     return st;
 }
 
-static hcomm_status_t ring_read_id(const hcomm_unique_id_t *id, hc_uid_t *uid)
+hcomm_status_t hc_bootstrap_id_check(const hcomm_unique_id_t *id, hc_uid_t *uid)
 {
-    memcpy(uid, id->internal, sizeof(*uid));
-    int family = ((const struct sockaddr *)uid->root_addr)->sa_family;
-    if (uid->magic != HC_UID_MAGIC || uid->version != 1 ||
-        uid->root_addrlen > sizeof(uid->root_addr) || (family != AF_INET && family != AF_INET6)) {
-        hc_error(BOOT, "invalid unique id (bad magic, version or root address)");
+    hc_uid_t u;
+    memcpy(&u, id->internal, sizeof(u));
+    int family = ((const struct sockaddr *)u.root_addr)->sa_family;
+    /* The length must be the family's: a shorter one (0 included, found by
+     * tests/fuzz/fuzz_uid.c) was accepted on bytes past the address, and
+     * init then failed in connect() with EINVAL instead of here. */
+    size_t want = family == AF_INET    ? sizeof(struct sockaddr_in)
+                  : family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                       : 0;
+    if (u.magic != HC_UID_MAGIC || u.version != 1 || want == 0 || u.root_addrlen != want) {
+        hc_error(BOOT, "invalid unique id (bad magic, version or root address): not made by "
+                       "hcomm_get_unique_id");
         return HCOMM_ERR_INVALID_ARG;
     }
+    if (uid != NULL)
+        *uid = u;
     return HCOMM_SUCCESS;
 }
 
@@ -302,7 +311,7 @@ hcomm_status_t hc_bootstrap_init(const hcomm_unique_id_t *id, int nranks, int ra
         return HCOMM_ERR_INVALID_ARG;
     if (rank < 0 || rank >= nranks)
         return HCOMM_ERR_INVALID_RANK;
-    if ((st = ring_read_id(id, &uid)) != HCOMM_SUCCESS)
+    if ((st = hc_bootstrap_id_check(id, &uid)) != HCOMM_SUCCESS)
         return st;
     double          deadline = hc_clock_now() + timeout;
     hc_bootstrap_t *bs       = calloc(1, sizeof(*bs));

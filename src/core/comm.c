@@ -357,7 +357,6 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
                               int rank, const uint64_t *host_ids)
 {
     const hc_params_t *p = hc_params_get();
-    const hc_uid_t    *u = (const hc_uid_t *)(const void *)id;
 
     if (comm_p == NULL || id == NULL) {
         hc_error(INIT, "hcomm_comm_init: NULL %s", comm_p == NULL ? "comm pointer" : "unique id");
@@ -367,10 +366,9 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
         hc_error(INIT, "hcomm_comm_init: rank %d is not in [0, %d)", rank, nranks);
         return HCOMM_ERR_INVALID_RANK;
     }
-    if (u->magic != HC_UID_MAGIC) {
-        hc_error(INIT, "hcomm_comm_init: the id was not made by hcomm_get_unique_id");
+    /* the whole check, before anything is allocated or connected */
+    if (hc_bootstrap_id_check(id, NULL) != HCOMM_SUCCESS)
         return HCOMM_ERR_INVALID_ARG;
-    }
     hcomm_comm_t c = calloc(1, sizeof(*c));
     if (c == NULL)
         return HCOMM_ERR_NO_MEMORY;

@@ -540,6 +540,34 @@ static void test_root_at_address(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* hc_bootstrap_id_check: ids from hcomm pass; a root address whose length is
+ * not its family's is refused (tests/fuzz/corpus/uid/addrlen-zero). */
+static void test_id_check(void **state)
+{
+    hcomm_unique_id_t id, bad;
+    hc_uid_t          uid;
+    (void)state;
+    assert_int_equal(hc_bootstrap_id_from_addr("127.0.0.1:1234", test_cookie, &id), HCOMM_SUCCESS);
+    assert_int_equal(hc_bootstrap_id_check(&id, &uid), HCOMM_SUCCESS);
+    assert_int_equal(uid.root_addrlen, sizeof(struct sockaddr_in));
+    assert_int_equal(hc_bootstrap_id_from_addr("[::1]:1234", test_cookie, &id), HCOMM_SUCCESS);
+    assert_int_equal(hc_bootstrap_id_check(&id, NULL), HCOMM_SUCCESS);
+    static const uint32_t lens[]  = {0, 2, 16, 27, 29};
+    int                   refused = 0;
+    capture_begin();
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        memcpy(&uid, id.internal, sizeof(uid));
+        uid.root_addrlen = lens[i];
+        bad              = id;
+        memcpy(bad.internal, &uid, sizeof(uid));
+        refused += hc_bootstrap_id_check(&bad, NULL) == HCOMM_ERR_INVALID_ARG;
+    }
+    memset(&bad, 0, sizeof(bad));
+    refused += hc_bootstrap_id_check(&bad, NULL) == HCOMM_ERR_INVALID_ARG;
+    capture_end(0);
+    assert_int_equal(refused, (int)(sizeof(lens) / sizeof(lens[0])) + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -555,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_refusal_says_nothing),
         cmocka_unit_test(test_squatter_learns_nothing),
         cmocka_unit_test(test_strangers_do_not_stall),
+        cmocka_unit_test(test_id_check),
     };
     return cmocka_run_group_tests_name("bootstrap", tests, group_setup, NULL);
 }
