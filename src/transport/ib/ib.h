@@ -114,8 +114,14 @@ typedef struct hc_ib_rail {
 
 /* An accepted side channel whose HELLO is arriving (rank < 0) or waits for
  * the connect() of its rank. */
+/* Side-channel connections not yet proven: few, and brief, so that strangers
+ * cost the ranks nothing (as the tcp transport's, docs/security.md). */
+#define HC_IB_MAX_PENDING 64
+#define HC_IB_HELLO_TIMEOUT 2.0
+
 typedef struct hc_ib_pend {
     int     fd, rank;
+    double  deadline; /* to send a proven HELLO (HC_IB_HELLO_TIMEOUT) */
     size_t  got;
     uint8_t buf[HC_IB_CONN_MAX];
     char    from[HC_SOCK_ADDRSTRLEN];
@@ -191,6 +197,7 @@ struct hc_tl_ctx {
     double        *since; /* by rank: first connect call still waiting for the peer */
     hc_ib_pend_t  *pend;
     int            npend, pend_cap;
+    unsigned long  refused; /* side-channel connections refused: the first is logged */
     struct pollfd *pfds; /* the liveness poll's, and the endpoint of each */
     uint32_t      *pfd_ep;
     size_t         pfds_cap;

@@ -88,27 +88,50 @@ void hc_ib_pend_close_all(hc_tl_ctx_t *ctx)
     ctx->pend = NULL;
 }
 
-/* A complete HELLO: 1 kept (p->rank set), 0 refused (logged). */
-static int hello_check(hc_tl_ctx_t *ctx, hc_ib_pend_t *p, size_t len)
+/* The first refusal is a warning; the rest are debug lines (a flood of
+ * strangers floods nothing). */
+static void pend_refuse(hc_tl_ctx_t *ctx, int i, const char *why)
+{
+    hc_log_level_t level = ctx->refused++ == 0 ? HC_LOG_WARN : HC_LOG_DEBUG; /* a macro: once */
+    hc_log_as(level, HC_SUBSYS(NET), "ib: refused connection from %s: %s", ctx->pend[i].from, why);
+    pend_drop(ctx, i);
+}
+
+/* Drops the oldest connection not yet proven; 0 if there is none. */
+static int pend_make_room(hc_tl_ctx_t *ctx)
+{
+    int oldest = -1;
+    for (int i = 0; i < ctx->npend; i++)
+        if (ctx->pend[i].rank < 0 &&
+            (oldest < 0 || ctx->pend[i].deadline < ctx->pend[oldest].deadline))
+            oldest = i;
+    if (oldest < 0)
+        return 0;
+    pend_refuse(ctx, oldest, "pending connections are full: the oldest makes room");
+    return 1;
+}
+
+static int pend_unproven(const hc_tl_ctx_t *ctx)
+{
+    int n = 0;
+    for (int i = 0; i < ctx->npend; i++)
+        n += ctx->pend[i].rank < 0;
+    return n;
+}
+
+/* A complete HELLO: 1 kept (p->rank set), 0 to refuse (why says why). */
+static int hello_check(hc_tl_ctx_t *ctx, hc_ib_pend_t *p, size_t len, char *why, size_t wl)
 {
     hc_ib_conn_t c;
-    char         why[HC_IB_WHY];
-    if (hc_ib_conn_decode(p->buf, len, &c, why, sizeof(why)) != HCOMM_SUCCESS) {
-        hc_warn(NET, "ib: refused connection from %s: %s", p->from, why);
+    if (hc_ib_conn_decode(p->buf, len, &c, why, wl) != HCOMM_SUCCESS ||
+        hc_ib_conn_check(&c, ctx->cookie, HC_IB_CONN_HELLO, (uint32_t)ctx->rank, -1, HC_IB_NSLOTS,
+                         HC_IB_SLOT_BYTES, why, wl) != HCOMM_SUCCESS)
         return 0;
-    }
-    hcomm_status_t st = hc_ib_conn_check(&c, ctx->cookie, HC_IB_CONN_HELLO, (uint32_t)ctx->rank, -1,
-                                         HC_IB_NSLOTS, HC_IB_SLOT_BYTES, why, sizeof(why));
-    if (st != HCOMM_SUCCESS) {
-        hc_warn(NET, "ib: refused connection from %s: %s", p->from, why);
-        return 0;
-    }
     int dup = 0;
     for (int i = 0; i < ctx->npend; i++)
         dup |= ctx->pend[i].rank == (int)c.rank;
     if (ctx->by_rank[c.rank] != NULL || dup) {
-        hc_warn(NET, "ib: refused connection from %s: rank %u is connected or connecting already",
-                p->from, c.rank);
+        snprintf(why, wl, "rank %u is connected or connecting already", c.rank);
         return 0;
     }
     p->rank = (int)c.rank;
@@ -124,13 +147,13 @@ static void pend_read(hc_tl_ctx_t *ctx, int i)
     int           rc = hc_ib_conn_read(p->fd, p->buf, &p->got, &total, why, sizeof(why));
     if (rc == 0)
         return;
-    if (rc == -1)
+    if (rc == -1) {
         hc_debug(NET, "ib: connection from %s closed before its HELLO: %s", p->from,
                  errno != 0 ? strerror(errno) : "end of stream");
-    if (rc == -2)
-        hc_warn(NET, "ib: refused connection from %s: %s", p->from, why);
-    if (rc != 1 || !hello_check(ctx, p, total))
         pend_drop(ctx, i);
+    } else if (rc != 1 || !hello_check(ctx, p, total, why, sizeof(why))) {
+        pend_refuse(ctx, i, why);
+    }
 }
 
 static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
@@ -143,10 +166,15 @@ static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
             continue;
         if (fd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return HCOMM_SUCCESS;
+        /* Out of fds: a stranger's goes; without one, try again later. */
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && pend_make_room(ctx))
+            continue;
         if (fd < 0) {
-            hc_error(NET, "ib: accept: %s", strerror(errno));
-            return HCOMM_ERR_SYSTEM;
+            hc_warn(NET, "ib: accept: %s", strerror(errno));
+            return HCOMM_SUCCESS;
         }
+        if (pend_unproven(ctx) >= HC_IB_MAX_PENDING)
+            pend_make_room(ctx);
         if (ctx->npend == ctx->pend_cap) {
             int           cap = ctx->pend_cap ? 2 * ctx->pend_cap : 8;
             hc_ib_pend_t *p   = realloc(ctx->pend, (size_t)cap * sizeof(*p));
@@ -160,8 +188,9 @@ static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
         }
         hc_ib_pend_t *p = &ctx->pend[ctx->npend++];
         memset(p, 0, sizeof(*p));
-        p->fd   = fd;
-        p->rank = -1;
+        p->fd       = fd;
+        p->rank     = -1;
+        p->deadline = hc_clock_now() + HC_IB_HELLO_TIMEOUT;
         hc_sock_addr_str((struct sockaddr *)&sa, p->from, sizeof(p->from));
     }
 }
@@ -174,6 +203,10 @@ hcomm_status_t hc_ib_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fd_p, hc_ib_co
     for (int i = ctx->npend - 1; i >= 0; i--) /* backwards: a drop moves the last one in */
         if (ctx->pend[i].rank < 0)
             pend_read(ctx, i);
+    double now = hc_clock_now();
+    for (int i = ctx->npend - 1; i >= 0; i--)
+        if (ctx->pend[i].rank < 0 && ctx->pend[i].deadline <= now)
+            pend_refuse(ctx, i, "no HELLO in time");
     for (int i = 0; i < ctx->npend; i++) {
         if (ctx->pend[i].rank != peer)
             continue;
