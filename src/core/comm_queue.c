@@ -122,6 +122,9 @@ void hc_comm_idle(hcomm_comm_t comm)
         n += pollable ? k : 0;
     }
     hc_comm_unlock(comm);
+    /* Unlocked, so that other threads progress while this one naps. An fd an
+     * abort closes meanwhile (or its number, reused) can only end this 1 ms
+     * nap early or let it run out: nothing is read through it here. */
     if (pollable && n > 0)
         poll(pfds, (nfds_t)n, 1); /* woken by data; the caller progresses either way */
     else
