@@ -21,6 +21,10 @@ typedef struct tuning_entry {
 } tuning_entry_t;
 
 #define TUNING_MAX 1024
+#define TUNING_LINE_MAX 255 /* characters, its end of line not counted */
+#define TUNING_LINE_MAX_STR "255"
+#define TUNING_FILE_MAX (1u << 20) /* far more than TUNING_MAX lines of entries */
+#define TUNING_FILE_MAX_STR "1 MiB"
 
 static tuning_entry_t  tuning[TUNING_MAX];
 static int             ntuning;
@@ -48,25 +52,67 @@ static int tuning_line(const char *line, tuning_entry_t *e)
     return 0;
 }
 
+/* One line of f into buf (size bytes, its end of line dropped): 1, 0 at the
+ * end of the file, or -1 with *why. Over-long lines and NUL bytes are errors:
+ * fgets read the rest of a long line as a line of its own (a comment's tail
+ * became an entry) and went round for ever on /dev/zero's empty lines; the
+ * file as a whole stops at TUNING_FILE_MAX bytes (*total counts them). */
+static int tuning_getline(FILE *f, char *buf, size_t size, size_t *total, const char **why)
+{
+    size_t n = 0;
+    int    c;
+    while ((c = getc(f)) != EOF) {
+        if (++*total > TUNING_FILE_MAX) {
+            *why = "the file is larger than " TUNING_FILE_MAX_STR;
+            return -1;
+        }
+        if (c == '\n')
+            break;
+        if (c == '\0') {
+            *why = "a NUL byte: not a text file";
+            return -1;
+        }
+        if (n + 1 == size) {
+            *why = "a line longer than " TUNING_LINE_MAX_STR " characters";
+            return -1;
+        }
+        buf[n++] = (char)c;
+    }
+    if (c == EOF && ferror(f)) {
+        *why = "read error";
+        return -1;
+    }
+    if (c == EOF && n == 0)
+        return 0;
+    buf[n] = '\0';
+    return 1;
+}
+
 int hc_tuning_parse(FILE *f, const char *path)
 {
-    char line[256];
-    int  n = 0, lineno = 0;
-    while (fgets(line, sizeof(line), f) != NULL) {
+    char        line[TUNING_LINE_MAX + 1];
+    int         n = 0, lineno = 0, r;
+    size_t      total = 0;
+    const char *why   = NULL;
+    while ((r = tuning_getline(f, line, sizeof(line), &total, &why)) > 0) {
         lineno++;
-        line[strcspn(line, "\r\n")] = '\0';
+        line[strcspn(line, "\r")] = '\0';
         const char *p = line + strspn(line, " \t");
         if (*p == '\0' || *p == '#')
             continue;
         if (n == TUNING_MAX || tuning_line(p, &tuning[n]) != 0) {
-            hc_warn(ALGO, "tuning file %s:%d: %s; the file is ignored", path, lineno,
-                    n == TUNING_MAX
-                        ? "too many entries"
-                        : "expected: coll nranks min max algo chunk, algo one of coll's");
-            ntuning = 0;
-            return -1;
+            why = n == TUNING_MAX ? "too many entries"
+                                  : "expected: coll nranks min max algo chunk, algo one of coll's";
+            break;
         }
         n++;
+    }
+    if (why != NULL) {
+        /* a line that could not be read is the one after the last read */
+        hc_warn(ALGO, "tuning file (HCOMM_TUNING_FILE) %s:%d: %s; the file is ignored", path,
+                lineno + (r < 0), why);
+        ntuning = 0;
+        return -1;
     }
     ntuning = n;
     return n;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/auth.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -54,19 +55,6 @@ static int comm_root_is_local(const char *root)
            IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
 }
 
-static int comm_parse_cookie(const char *hex, uint8_t cookie[16])
-{
-    if (strlen(hex) != 32)
-        return -1;
-    for (int i = 0; i < 16; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return -1;
-        cookie[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
 {
     const hc_params_t *p = hc_params_get();
@@ -87,7 +75,7 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
         return HCOMM_ERR_INVALID_USAGE;
     }
     if (p->cookie[0] != '\0') {
-        if (comm_parse_cookie(p->cookie, cookie) != 0) {
+        if (hc_auth_key_parse(p->cookie, cookie) != 0) {
             hc_error(INIT, "HCOMM_COOKIE: expected 32 hex digits");
             return HCOMM_ERR_INVALID_ARG;
         }

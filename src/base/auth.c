@@ -111,3 +111,29 @@ int hc_auth_public_name(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
         snprintf(buf + 2 * i, 3, "%02x", mac[i]);
     return 0;
 }
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Digit by digit: sscanf's "%2x" (api_comm.c's parser before this one) took
+ * " f", "+f" and "-1" for bytes, so a cookie of spaces and signs was a key
+ * (tests/fuzz/fuzz_params.c). */
+int hc_auth_key_parse(const char *hex, uint8_t key[HC_AUTH_KEY_BYTES])
+{
+    uint8_t k[HC_AUTH_KEY_BYTES];
+    if (hex == NULL || strlen(hex) != 2 * HC_AUTH_KEY_BYTES)
+        return -1;
+    for (int i = 0; i < HC_AUTH_KEY_BYTES; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        k[i] = (uint8_t)(hi << 4 | lo);
+    }
+    memcpy(key, k, sizeof(k));
+    return 0;
+}

@@ -46,6 +46,10 @@ int hc_auth_equal(const void *a, const void *b, size_t len);
 /* 0, or -1 (logged): len random bytes from the kernel. */
 int hc_auth_random(void *buf, size_t len);
 
+/* The key from exactly 2 * HC_AUTH_KEY_BYTES hex digits (HCOMM_COOKIE): 0, or
+ * -1 for anything else (key untouched). */
+int hc_auth_key_parse(const char *hex, uint8_t key[HC_AUTH_KEY_BYTES]);
+
 /* The label of the public name in the names of a communicator's objects in
  * /dev/shm ("/hcomm-<name>-..."): a launcher that knows the key finds them. */
 #define HC_AUTH_SHM_NAMES "hcomm shm names"

@@ -41,8 +41,12 @@ const char *hc_params_foreign(const char *name);
  * naming the variable, where they differ. */
 #define HC_PARAMS_AGREED_MAX 24
 #define HC_PARAMS_VALUE_MAX 128
+/* No file a setting names is read past this many bytes (topology and tuning
+ * files are far smaller). */
+#define HC_PARAMS_FILE_MAX (16u << 20)
 /* Writes a digest of each agreed setting of p to out (a file setting: of the
- * file's bytes); returns how many (at most max). */
+ * file's bytes); returns how many (at most max), or -1 (logged, naming the
+ * variable) for a file larger than HC_PARAMS_FILE_MAX. */
 int hc_params_agreed_digests(const hc_params_t *p, uint64_t *out, int max);
 /* Agreed setting i's name without HCOMM_, and its value as a log shows it. */
 const char *hc_params_agreed_name(int i);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/log.h"
 #include "base/params.h"
 
 typedef enum { AG_INT, AG_SIZE, AG_STR, AG_FILE } agreed_kind_t;
@@ -43,20 +44,33 @@ _Static_assert(sizeof(agreed) / sizeof(agreed[0]) <= HC_PARAMS_AGREED_MAX,
                "raise HC_PARAMS_AGREED_MAX");
 
 /* A file's bytes, so that the same file under another path agrees and
- * another file under the same path does not; the path when unreadable. */
-static uint64_t file_digest(const char *path)
+ * another file under the same path does not; the path when unreadable. -1
+ * (logged) past HC_PARAMS_FILE_MAX bytes: read without a cap, a path such as
+ * /dev/zero held init for ever. */
+static int file_digest(const char *name, const char *path, uint64_t *out)
 {
     uint64_t h = HC_HASH_FNV_SEED;
     char     buf[4096];
-    size_t   n;
+    size_t   n, total = 0;
     FILE    *f = path[0] != '\0' ? fopen(path, "rb") : NULL;
 
-    if (f == NULL)
-        return hc_hash_str(hc_hash_str(h, "path:"), path);
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+    if (f == NULL) {
+        *out = hc_hash_str(hc_hash_str(h, "path:"), path);
+        return 0;
+    }
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+        total += n;
+        if (total > HC_PARAMS_FILE_MAX) {
+            fclose(f);
+            hc_error(PARAM, "HCOMM_%s=%s: the file is larger than %u MiB", name, path,
+                     HC_PARAMS_FILE_MAX >> 20);
+            return -1;
+        }
         h = hc_hash_bytes(h, buf, n);
+    }
     fclose(f);
-    return h;
+    *out = h;
+    return 0;
 }
 
 int hc_params_agreed_digests(const hc_params_t *p, uint64_t *out, int max)
@@ -65,7 +79,9 @@ int hc_params_agreed_digests(const hc_params_t *p, uint64_t *out, int max)
 
     for (int i = 0; i < NAGREED && i < max; i++) {
         if (agreed[i].kind == AG_FILE) {
-            out[i] = file_digest(*(const char *const *)((const char *)p + agreed[i].offset));
+            const char *path = *(const char *const *)((const char *)p + agreed[i].offset);
+            if (file_digest(agreed[i].name, path, &out[i]) != 0)
+                return -1;
             continue;
         }
         hc_params_agreed_value(p, i, val, sizeof(val));

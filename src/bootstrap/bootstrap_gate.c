@@ -11,9 +11,6 @@
 #include "base/clock.h"
 #include "base/log.h"
 
-#define LABEL_SERVER "hcomm bootstrap server"
-#define LABEL_CLIENT "hcomm bootstrap client"
-
 static int gate_mac(const uint8_t *key, const char *label, const void *hello, size_t len,
                     const uint8_t *nonce, uint8_t *mac)
 {
@@ -66,7 +63,8 @@ static void gate_challenge(hc_gate_t *g, int i)
     }
     c->chal.magic = htonl(HC_GATE_CHALLENGE_MAGIC);
     if (hc_auth_random(c->chal.nonce, sizeof(c->chal.nonce)) != 0 ||
-        gate_mac(g->key, LABEL_SERVER, c->hello, g->hello_len, c->chal.nonce, c->chal.mac) != 0) {
+        gate_mac(g->key, HC_GATE_LABEL_SERVER, c->hello, g->hello_len, c->chal.nonce,
+                 c->chal.mac) != 0) {
         gate_refuse(g, i, "no challenge could be made");
         return;
     }
@@ -100,7 +98,8 @@ static void gate_read(hc_gate_t *g, int i)
         gate_challenge(g, i);
         return;
     }
-    if (!gate_check(g->key, LABEL_CLIENT, c->hello, g->hello_len, c->chal.nonce, c->proof.mac)) {
+    if (!gate_check(g->key, HC_GATE_LABEL_CLIENT, c->hello, g->hello_len, c->chal.nonce,
+                    c->proof.mac)) {
         gate_refuse(g, i, "wrong proof of the job secret");
         return;
     }
@@ -218,7 +217,8 @@ hcomm_status_t hc_gate_client_step(hc_gate_client_t *c, const uint8_t *key, doub
     if (c->got < sizeof(c->chal))
         return HCOMM_IN_PROGRESS;
     if (ntohl(c->chal.magic) != HC_GATE_CHALLENGE_MAGIC ||
-        !gate_check(key, LABEL_SERVER, c->hello, c->hello_len, c->chal.nonce, c->chal.mac)) {
+        !gate_check(key, HC_GATE_LABEL_SERVER, c->hello, c->hello_len, c->chal.nonce,
+                    c->chal.mac)) {
         if (peer.rank < 0)
             hc_log_as(HC_LOG_ERROR, peer.subsys,
                       "%s does not know the job secret (wrong challenge): not answered", peer.name);
@@ -229,7 +229,7 @@ hcomm_status_t hc_gate_client_step(hc_gate_client_t *c, const uint8_t *key, doub
         return HCOMM_ERR_AUTH;
     }
     hc_gate_proof_t proof;
-    if (gate_mac(key, LABEL_CLIENT, c->hello, c->hello_len, c->chal.nonce, proof.mac) != 0)
+    if (gate_mac(key, HC_GATE_LABEL_CLIENT, c->hello, c->hello_len, c->chal.nonce, proof.mac) != 0)
         return HCOMM_ERR_SYSTEM;
     return hc_sock_send_all(c->fd, &proof, sizeof(proof), deadline, peer);
 }

@@ -30,6 +30,9 @@
 #define HC_GATE_MAX_PENDING 128
 #define HC_GATE_HELLO_TIMEOUT 2.0           /* seconds a connection has to prove itself */
 #define HC_GATE_CHALLENGE_MAGIC 0x68636267u /* "hcbg" */
+/* The MACs' labels, one per role (tests/fuzz computes MACs with them). */
+#define HC_GATE_LABEL_SERVER "hcomm bootstrap server"
+#define HC_GATE_LABEL_CLIENT "hcomm bootstrap client"
 
 typedef struct hc_gate_challenge {
     uint32_t magic; /* network order */

@@ -32,35 +32,6 @@ struct hc_bootstrap {
     uint8_t *scratch; /* nranks bytes for the barrier */
 };
 
-/* The root's answer: the successor's address, or the root's refusal. */
-static hcomm_status_t ring_check_reply(hc_bootstrap_t *bs, const hc_bootstrap_reply_t *rep,
-                                       struct sockaddr_storage *succ, socklen_t *succ_len)
-{
-    int32_t status  = (int32_t)ntohl((uint32_t)rep->status);
-    int     njoined = (int32_t)ntohl((uint32_t)rep->njoined);
-    if (ntohl(rep->magic) != HC_BOOTSTRAP_REPLY_MAGIC) {
-        hc_error(BOOT, "rank %d: unexpected message from the bootstrap root", bs->rank);
-        return HCOMM_ERR_PROTOCOL;
-    }
-    if (status == HCOMM_ERR_TIMEOUT) {
-        hc_error(BOOT, "rank %d: the bootstrap root timed out with %d of %d ranks joined", bs->rank,
-                 njoined, bs->nranks);
-        return HCOMM_ERR_TIMEOUT;
-    }
-    if (status != 0) {
-        hc_error(BOOT, "rank %d of %d: the bootstrap root refused this rank (status %d)", bs->rank,
-                 bs->nranks, (int)status);
-        return status < 0 && status >= HCOMM_ERR_TIMEOUT ? (hcomm_status_t)status
-                                                         : HCOMM_ERR_PROTOCOL;
-    }
-    if (hc_bootstrap_addr_from_wire(&rep->succ, succ, succ_len) != HCOMM_SUCCESS) {
-        hc_error(BOOT, "rank %d: the bootstrap root sent a bad address for rank %d", bs->rank,
-                 (bs->rank + 1) % bs->nranks);
-        return HCOMM_ERR_PROTOCOL;
-    }
-    return HCOMM_SUCCESS;
-}
-
 /* Listens on the local address that reaches the root (rfd). */
 static hcomm_status_t ring_listen(hc_bootstrap_t *bs, int rfd, int *lfd_p,
                                   hc_bootstrap_wire_addr_t *addr)
@@ -139,7 +110,8 @@ static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, do
     if ((st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, hc_bootstrap_peer(-1))) !=
         HCOMM_SUCCESS)
         goto err_listen;
-    if ((st = ring_check_reply(bs, &rep, succ, succ_len)) != HCOMM_SUCCESS)
+    if ((st = hc_bootstrap_reply_check(&rep, bs->rank, bs->nranks, succ, succ_len)) !=
+        HCOMM_SUCCESS)
         goto err_listen;
     close(rfd);
     *lfd_p = lfd;

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "bootstrap/bootstrap_gate.h"
+#include "bootstrap/bootstrap_root.h"
 #include "bootstrap/bootstrap_wire.h"
 
 _Static_assert(sizeof(hc_uid_t) <= HCOMM_UNIQUE_ID_BYTES, "hc_uid_t fits the unique id");
@@ -28,20 +29,16 @@ _Static_assert(sizeof(struct sockaddr_in6) <= sizeof(((hc_uid_t *)0)->root_addr)
                "root_addr holds an IPv6 address");
 
 #define ROOT_REPLY_TIMEOUT 5.0 /* seconds for the replies once all joined */
-#define ROOT_MAX_RANKS (1 << 22)
 
 typedef struct root_state {
-    int                       lfd;
-    double                    timeout;
-    double                    deadline;
-    uint8_t                   cookie[16];
-    char                      name[HC_SOCK_ADDRSTRLEN];
-    char                      what[HC_SOCK_ADDRSTRLEN + 16];
-    int                       nranks; /* 0 until the first accepted hello */
-    int                       njoined;
-    int                      *rank_fd;
-    hc_bootstrap_wire_addr_t *rank_addr;
-    hc_gate_t                 gate;
+    int                 lfd;
+    double              timeout;
+    double              deadline;
+    uint8_t             cookie[16];
+    char                name[HC_SOCK_ADDRSTRLEN];
+    char                what[HC_SOCK_ADDRSTRLEN + 16];
+    hc_bootstrap_roll_t roll;
+    hc_gate_t           gate;
 } root_state_t;
 
 hcomm_status_t hc_bootstrap_random(void *buf, size_t len)
@@ -87,72 +84,82 @@ hcomm_status_t hc_bootstrap_id_from_addr(const char *host_port, const uint8_t co
 
 /* Best effort: the connection is being dropped anyway. Only ranks that proved
  * the secret get here; strangers never get an answer. */
-static void root_refuse(root_state_t *st, int fd, hcomm_status_t why)
+void hc_bootstrap_roll_refuse(const hc_bootstrap_roll_t *roll, int fd, hcomm_status_t why)
 {
     hc_bootstrap_reply_t r;
     memset(&r, 0, sizeof(r));
     r.magic   = htonl(HC_BOOTSTRAP_REPLY_MAGIC);
     r.status  = (int32_t)htonl((uint32_t)why);
-    r.njoined = why == HCOMM_ERR_TIMEOUT ? (int32_t)htonl((uint32_t)st->njoined) : 0;
+    r.njoined = why == HCOMM_ERR_TIMEOUT ? (int32_t)htonl((uint32_t)roll->njoined) : 0;
     (void)send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
     close(fd);
 }
 
-static hcomm_status_t root_alloc_ranks(root_state_t *st, int nranks)
+static hcomm_status_t roll_alloc(hc_bootstrap_roll_t *roll, int nranks)
 {
-    st->rank_fd   = malloc((size_t)nranks * sizeof(*st->rank_fd));
-    st->rank_addr = calloc((size_t)nranks, sizeof(*st->rank_addr));
-    if (st->rank_fd == NULL || st->rank_addr == NULL) {
+    roll->rank_fd   = malloc((size_t)nranks * sizeof(*roll->rank_fd));
+    roll->rank_addr = calloc((size_t)nranks, sizeof(*roll->rank_addr));
+    if (roll->rank_fd == NULL || roll->rank_addr == NULL) {
         hc_error(BOOT, "bootstrap root: out of memory for %d ranks", nranks);
-        free(st->rank_fd);
-        free(st->rank_addr);
-        st->rank_fd   = NULL;
-        st->rank_addr = NULL;
+        free(roll->rank_fd);
+        free(roll->rank_addr);
+        roll->rank_fd   = NULL;
+        roll->rank_addr = NULL;
         return HCOMM_ERR_NO_MEMORY;
     }
     for (int r = 0; r < nranks; r++)
-        st->rank_fd[r] = -1;
-    st->nranks = nranks;
+        roll->rank_fd[r] = -1;
+    roll->nranks = nranks;
     return HCOMM_SUCCESS;
 }
 
-/* A connection that passed the gate: it becomes a rank's, or is refused. */
-static void root_admit(void *arg, int fd, const void *hello, const char *peer)
+void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *peer)
 {
-    root_state_t               *st = arg;
+    hc_bootstrap_roll_t        *roll = arg;
     hc_bootstrap_hello_t        msg;
     const hc_bootstrap_hello_t *h = &msg;
     memcpy(&msg, hello, sizeof(msg));
     int rank   = (int32_t)ntohl((uint32_t)h->rank);
     int nranks = (int32_t)ntohl((uint32_t)h->nranks);
-    if (nranks < 1 || nranks > ROOT_MAX_RANKS || (st->nranks > 0 && nranks != st->nranks)) {
+    if (nranks < 1 || nranks > HC_BOOTSTRAP_MAX_RANKS ||
+        (roll->nranks > 0 && nranks != roll->nranks)) {
         hc_error(BOOT, "bootstrap root: rank %d (%s) says %d ranks, expected %d; refused", rank,
-                 peer, nranks, st->nranks);
-        root_refuse(st, fd, HCOMM_ERR_INVALID_ARG);
+                 peer, nranks, roll->nranks);
+        hc_bootstrap_roll_refuse(roll, fd, HCOMM_ERR_INVALID_ARG);
         return;
     }
-    if (rank < 0 || rank >= nranks || (st->nranks > 0 && st->rank_fd[rank] >= 0)) {
+    if (rank < 0 || rank >= nranks || (roll->nranks > 0 && roll->rank_fd[rank] >= 0)) {
         hc_error(BOOT,
                  "bootstrap root: rank %d (%s) of %d is out of range or already joined; "
                  "refused",
                  rank, peer, nranks);
-        root_refuse(st, fd, HCOMM_ERR_INVALID_RANK);
+        hc_bootstrap_roll_refuse(roll, fd, HCOMM_ERR_INVALID_RANK);
         return;
     }
     if (h->addr.family != 4 && h->addr.family != 6) {
         hc_error(BOOT, "bootstrap root: rank %d (%s) sent an address of family %u; refused", rank,
                  peer, h->addr.family);
-        root_refuse(st, fd, HCOMM_ERR_PROTOCOL);
+        hc_bootstrap_roll_refuse(roll, fd, HCOMM_ERR_PROTOCOL);
         return;
     }
-    if (st->nranks == 0 && root_alloc_ranks(st, nranks) != HCOMM_SUCCESS) {
-        root_refuse(st, fd, HCOMM_ERR_NO_MEMORY);
+    if (roll->nranks == 0 && roll_alloc(roll, nranks) != HCOMM_SUCCESS) {
+        hc_bootstrap_roll_refuse(roll, fd, HCOMM_ERR_NO_MEMORY);
         return;
     }
-    st->rank_fd[rank]   = fd;
-    st->rank_addr[rank] = h->addr;
-    st->njoined++;
+    roll->rank_fd[rank]   = fd;
+    roll->rank_addr[rank] = h->addr;
+    roll->njoined++;
     hc_debug(BOOT, "bootstrap root: rank %d of %d joined from %s", rank, nranks, peer);
+}
+
+void hc_bootstrap_roll_free(hc_bootstrap_roll_t *roll)
+{
+    for (int r = 0; r < roll->nranks; r++)
+        if (roll->rank_fd[r] >= 0)
+            close(roll->rank_fd[r]);
+    free(roll->rank_fd);
+    free(roll->rank_addr);
+    memset(roll, 0, sizeof(*roll));
 }
 
 /* One poll round; returns 0, or -1 on a poll failure (logged). */
@@ -176,25 +183,27 @@ static int root_poll(root_state_t *st)
 static void root_finish(root_state_t *st)
 {
     double deadline = hc_clock_now() + ROOT_REPLY_TIMEOUT;
-    for (int r = 0; r < st->nranks; r++) {
+    hc_bootstrap_roll_t *roll     = &st->roll;
+    for (int r = 0; r < roll->nranks; r++) {
         hc_bootstrap_reply_t rep;
         memset(&rep, 0, sizeof(rep));
         rep.magic   = htonl(HC_BOOTSTRAP_REPLY_MAGIC);
-        rep.njoined = (int32_t)htonl((uint32_t)st->njoined);
-        rep.succ = st->rank_addr[(r + 1) % st->nranks];
+        rep.njoined = (int32_t)htonl((uint32_t)roll->njoined);
+        rep.succ    = roll->rank_addr[(r + 1) % roll->nranks];
         /* A failure is logged with the rank; that rank's ring fails on its own. */
-        (void)hc_sock_send_all(st->rank_fd[r], &rep, sizeof(rep), deadline, hc_bootstrap_peer(r));
+        (void)hc_sock_send_all(roll->rank_fd[r], &rep, sizeof(rep), deadline, hc_bootstrap_peer(r));
     }
-    hc_debug(BOOT, "bootstrap root %s: %d ranks joined", st->name, st->nranks);
+    hc_debug(BOOT, "bootstrap root %s: %d ranks joined", st->name, roll->nranks);
 }
 
 static void root_timed_out(root_state_t *st)
 {
-    int missing = -1;
-    for (int r = 0; r < st->nranks && missing < 0; r++)
-        if (st->rank_fd[r] < 0)
+    hc_bootstrap_roll_t *roll    = &st->roll;
+    int                  missing = -1;
+    for (int r = 0; r < roll->nranks && missing < 0; r++)
+        if (roll->rank_fd[r] < 0)
             missing = r;
-    if (st->nranks == 0) {
+    if (roll->nranks == 0) {
         hc_error(BOOT, "bootstrap root %s: timed out after %.1f s: no rank joined", st->name,
                  st->timeout);
         return;
@@ -202,30 +211,26 @@ static void root_timed_out(root_state_t *st)
     hc_error(BOOT,
              "bootstrap root %s: timed out after %.1f s with %d of %d ranks joined "
              "(first missing: rank %d)",
-             st->name, st->timeout, st->njoined, st->nranks, missing);
-    for (int r = 0; r < st->nranks; r++)
-        if (st->rank_fd[r] >= 0) {
-            root_refuse(st, st->rank_fd[r], HCOMM_ERR_TIMEOUT);
-            st->rank_fd[r] = -1;
+             st->name, st->timeout, roll->njoined, roll->nranks, missing);
+    for (int r = 0; r < roll->nranks; r++)
+        if (roll->rank_fd[r] >= 0) {
+            hc_bootstrap_roll_refuse(roll, roll->rank_fd[r], HCOMM_ERR_TIMEOUT);
+            roll->rank_fd[r] = -1;
         }
 }
 
 static void root_free(root_state_t *st)
 {
     hc_gate_close(&st->gate);
-    for (int r = 0; r < st->nranks; r++)
-        if (st->rank_fd[r] >= 0)
-            close(st->rank_fd[r]);
+    hc_bootstrap_roll_free(&st->roll);
     close(st->lfd);
-    free(st->rank_fd);
-    free(st->rank_addr);
     free(st);
 }
 
 static void *root_thread(void *arg)
 {
     root_state_t *st = arg;
-    while (st->nranks == 0 || st->njoined < st->nranks) {
+    while (st->roll.nranks == 0 || st->roll.njoined < st->roll.nranks) {
         if (hc_clock_now() >= st->deadline) {
             root_timed_out(st);
             goto out;
@@ -312,7 +317,7 @@ static hcomm_status_t root_serve(root_state_t *st, struct sockaddr_storage *boun
     uid_fill(&out, st->cookie, (struct sockaddr *)bound, blen);
     snprintf(st->what, sizeof(st->what), "bootstrap root %s", st->name);
     hc_gate_init(&st->gate, st->lfd, st->cookie, HC_BOOTSTRAP_HELLO_MAGIC,
-                 sizeof(hc_bootstrap_hello_t), st->what, root_admit, st);
+                 sizeof(hc_bootstrap_hello_t), st->what, hc_bootstrap_roll_admit, &st->roll);
     /* Logged first: once spawned, the thread owns st. */
     hc_info(BOOT, "bootstrap root listening on %s", st->name);
     if ((status = root_spawn(st)) != HCOMM_SUCCESS)

@@ -61,4 +61,10 @@ hcomm_status_t hc_bootstrap_addr_to_wire(const struct sockaddr *sa, hc_bootstrap
 hcomm_status_t hc_bootstrap_addr_from_wire(const hc_bootstrap_wire_addr_t *w,
                                            struct sockaddr_storage *ss, socklen_t *len);
 
+/* The root's reply to rank of nranks: HCOMM_SUCCESS and the successor's
+ * address, or the root's refusal (a status of hcomm.h's list; anything else
+ * is HCOMM_ERR_PROTOCOL), logged. */
+hcomm_status_t hc_bootstrap_reply_check(const hc_bootstrap_reply_t *rep, int rank, int nranks,
+                                        struct sockaddr_storage *succ, socklen_t *succ_len);
+
 #endif

@@ -254,6 +254,8 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     t[2] = hc_clock_now();
     cards[c->rank].nagreed =
         hc_params_agreed_digests(hc_params_get(), cards[c->rank].agreed, HC_PARAMS_AGREED_MAX);
+    if (st == HCOMM_SUCCESS && cards[c->rank].nagreed < 0)
+        st = HCOMM_ERR_INVALID_ARG;
     if (st == HCOMM_SUCCESS)
         st = hc_bootstrap_allgather(c->bs, cards, sizeof(*cards));
     if (st == HCOMM_SUCCESS)

@@ -11,9 +11,10 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "topology/topo.h"
 
-#define TF_MAX_FILE (16u << 20)
+#define TF_MAX_FILE HC_PARAMS_FILE_MAX
 #define TF_NAME_MAX 32
 #define TF_VAL_MAX HC_TOPO_NAME_MAX
 #define TF_MAX_ATTRS 8

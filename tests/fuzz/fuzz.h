@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/params.h"
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -17,6 +19,7 @@ static inline void fuzz_logs_to_null(void)
 {
     setenv("HCOMM_LOG_FILE", "/dev/null", 0);
     setenv("HCOMM_LOG_LEVEL", "trace", 0);
+    (void)hc_params_get(); /* the log reads them with the parameters: now, not at the first use */
 }
 
 /* A harness's check that failed: abort, so libFuzzer saves the input. */

@@ -5,17 +5,21 @@
  * (hc_params_reload: the int, size and double parsers, the NCCL converters,
  * the log level and subsystem list), then hands the string values to the
  * parsers that read them (HCOMM_ALGO, TRANSPORT, NET, IB_HCA, SOCKET_IFNAME,
- * ROOT) and every value to hc_params_parse_size. Variables that name files
- * (LOG_FILE, TOPO_FILE, TUNING_FILE, TOPO_DUMP_FILE, NCCL_DEBUG_FILE) are left
- * out: the harness must not open or create files that inputs name; HCOMM_ROOT
- * is resolved with numeric hosts only (no DNS queries). */
+ * ROOT, COOKIE) and every value to hc_params_parse_size and to HCOMM_COOKIE's
+ * parser, hc_auth_key_parse (a key it takes prints back alike). Variables
+ * that name files (LOG_FILE, TOPO_FILE, TUNING_FILE, TOPO_DUMP_FILE,
+ * NCCL_DEBUG_FILE) are left out: the harness must not open or create files
+ * that inputs name; HCOMM_ROOT is resolved with numeric hosts only (no DNS
+ * queries). */
 // fuzz-ldflags: -Wl,--wrap=getaddrinfo
 #include <math.h>
 #include <netdb.h>
 #include <string.h>
+#include <strings.h>
 
 #include "algorithms/algo.h"
 #include "algorithms/select.h"
+#include "base/auth.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "base/sock.h"
@@ -76,6 +80,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* HCOMM_COOKIE's parser: a key it takes prints back as the same 32 hex
+ * digits, but for case. */
+static void key_round_trip(const char *value)
+{
+    uint8_t key[HC_AUTH_KEY_BYTES];
+    char    hex[2 * HC_AUTH_KEY_BYTES + 1];
+    if (hc_auth_key_parse(value, key) != 0)
+        return;
+    for (int i = 0; i < HC_AUTH_KEY_BYTES; i++)
+        snprintf(hex + 2 * i, 3, "%02x", key[i]);
+    FUZZ_ASSERT(strcasecmp(hex, value) == 0);
+}
+
 /* What the consumers of the parsed values do with them. */
 static void use_values(const hc_params_t *p)
 {
@@ -103,6 +120,8 @@ static void use_values(const hc_params_t *p)
     if (hc_sock_parse_addr(p->root, HC_SUBSYS(PARAM), &ss, &len) == HCOMM_SUCCESS)
         FUZZ_ASSERT(ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
 
+    key_round_trip(p->cookie);
+
     uint64_t d[HC_PARAMS_AGREED_MAX];
     char     val[HC_PARAMS_VALUE_MAX];
     int      n = hc_params_agreed_digests(p, d, HC_PARAMS_AGREED_MAX);
@@ -125,6 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_ASSERT(putenv(env[v]) == 0);
             set[v] = 1;
 
+            key_round_trip(env[v] + pre);
             size_t sz, again;
             char   s[32];
             if (hc_params_parse_size(env[v] + pre, &sz) == 0) { /* it prints back alike */

@@ -84,6 +84,25 @@ static void test_digests(void **state)
     hc_params_reload();
 }
 
+/* A file setting is read up to HC_PARAMS_FILE_MAX: /dev/zero (endless) is an
+ * error naming the variable, not an init that never ends. */
+static void test_endless_file(void **state)
+{
+    static const char *const vars[] = {"HCOMM_TOPO_FILE", "HCOMM_TUNING_FILE"};
+    uint64_t                 d[HC_PARAMS_AGREED_MAX];
+    (void)state;
+    alarm(60); /* the old digest never returned */
+    for (int i = 0; i < 2; i++) {
+        setenv(vars[i], "/dev/zero", 1);
+        hc_params_reload();
+        assert_int_equal(hc_params_agreed_digests(hc_params_get(), d, HC_PARAMS_AGREED_MAX), -1);
+        unsetenv(vars[i]);
+    }
+    alarm(0);
+    hc_params_reload();
+    assert_true(hc_params_agreed_digests(hc_params_get(), d, HC_PARAMS_AGREED_MAX) > 0);
+}
+
 static int free_port(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -158,6 +177,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_digests),
+        cmocka_unit_test(test_endless_file),
         cmocka_unit_test(test_init_mismatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,7 +30,8 @@ static int log_has(const char *needle)
     return n;
 }
 
-static hcomm_status_t init_env(const char *rank, const char *root, const char *from_root)
+static hcomm_status_t init_env_cookie(const char *rank, const char *root, const char *from_root,
+                                      const char *cookie)
 {
     hcomm_comm_t comm = NULL;
     unlink(log_path);
@@ -40,7 +41,10 @@ static hcomm_status_t init_env(const char *rank, const char *root, const char *f
     setenv("HCOMM_TIMEOUT", "1", 1);
     setenv("HCOMM_LOG_FILE", log_path, 1);
     setenv("HCOMM_LOG_LEVEL", "info", 1);
-    unsetenv("HCOMM_COOKIE");
+    if (cookie != NULL)
+        setenv("HCOMM_COOKIE", cookie, 1);
+    else
+        unsetenv("HCOMM_COOKIE");
     if (from_root != NULL)
         setenv("HCOMM_COOKIE_FROM_ROOT", from_root, 1);
     else
@@ -50,6 +54,30 @@ static hcomm_status_t init_env(const char *rank, const char *root, const char *f
     if (st == HCOMM_SUCCESS)
         hcomm_comm_destroy(comm);
     return st;
+}
+
+static hcomm_status_t init_env(const char *rank, const char *root, const char *from_root)
+{
+    return init_env_cookie(rank, root, from_root, NULL);
+}
+
+/* HCOMM_COOKIE is 32 hex digits and nothing else: "1 " and "+f" were bytes to
+ * sscanf's "%2x", so a cookie of spaces and signs was taken for a key. */
+static void test_cookie_hex_only(void **state)
+{
+    static const char *const bad[] = {
+        "1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 ", "+f+f+f+f+f+f+f+f+f+f+f+f+f+f+f+f",
+        "-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1", "0x0x0x0x0x0x0x0x0x0x0x0x0x0x0x0x",
+        "00112233445566778899aabbccddeef",  "00112233445566778899aabbccddeeff0",
+        "00112233445566778899aabbccddeefg"};
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(init_env_cookie("1", "127.0.0.1:9", NULL, bad[i]), HCOMM_ERR_INVALID_ARG);
+        assert_int_equal(log_has("HCOMM_COOKIE: expected 32 hex digits"), 1);
+    }
+    /* a good one goes ahead (no root listens there) */
+    assert_int_equal(init_env_cookie("1", "127.0.0.1:9", NULL, "00112233445566778899AAbbCCddEEff"),
+                     HCOMM_ERR_TIMEOUT);
 }
 
 /* Across hosts, no secret: refused at once, before any connection. */
@@ -87,6 +115,7 @@ int main(void)
         cmocka_unit_test(test_remote_root_needs_secret),
         cmocka_unit_test(test_opt_in_goes_ahead),
         cmocka_unit_test(test_loopback_root_allowed),
+        cmocka_unit_test(test_cookie_hex_only),
     };
     int failed = cmocka_run_group_tests_name("env_secret", tests, NULL, NULL);
     unlink(log_path);

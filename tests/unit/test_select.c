@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algorithms/algo.h"
 #include "algorithms/select.h"
@@ -163,13 +164,61 @@ static void test_table(void **state)
     assert_string_equal(hc_chosen_by_name(HC_CHOSEN_CALIBRATED), "calibrated");
 }
 
+static int tune_bytes(const char *text, size_t len)
+{
+    FILE *f = fmemopen((void *)text, len, "r");
+    assert_non_null(f);
+    int n = hc_tuning_parse(f, "test");
+    fclose(f);
+    return n;
+}
+
+/* Lines the tuning file refuses whole: one past 255 characters (its tail was
+ * read as a line of its own, so a long comment could end in an entry), a NUL
+ * byte (the rest of its line went unseen), more than 1 MiB, and /dev/zero
+ * (no line end, ever: the loader went round for ever). */
+static void test_tuning_bad_lines(void **state)
+{
+    static const char entry[] = "allreduce 2 0 10 ring 0\n";
+    char             *text    = malloc((1 << 20) + 2);
+    (void)state;
+    assert_non_null(text);
+
+    memset(text, 'x', 300);
+    text[0] = '#';
+    memcpy(text + 300 - (sizeof(entry) - 1), entry, sizeof(entry));
+    assert_int_equal(tune_bytes(text, 300), -1); /* a comment: its tail an entry */
+    memset(text, 'x', 255);
+    text[0]   = '#';
+    text[255] = '\n';
+    memcpy(text + 256, entry, sizeof(entry));
+    assert_int_equal(tune_bytes(text, strlen(text)), 1); /* 255 characters: a line */
+    text[255] = 'x';
+    text[256] = '\n';
+    assert_int_equal(tune_bytes(text, strlen(text)), -1);
+
+    static const char nul[] = "allreduce 2 0 10 ring 0\0 # and more\n";
+    assert_int_equal(tune_bytes(nul, sizeof(nul) - 1), -1);
+
+    memset(text, '\n', (1 << 20) + 1);
+    assert_int_equal(tune_bytes(text, 1 << 20), 0);
+    assert_int_equal(tune_bytes(text, (1 << 20) + 1), -1);
+    free(text);
+
+    alarm(20); /* the old loader never returned */
+    FILE *f = fopen("/dev/zero", "r");
+    assert_non_null(f);
+    assert_int_equal(hc_tuning_parse(f, "/dev/zero"), -1);
+    fclose(f);
+    alarm(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stages_in_order),
-        cmocka_unit_test(test_unservable_never_chosen),
-        cmocka_unit_test(test_without_plans),
-        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_stages_in_order),  cmocka_unit_test(test_unservable_never_chosen),
+        cmocka_unit_test(test_without_plans),    cmocka_unit_test(test_table),
+        cmocka_unit_test(test_tuning_bad_lines),
     };
     (void)hc_params_get();
     if (getenv("HCOMM_LOG_LEVEL") == NULL)

@@ -115,6 +115,11 @@ hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const s
  * HCOMM_IN_PROGRESS before (the ones that did are kept, claimed); unclaim
  * closes what a peer had claimed. */
 hcomm_status_t hc_tcp_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fds);
+/* Checks c's complete hello (tests/fuzz/fuzz_tcp_hello.c feeds it). Returns 1
+ * if it names a lower rank's socket (c->rank, c->idx set), 0 if the connection
+ * is to be refused (*why says why, or NULL: logged), or an error status for a
+ * configuration that differs between the two ranks. */
+int            hc_tcp_hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c, const char **why);
 void           hc_tcp_unclaim(hc_tl_ctx_t *ctx, int peer);
 /* tcp_ep.c */
 hcomm_status_t hc_tcp_ep_create(hc_tl_ctx_t *ctx, int peer, const int *fds, hc_tl_ep_t **ep_p);

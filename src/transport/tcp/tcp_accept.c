@@ -37,10 +37,7 @@ static int conn_taken(const hc_tl_ctx_t *ctx, int rank, int idx)
     return ctx->claimed[rank] != NULL && ctx->claimed[rank][idx] >= 0;
 }
 
-/* Checks a complete hello. Returns 1 if it names a lower rank's socket, 0 if the
- * connection is to be refused (*why says why), or an error status for a
- * configuration that differs between the two ranks. */
-static int hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c, const char **why)
+int hc_tcp_hello_check(hc_tl_ctx_t *ctx, hc_tcp_conn_t *c, const char **why)
 {
     uint64_t       w0       = hc_tcp_get64(c->hello);
     uint64_t       rank     = hc_tcp_get64(c->hello + 8);
@@ -95,7 +92,7 @@ static hcomm_status_t conn_read(hc_tl_ctx_t *ctx, int i)
     if (c->got < HC_TCP_HELLO_BYTES)
         return HCOMM_SUCCESS;
     const char *why = NULL;
-    int         r   = hello_check(ctx, c, &why);
+    int         r   = hc_tcp_hello_check(ctx, c, &why);
     if (r == 0 && why != NULL)
         conn_refuse(ctx, i, why);
     else if (r != 1)

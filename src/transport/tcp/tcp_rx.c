@@ -102,11 +102,13 @@ static int rx_plain(hc_tl_ep_t *ep, hc_tl_req_t *r, int *nc)
 {
     while (r->done < r->len) {
         size_t want = r->len - r->done;
-        void  *dst  = (uint8_t *)r->rbuf + r->done;
-        if (r->sink != NULL) {
+        void  *dst  = ep->stage;
+        /* A sink's receive has no buffer: rbuf + done was arithmetic on NULL
+         * (undefined; UBSan, tests/fuzz/fuzz_tcp_rx.c). */
+        if (r->sink != NULL)
             want = want < HC_TCP_STAGE ? want : HC_TCP_STAGE;
-            dst  = ep->stage;
-        }
+        else
+            dst = (uint8_t *)r->rbuf + r->done;
         ssize_t n = rx0_read(ep, dst, want, nc);
         if (n <= 0)
             return (int)n;
