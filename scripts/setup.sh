@@ -5,7 +5,7 @@
 # Usage: scripts/setup.sh [configure options]
 set -eu
 cd "$(dirname "$0")/.."
-pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libssl-dev \
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libsodium-dev \
       libopenmpi-dev openmpi-bin iproute2 procps \
       libfabric-dev libfabric1 libucx-dev libucx0 libibverbs-dev ibverbs-providers \
       clang libclang-rt-14-dev"

@@ -1,55 +1,52 @@
-/* auth.c - HMAC-SHA256 proofs over nonces, from OpenSSL's libcrypto: no hash is
- * written here. */
+/* auth.c - HMAC-SHA256 proofs over nonces, from libsodium: no hash is written
+ * here. libsodium's HMAC keeps its state on the stack and takes no lock and no
+ * allocation, so a process that forks while another thread authenticates (a
+ * launcher, hcomm-perf --ranks, a data loader) hands its children nothing held. */
 #include "base/auth.h"
 
 #include <errno.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "base/log.h"
 
-/* The pieces are few and small (hellos, nonces, names): one flat buffer. */
-#define AUTH_MSG_MAX 1024
+static pthread_once_t auth_once = PTHREAD_ONCE_INIT;
+static int            auth_ready;
 
-static int auth_put(uint8_t *msg, size_t *off, const void *p, size_t len)
+static void auth_init(void)
 {
-    if (len > AUTH_MSG_MAX || *off + 8 + len > AUTH_MSG_MAX)
-        return -1;
-    uint64_t n = len;
+    auth_ready = sodium_init() >= 0;
+}
+
+/* A piece, prefixed with its length, so that no two lists of pieces collide. */
+static void auth_put(crypto_auth_hmacsha256_state *st, const void *p, size_t len)
+{
+    uint8_t n[8];
     for (int i = 0; i < 8; i++)
-        msg[(*off)++] = (uint8_t)(n >> (8 * i));
+        n[i] = (uint8_t)((uint64_t)len >> (8 * i));
+    crypto_auth_hmacsha256_update(st, n, sizeof(n));
     if (len > 0)
-        memcpy(msg + *off, p, len);
-    *off += len;
-    return 0;
+        crypto_auth_hmacsha256_update(st, p, len);
 }
 
 int hc_auth_mac(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
                 const hc_auth_part_t *parts, int nparts, uint8_t out[HC_AUTH_MAC_BYTES])
 {
-    uint8_t      msg[AUTH_MSG_MAX];
-    size_t       off  = 0;
-    unsigned int mlen = 0;
-    if (auth_put(msg, &off, label, strlen(label)) != 0)
-        goto too_long;
-    for (int i = 0; i < nparts; i++)
-        if (auth_put(msg, &off, parts[i].p, parts[i].len) != 0)
-            goto too_long;
-    if (HMAC(EVP_sha256(), key, HC_AUTH_KEY_BYTES, msg, off, out, &mlen) == NULL ||
-        mlen != HC_AUTH_MAC_BYTES) {
-        hc_error(INIT, "HMAC-SHA256 failed in libcrypto (%s)", label);
+    crypto_auth_hmacsha256_state st;
+    if (pthread_once(&auth_once, auth_init) != 0 || !auth_ready) {
+        hc_error(INIT, "libsodium failed to initialise: no MAC for %s", label);
         return -1;
     }
-    OPENSSL_cleanse(msg, off);
+    crypto_auth_hmacsha256_init(&st, key, HC_AUTH_KEY_BYTES);
+    auth_put(&st, label, strlen(label));
+    for (int i = 0; i < nparts; i++)
+        auth_put(&st, parts[i].p, parts[i].len);
+    crypto_auth_hmacsha256_final(&st, out);
+    sodium_memzero(&st, sizeof(st));
     return 0;
-
-too_long:
-    hc_error(INIT, "%s: message to authenticate exceeds %d bytes", label, AUTH_MSG_MAX);
-    return -1;
 }
 
 int hc_auth_check(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
@@ -81,7 +78,7 @@ int hc_auth_tag_check(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
 
 int hc_auth_equal(const void *a, const void *b, size_t len)
 {
-    return CRYPTO_memcmp(a, b, len) == 0;
+    return sodium_memcmp(a, b, len) == 0;
 }
 
 int hc_auth_random(void *buf, size_t len)

@@ -1,5 +1,5 @@
 /* auth.h - proving knowledge of the job secret without sending it: HMAC-SHA256
- * (OpenSSL's libcrypto) keyed by the communicator's 16-byte cookie, over
+ * (libsodium) keyed by the communicator's 16-byte cookie, over
  * nonces the verifier chose. Every connection hcomm accepts checks one of these;
  * the cookie itself never leaves the process. docs/security.md has the model. */
 #ifndef HC_BASE_AUTH_H
@@ -20,7 +20,7 @@ typedef struct hc_auth_part {
 } hc_auth_part_t;
 
 /* HMAC-SHA256 under key over a label (which protocol and role: no MAC made for
- * one use verifies in another) and the parts. 0, or -1 (logged) if libcrypto
+ * one use verifies in another) and the parts. 0, or -1 (logged) if libsodium
  * failed. */
 int hc_auth_mac(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label,
                 const hc_auth_part_t *parts, int nparts, uint8_t out[HC_AUTH_MAC_BYTES]);

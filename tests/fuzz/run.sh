@@ -24,7 +24,7 @@ command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clan
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 flags="-g -O1 -fno-omit-frame-pointer $san -std=gnu11 -D_GNU_SOURCE -Wall -Wextra"
 flags="$flags -Iinclude -Isrc -Iinclude/nccl $(pkg-config --cflags hwloc)"
-libs="$(pkg-config --libs hwloc libcrypto) -lpthread -lrt -lm -ldl"
+libs="$(pkg-config --libs hwloc libsodium) -lpthread -lrt -lm -ldl"
 
 # The library as configure builds it without the optional parts (ofi, ucx,
 # ib, cuda, mpi) plus the ib transport's device-free files; libnccl.so.2's
