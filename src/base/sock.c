@@ -171,7 +171,18 @@ hcomm_status_t hc_sock_connect(const struct sockaddr *sa, socklen_t len, int soc
             return HCOMM_SUCCESS;
         }
         close(fd);
-        last      = err > 0 ? err : last;
+        last = err > 0 ? err : last;
+        /* A transport's peer listens from before its address was published:
+         * a refusal is its listener closed, and retrying it until the deadline
+         * only kept this rank (inside a blocking dial) from noticing other
+         * peers' deaths for HCOMM_TIMEOUT (the kill campaign saw it). */
+        if (err == ECONNREFUSED && peer.listening) {
+            hc_log_as(HC_LOG_ERROR, peer.subsys,
+                      "connect to %s at %s: refused: it closed its listener (failed, was "
+                      "destroyed or died)",
+                      peer_str(peer, pb), as);
+            return HCOMM_ERR_REMOTE;
+        }
         int retry = err == ECONNREFUSED || err == EAGAIN || err == ETIMEDOUT;
         if (err < 0 || (retry && hc_clock_now() + pause >= deadline)) {
             hc_log_as(HC_LOG_ERROR, peer.subsys, "connect to %s at %s: timed out (last: %s)",

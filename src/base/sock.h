@@ -19,6 +19,11 @@ typedef struct hc_sock_peer {
     unsigned    subsys; /* HC_SUBSYS(BOOT), HC_SUBSYS(NET): whose line it is */
     int         rank;   /* the peer's rank, or -1 */
     const char *name;   /* the peer when rank is -1 ("the root") */
+    /* hc_sock_connect: the peer listened before anyone learned its address
+     * (a transport's listener, opened at init), so a refusal means it closed
+     * the listener (it failed, was destroyed or died): HCOMM_ERR_REMOTE at
+     * once. 0: a refusal is retried (a root or ring peer not up yet). */
+    int listening;
 } hc_sock_peer_t;
 
 /* The status an errno means (ECONNRESET: the peer, ETIMEDOUT: a timeout...). */
@@ -48,7 +53,8 @@ hcomm_status_t hc_sock_listen(const struct sockaddr *sa, socklen_t len, int sock
                               unsigned subsys, int *fd_p, struct sockaddr_storage *bound,
                               socklen_t *bound_len);
 /* Connects a socket tuned with sockbuf, retrying with a growing pause while
- * the peer refuses (not listening yet, backlog full), until the deadline. */
+ * the peer refuses (not listening yet; unless peer.listening) or the attempt
+ * times out, until the deadline. */
 hcomm_status_t hc_sock_connect(const struct sockaddr *sa, socklen_t len, int sockbuf,
                                double deadline, hc_sock_peer_t peer, int *fd_p);
 /* Accepts one connection before the deadline (TCP_NODELAY set). */

@@ -372,12 +372,15 @@ hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *out)
 }
 
 /* Waits until the tasks queued before the call have finished; the timeout
- * restarts whenever one finishes. */
-static hcomm_status_t stream_sync(hcomm_stream_t s)
+ * restarts whenever one finishes. *stuck: none finished within it (the
+ * status is then HCOMM_ERR_TIMEOUT, which a task that timed out also gives:
+ * only *stuck tells them apart). */
+static hcomm_status_t stream_sync(hcomm_stream_t s, int *stuck)
 {
     double         timeout = hc_params_get()->timeout;
     hcomm_status_t st;
 
+    *stuck = 0;
     pthread_mutex_lock(&s->mu);
     uint64_t target = s->queued, seen = s->finished;
     while (s->finished < target) {
@@ -386,6 +389,7 @@ static hcomm_status_t stream_sync(hcomm_stream_t s)
             pthread_mutex_unlock(&s->mu);
             hc_error(STREAM, "stream %p: no queued work finished within HCOMM_TIMEOUT (%g s)",
                      (void *)s, timeout);
+            *stuck = 1;
             return HCOMM_ERR_TIMEOUT;
         }
         seen = s->finished;
@@ -397,8 +401,9 @@ static hcomm_status_t stream_sync(hcomm_stream_t s)
 
 hcomm_status_t hcomm_stream_synchronize(hcomm_stream_t s)
 {
+    int            stuck;
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_synchronize");
-    return st != HCOMM_SUCCESS ? st : stream_sync(s);
+    return st != HCOMM_SUCCESS ? st : stream_sync(s, &stuck);
 }
 
 hcomm_status_t hcomm_stream_query(hcomm_stream_t s)
@@ -419,8 +424,13 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_destroy");
     if (st != HCOMM_SUCCESS)
         return st;
-    st = stream_sync(s);
-    if (st == HCOMM_ERR_TIMEOUT) {
+    int stuck;
+    st = stream_sync(s, &stuck);
+    /* Only a wait that timed out means the thread may still be inside a task;
+     * a task that failed with HCOMM_ERR_TIMEOUT (a peer stopped) is finished,
+     * and the stream is freed as any other (the kill campaign found streams
+     * leaked, with their threads, after every such failure). */
+    if (stuck) {
         /* its thread may still be inside a task: leave it running, leak it */
         hc_error(STREAM, "hcomm_stream_destroy: stream %p is stuck; not freed", (void *)s);
         return st;

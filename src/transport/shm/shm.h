@@ -116,6 +116,7 @@ struct hc_tl_ctx {
     pid_t        pid;
     hc_tl_ep_t **eps;   /* by peer rank */
     double      *since; /* by peer rank: first connect call still waiting for the peer */
+    uint8_t     *lower; /* by peer rank: a lower rank of this host (makes our segment) */
     hc_tl_ep_t **list;  /* connected endpoints */
     int          nlist;
     uint64_t     next_check_ms;

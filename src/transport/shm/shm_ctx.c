@@ -32,7 +32,8 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->eps   = calloc((size_t)p->nranks, sizeof(*ctx->eps));
     ctx->since = calloc((size_t)p->nranks, sizeof(*ctx->since));
     ctx->list  = calloc((size_t)p->nranks, sizeof(*ctx->list));
-    if (ctx->eps == NULL || ctx->since == NULL || ctx->list == NULL)
+    ctx->lower = calloc((size_t)p->nranks, sizeof(*ctx->lower));
+    if (ctx->eps == NULL || ctx->since == NULL || ctx->list == NULL || ctx->lower == NULL)
         goto err_free;
 
     ctx->rank       = p->rank;
@@ -51,6 +52,7 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     return HCOMM_SUCCESS;
 
 err_free:
+    free(ctx->lower);
     free(ctx->list);
     free(ctx->since);
     free(ctx->eps);
@@ -81,13 +83,44 @@ static void shm_ep_close(hc_tl_ep_t *ep)
     free(ep);
 }
 
+static void shm_seg_name(const hc_tl_ctx_t *ctx, int peer, char *name)
+{
+    int lo = ctx->rank < peer ? ctx->rank : peer;
+    int hi = ctx->rank < peer ? peer : ctx->rank;
+    snprintf(name, HC_SHM_NAME_MAX, "/hcomm-%s-%d-%d", ctx->public_name, lo, hi);
+}
+
+/* The segments lower ranks of this host made for pairs this rank never
+ * opened: a creator removes its segment's name itself when it closes, unless
+ * it died (killed, crashed) before this rank opened it; then this rank, which
+ * will not open it now, is the last that can (the kill campaign found such
+ * names left in /dev/shm when a rank died just after creating a segment, or
+ * while creating it, and its peer failed before opening it). A live creator
+ * finds the name gone, which it tolerates. */
+static void shm_unlink_unopened(hc_tl_ctx_t *ctx)
+{
+    char name[HC_SHM_NAME_MAX];
+
+    for (int r = 0; r < ctx->rank; r++) {
+        if (!ctx->lower[r] || ctx->eps[r] != NULL)
+            continue;
+        shm_seg_name(ctx, r, name);
+        if (shm_unlink(name) == 0)
+            hc_debug(SHM, "peer %d: removed %s, which this rank never opened", r, name);
+        else if (errno != ENOENT)
+            hc_warn(SHM, "peer %d: shm_unlink %s: %s", r, name, strerror(errno));
+    }
+}
+
 static void shm_fini(hc_tl_ctx_t *ctx)
 {
     if (ctx == NULL)
         return;
     for (int i = ctx->nlist - 1; i >= 0; i--)
         shm_ep_close(ctx->list[i]);
+    shm_unlink_unopened(ctx);
     free(ctx->bounce);
+    free(ctx->lower);
     free(ctx->list);
     free(ctx->since);
     free(ctx->eps);
@@ -106,15 +139,12 @@ static hcomm_status_t shm_address(hc_tl_ctx_t *ctx, void *buf, size_t *len)
 static int shm_reachable(hc_tl_ctx_t *ctx, const hc_peer_info_t *self, const hc_peer_info_t *peer,
                          const void *addr, size_t len)
 {
-    (void)ctx, (void)addr, (void)len;
-    return self->host_hash == peer->host_hash;
-}
-
-static void shm_seg_name(const hc_tl_ctx_t *ctx, int peer, char *name)
-{
-    int lo = ctx->rank < peer ? ctx->rank : peer;
-    int hi = ctx->rank < peer ? peer : ctx->rank;
-    snprintf(name, HC_SHM_NAME_MAX, "/hcomm-%s-%d-%d", ctx->public_name, lo, hi);
+    int same = self->host_hash == peer->host_hash;
+    (void)addr, (void)len;
+    /* remembered for shm_unlink_unopened: the choice asks about every peer */
+    if (same && ctx != NULL && peer->rank >= 0 && peer->rank < ctx->rank)
+        ctx->lower[peer->rank] = 1;
+    return same;
 }
 
 /* Binds a segment to its name and creator: only a holder of the key makes it. */

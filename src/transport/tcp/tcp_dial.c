@@ -21,12 +21,13 @@ hcomm_status_t hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, const uint8_
     return HCOMM_SUCCESS;
 }
 
-/* Connects socket idx to peer's listener (retrying while it refuses: a full
- * backlog) and says hello, before the deadline. */
+/* Connects socket idx to peer's listener and says hello, before the
+ * deadline. The listener was open before its address went out at init: a
+ * refusal means the peer closed its transport (HCOMM_ERR_REMOTE at once). */
 hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const struct sockaddr *sa,
                            socklen_t salen, int idx, double deadline, int *fd_p)
 {
-    hc_sock_peer_t who = {HC_SUBSYS(NET), peer->rank, NULL};
+    hc_sock_peer_t who = {HC_SUBSYS(NET), peer->rank, NULL, 1};
     uint8_t        hello[HC_TCP_HELLO_BYTES];
     int            fd;
     hcomm_status_t st = hc_tcp_hello_encode(ctx, idx, peer->nonce, hello);
