@@ -21,6 +21,14 @@ static void auth_init(void)
     auth_ready = sodium_init() >= 0;
 }
 
+/* At load, in the loading thread: sodium_init takes a global mutex, and a
+ * first call made by the root thread while the application forks its ranks
+ * (hcomm-perf --ranks does) would hand a child the mutex held for good. */
+__attribute__((constructor)) static void auth_load(void)
+{
+    (void)pthread_once(&auth_once, auth_init);
+}
+
 /* A piece, prefixed with its length, so that no two lists of pieces collide. */
 static void auth_put(crypto_auth_hmacsha256_state *st, const void *p, size_t len)
 {

@@ -9,7 +9,8 @@
  * few milliseconds later. Survivors report status and the duration of the
  * failing call through a pipe, wait for the parent's go, then abort. The parent
  * reaps the victim at once (so its pid vanishes), asserts the bounds and checks
- * that /dev/shm holds no new hcomm-* file afterwards.
+ * that /dev/shm holds nothing of the job afterwards (its objects' names carry
+ * the public name of its secret, so tests running beside it do not count).
  *
  * Bounds (T = HCOMM_TIMEOUT, default 3 here), measured from when the parent saw
  * the victim die or stop to each survivor's failure: kill: the victim's ring
@@ -34,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/auth.h"
+#include "bootstrap/bootstrap.h"
 #include "hcomm.h"
 
 #define KP_MAX_RANKS 16
@@ -179,6 +182,18 @@ typedef struct {
     double      victim_gone; /* when the parent saw the victim die or stop */
 } kp_job_t;
 
+static char kp_prefix[32] = "hcomm-"; /* "hcomm-<public name>-" once the id exists */
+
+/* The job's objects: "hcomm-<the public name of its cookie>-..." */
+static void shm_prefix(const hcomm_unique_id_t *id)
+{
+    hc_uid_t uid;
+    char     pub[17];
+    memcpy(&uid, id->internal, sizeof(uid));
+    if (hc_auth_public_name(uid.cookie, HC_AUTH_SHM_NAMES, pub, sizeof(pub)) == 0)
+        snprintf(kp_prefix, sizeof(kp_prefix), "hcomm-%s-", pub);
+}
+
 static int shm_list(char names[][64], int max)
 {
     DIR           *d = opendir("/dev/shm");
@@ -188,7 +203,7 @@ static int shm_list(char names[][64], int max)
     if (d == NULL)
         return -1;
     while ((e = readdir(d)) != NULL && n < max) {
-        if (strncmp(e->d_name, "hcomm-", 6) == 0)
+        if (strncmp(e->d_name, kp_prefix, strlen(kp_prefix)) == 0)
             snprintf(names[n++], 64, "%.63s", e->d_name);
     }
     closedir(d);
@@ -409,6 +424,8 @@ static int run(const kp_opts_t *o)
         return 1;
     }
     st = hcomm_get_unique_id(&id);
+    if (st == HCOMM_SUCCESS)
+        shm_prefix(&id);
     for (int r = 0; r < o->nranks; r++)
         if (st == HCOMM_SUCCESS && rw_full(job.id_fd[r], &id, sizeof(id), 1) != 0)
             st = HCOMM_ERR_IO;
