@@ -108,13 +108,19 @@ static void gate_read(hc_gate_t *g, int i)
     g->admit(g->arg, ok.fd, ok.hello, ok.peer);
 }
 
-/* Makes room for one more: the oldest pending connection goes. */
+/* Makes room for one more: the oldest connection that has not said a whole
+ * hello goes, else the oldest. A real client sends its hello at once and its
+ * proof as soon as the challenge comes, so a flood of silent connections
+ * displaces each other, not it (stranger test: a rank displaced after its
+ * proof saw its root connection close and failed init). */
 static void gate_displace(hc_gate_t *g)
 {
     int old = 0;
-    for (int i = 1; i < g->n; i++)
-        if (g->conns[i].deadline < g->conns[old].deadline)
+    for (int i = 1; i < g->n; i++) {
+        const hc_gate_conn_t *c = &g->conns[i], *o = &g->conns[old];
+        if (c->stage < o->stage || (c->stage == o->stage && c->deadline < o->deadline))
             old = i;
+    }
     if (g->displaced++ == 0)
         hc_warn(BOOT, "%s: %d connections pending: the oldest make room for new ones", g->what,
                 g->n);

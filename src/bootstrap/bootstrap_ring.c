@@ -91,6 +91,19 @@ static hcomm_status_t ring_hello(hc_bootstrap_t *bs, const hc_uid_t *uid, int *r
     }
 }
 
+/* Connects to the root again after it hung up; 0, or -1 (rfd closed). */
+static int ring_redial(hc_bootstrap_t *bs, const hc_uid_t *uid, int *rfd, double deadline)
+{
+    close(*rfd);
+    *rfd = -1;
+    ring_pause(RING_REDIAL_PAUSE);
+    hc_debug(BOOT, "rank %d: the bootstrap root hung up before its reply: again", bs->rank);
+    return hc_sock_connect((const struct sockaddr *)uid->root_addr, (socklen_t)uid->root_addrlen, 0,
+                           deadline, hc_bootstrap_peer(-1), rfd) == HCOMM_SUCCESS
+               ? 0
+               : -1;
+}
+
 /* Connects to the root, says hello, and learns the successor's address. */
 static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, double deadline,
                                      int *lfd_p, struct sockaddr_storage *succ, socklen_t *succ_len)
@@ -105,10 +118,15 @@ static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, do
         return st;
     if ((st = ring_listen(bs, rfd, &lfd, &addr)) != HCOMM_SUCCESS)
         goto err_root;
-    if ((st = ring_hello(bs, uid, &rfd, &addr, deadline)) != HCOMM_SUCCESS)
-        goto err_listen;
-    if ((st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, hc_bootstrap_peer(-1))) !=
-        HCOMM_SUCCESS)
+    /* A root that hangs up without a reply never admitted us (it answers every
+     * rank it admitted, refusals included): its gate made room. Again. */
+    do {
+        if ((st = ring_hello(bs, uid, &rfd, &addr, deadline)) != HCOMM_SUCCESS)
+            goto err_listen;
+        st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, hc_bootstrap_peer(-1));
+    } while (st == HCOMM_ERR_REMOTE && hc_clock_now() < deadline &&
+             ring_redial(bs, uid, &rfd, deadline) == 0);
+    if (st != HCOMM_SUCCESS)
         goto err_listen;
     if ((st = hc_bootstrap_reply_check(&rep, bs->rank, bs->nranks, succ, succ_len)) !=
         HCOMM_SUCCESS)
