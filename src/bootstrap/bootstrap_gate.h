@@ -13,7 +13,8 @@
  *
  * The gate runs the server side for every pending connection at once, each
  * with a short deadline, in bounded state: when it is full, a new connection
- * displaces the oldest pending one (whose client, if real, connects again).
+ * displaces the oldest that has not sent a whole hello, else the oldest
+ * (whose client, if real, connects again).
  * So strangers, silent or talkative, cost the real ranks nothing but a retry. */
 #ifndef HC_BOOTSTRAP_GATE_H
 #define HC_BOOTSTRAP_GATE_H
