@@ -185,22 +185,7 @@ static int make_cookie(char *hex, size_t len, uint8_t raw[16])
  * name of the job's secret (docs/security.md), so no other job's match. */
 static void sweep_shm(const uint8_t cookie[16])
 {
-    char           pub[17], prefix[32], name[300];
-    int            n = 0;
-    DIR           *d;
-    struct dirent *e;
-
-    if (hc_auth_public_name(cookie, HC_AUTH_SHM_NAMES, pub, sizeof(pub)) != 0 ||
-        (d = opendir("/dev/shm")) == NULL)
-        return;
-    snprintf(prefix, sizeof(prefix), "hcomm-%s-", pub);
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-            continue;
-        snprintf(name, sizeof(name), "/%s", e->d_name);
-        n += shm_unlink(name) == 0;
-    }
-    closedir(d);
+    int n = hc_auth_shm_sweep(cookie, NULL, NULL);
     if (n > 0)
         fprintf(stderr, TAG ": removed %d object(s) the job left in /dev/shm\n", n);
 }

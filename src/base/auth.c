@@ -4,11 +4,13 @@
  * launcher, hcomm-perf --ranks, a data loader) hands its children nothing held. */
 #include "base/auth.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 
 #include "base/log.h"
@@ -141,4 +143,28 @@ int hc_auth_key_parse(const char *hex, uint8_t key[HC_AUTH_KEY_BYTES])
     }
     memcpy(key, k, sizeof(k));
     return 0;
+}
+
+int hc_auth_shm_sweep(const uint8_t key[HC_AUTH_KEY_BYTES],
+                      void (*seen)(void *arg, const char *name), void *arg)
+{
+    char           pub[17], prefix[32], name[300];
+    int            n = 0;
+    DIR           *d;
+    struct dirent *e;
+
+    if (hc_auth_public_name(key, HC_AUTH_SHM_NAMES, pub, sizeof(pub)) != 0 ||
+        (d = opendir("/dev/shm")) == NULL)
+        return 0;
+    snprintf(prefix, sizeof(prefix), "hcomm-%s-", pub);
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        if (seen != NULL)
+            seen(arg, e->d_name);
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        n += shm_unlink(name) == 0;
+    }
+    closedir(d);
+    return n;
 }

@@ -60,4 +60,10 @@ int hc_auth_key_parse(const char *hex, uint8_t key[HC_AUTH_KEY_BYTES]);
 int hc_auth_public_name(const uint8_t key[HC_AUTH_KEY_BYTES], const char *label, char *buf,
                         size_t size);
 
+/* Removes what a job keyed by key left in /dev/shm ("/hcomm-<public name>-*"),
+ * calling seen (if not NULL) with each name first; how many it removed. For
+ * launchers, once every rank has exited. */
+int hc_auth_shm_sweep(const uint8_t key[HC_AUTH_KEY_BYTES],
+                      void (*seen)(void *arg, const char *name), void *arg);
+
 #endif

@@ -229,28 +229,19 @@ static int log_connected(const kc_cfg_t *cfg, int r, int victim)
 /* The job's objects in /dev/shm: "/hcomm-<public name>-...", the public name
  * made from the id's cookie (base/auth.h) as the library and hcomm-run make
  * it. Counted and named in out, then removed as hcomm-run's sweep_shm would. */
+static void shm_left(void *arg, const char *name)
+{
+    kc_outcome_t *out = arg;
+    if (out->nleft < KC_MAX_LEFT)
+        snprintf(out->left[out->nleft], sizeof(out->left[0]), "%.63s", name);
+    out->nleft++;
+}
+
 static void shm_leftovers(const hcomm_unique_id_t *id, kc_outcome_t *out)
 {
-    hc_uid_t       uid;
-    char           pub[17], prefix[32], name[300];
-    DIR           *d;
-    struct dirent *e;
-
+    hc_uid_t uid;
     memcpy(&uid, id, sizeof(uid));
-    if (hc_auth_public_name(uid.cookie, HC_AUTH_SHM_NAMES, pub, sizeof(pub)) != 0 ||
-        (d = opendir("/dev/shm")) == NULL)
-        return;
-    snprintf(prefix, sizeof(prefix), "hcomm-%s-", pub);
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-            continue;
-        if (out->nleft < KC_MAX_LEFT)
-            snprintf(out->left[out->nleft], sizeof(out->left[0]), "%.63s", e->d_name);
-        out->nleft++;
-        snprintf(name, sizeof(name), "/%s", e->d_name);
-        (void)shm_unlink(name);
-    }
-    closedir(d);
+    (void)hc_auth_shm_sweep(uid.cookie, shm_left, out);
 }
 
 int kc_job_run(const kc_trial_t *t, const kc_cfg_t *cfg, kc_outcome_t *out)
