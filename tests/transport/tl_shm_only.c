@@ -233,7 +233,17 @@ static void local_info(hc_peer_info_t *info)
         info[r].host_hash = 0x5eedull;
         info[r].pid       = getpid();
         info[r].rank      = r;
+        assert_int_equal(getrandom(info[r].nonce, sizeof(info[r].nonce), 0),
+                         (ssize_t)sizeof(info[r].nonce));
     }
+}
+
+/* The name of the pair's segment, as rank 0 makes it. */
+static void local_seg_name(const uint8_t *cookie, const hc_peer_info_t *info, char *name)
+{
+    char pub[17];
+    assert_int_equal(hc_auth_public_name(cookie, HC_AUTH_SHM_NAMES, pub, sizeof(pub)), 0);
+    hc_shm_seg_name(pub, info[0].nonce, 0, 1, name);
 }
 
 static hc_tl_ctx_t *local_ctx(int rank, const uint8_t *cookie, double timeout,
@@ -264,9 +274,7 @@ static void case_cookie_auth(const hc_tlt_variant_t *v)
     a = local_ctx(0, cookie, 1, &prm, info);
     b = local_ctx(1, cookie, 1, &prm, info);
     assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
-    name[0] = '/';
-    seg_prefix(cookie, name + 1);
-    strcat(name, "-0-1");
+    local_seg_name(cookie, info, name);
     int fd = shm_open(name, O_RDWR, 0);
     assert_true(fd >= 0);
     hc_shm_seg_t *seg = mmap(NULL, HC_SHM_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -280,7 +288,8 @@ static void case_cookie_auth(const hc_tlt_variant_t *v)
     assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
 }
 
-/* A segment left by a crashed run with the same cookie is replaced. */
+/* A segment found under the pair's name, not made by the lower rank (a
+ * forger's, or left by a crash), is replaced. */
 static void case_stale_segment(const hc_tlt_variant_t *v)
 {
     hc_params_t    prm = shm_params(v, 64 * KIB, 4096);
@@ -296,9 +305,7 @@ static void case_stale_segment(const hc_tlt_variant_t *v)
 
     local_info(info);
     assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
-    name[0] = '/';
-    seg_prefix(cookie, name + 1);
-    strcat(name, "-0-1");
+    local_seg_name(cookie, info, name);
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     assert_true(fd >= 0);
     assert_int_equal(ftruncate(fd, 8192), 0);
@@ -331,6 +338,94 @@ static void case_stale_segment(const hc_tlt_variant_t *v)
     assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
 }
 
+/* Progresses ctx until req completes or secs pass. */
+static void local_wait(hc_tl_ctx_t *ctx, hc_tl_req_t *req, double secs)
+{
+    double deadline = hc_tlt_now() + secs;
+    while (req->status == HCOMM_IN_PROGRESS && hc_tlt_now() < deadline)
+        hc_tl_shm_ops.progress(ctx);
+}
+
+/* A higher rank that closes without ever connecting marks the segment the
+ * lower rank made for it closed: the lower rank's send, which waits for the
+ * peer to map the segment, fails at once instead of at its 30 s timeout. */
+static void case_closed_unopened(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 64 * KIB, 0);
+    hc_peer_info_t info[2];
+    uint8_t        cookie[16], msg[100] = {0};
+    hc_tl_ctx_t   *a, *b;
+    hc_tl_ep_t    *ea;
+    hc_tl_req_t    req;
+    double         t0;
+
+    local_info(info);
+    assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
+    a = local_ctx(0, cookie, 30, &prm, info);
+    b = local_ctx(1, cookie, 30, &prm, info);
+    assert_true(hc_tl_shm_ops.reachable(b, &info[1], &info[0], NULL, 0));
+    assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
+    assert_int_equal(hc_tl_shm_ops.isend(ea, msg, sizeof(msg), &req), HCOMM_SUCCESS);
+    local_wait(a, &req, 0.2);
+    assert_int_equal(req.status, HCOMM_IN_PROGRESS); /* b has not mapped it */
+    t0 = hc_tlt_now();
+    hc_tl_shm_ops.fini(b);
+    assert_int_equal(hc_tlt_shm_leftovers(cookie), 0); /* b removed the name */
+    local_wait(a, &req, 5);
+    assert_int_equal(req.status, HCOMM_ERR_REMOTE);
+    assert_true(hc_tlt_now() - t0 < 5);
+    hc_tl_shm_ops.fini(a);
+}
+
+/* Two communicators of the same ranks with one key (hcomm_comm_init_env twice
+ * with one HCOMM_COOKIE) keep to their own segments: before their names
+ * carried the lower rank's nonce, the second's creator took the first's
+ * unopened segment for a stale one and replaced it, and the first's opener
+ * then mapped the second's. */
+static void case_same_key_comms(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 64 * KIB, 0);
+    hc_peer_info_t info[2][2];
+    uint8_t        cookie[16], s[2][64], r[2][64];
+    hc_tl_ctx_t   *lo[2], *hi[2];
+    hc_tl_ep_t    *elo[2], *ehi[2];
+    hc_tl_req_t    reqs[2][2];
+
+    assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
+    for (int c = 0; c < 2; c++) {
+        local_info(info[c]);
+        lo[c] = local_ctx(0, cookie, 5, &prm, info[c]);
+        hi[c] = local_ctx(1, cookie, 5, &prm, info[c]);
+        assert_int_equal(hc_tl_shm_ops.connect(lo[c], &info[c][1], NULL, 0, &elo[c]),
+                         HCOMM_SUCCESS);
+    }
+    for (int c = 0; c < 2; c++) {
+        assert_int_equal(hc_tl_shm_ops.connect(hi[c], &info[c][0], NULL, 0, &ehi[c]),
+                         HCOMM_SUCCESS);
+        memset(s[c], 'a' + c, sizeof(s[c]));
+        assert_int_equal(hc_tl_shm_ops.isend(elo[c], s[c], sizeof(s[c]), &reqs[c][0]),
+                         HCOMM_SUCCESS);
+        assert_int_equal(hc_tl_shm_ops.irecv(ehi[c], r[c], sizeof(r[c]), NULL, NULL, &reqs[c][1]),
+                         HCOMM_SUCCESS);
+    }
+    for (int c = 0; c < 2; c++) {
+        double deadline = hc_tlt_now() + 5;
+        while ((reqs[c][0].status == HCOMM_IN_PROGRESS || reqs[c][1].status == HCOMM_IN_PROGRESS) &&
+               hc_tlt_now() < deadline) {
+            hc_tl_shm_ops.progress(lo[c]);
+            hc_tl_shm_ops.progress(hi[c]);
+        }
+        assert_int_equal(reqs[c][0].status, HCOMM_SUCCESS);
+        assert_int_equal(reqs[c][1].status, HCOMM_SUCCESS);
+        assert_memory_equal(r[c], s[c], sizeof(s[c]));
+    }
+    for (int c = 0; c < 2; c++) {
+        hc_tl_shm_ops.fini(hi[c]);
+        hc_tl_shm_ops.fini(lo[c]);
+    }
+    assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
+}
+
 const hc_tlt_case_t hc_tlt_shm_cases[] = {
     {"shm_small_ring", case_small_ring},
     {"shm_cma_path", case_cma_path},
@@ -339,5 +434,7 @@ const hc_tlt_case_t hc_tlt_shm_cases[] = {
     {"shm_stale_segment", case_stale_segment},
     {"shm_rewind", case_rewind},
     {"shm_warm", case_warm},
+    {"shm_closed_unopened", case_closed_unopened},
+    {"shm_same_key_comms", case_same_key_comms},
     {NULL, NULL},
 };

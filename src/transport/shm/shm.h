@@ -30,21 +30,22 @@
 #define HC_SHM_SEG_READY 0x68636f6d6d534d31ull /* "hcommSM1" */
 #define HC_SHM_HDR_BYTES 4096u                 /* header page before the rings */
 #define HC_SHM_MSG_MAGIC 0x6d736721u
-#define HC_SHM_MSG_CMA 1u /* header is a descriptor: read the payload from addr */
+#define HC_SHM_MSG_CMA 1u    /* header is a descriptor: read the payload from addr */
 #define HC_SHM_MSG_INLINE 2u /* the payload sits in the header's line (small messages) */
 #define HC_SHM_MSG_REWIND 4u /* no message: the next one is at the ring's start */
 #define HC_SHM_INLINE_MAX 40u
 #define HC_SHM_NAME_MAX 64
-#define HC_SHM_CMA_PIECE ((size_t)1 << 20)       /* bytes per process_vm_readv */
+#define HC_SHM_NAME_NONCE 6                /* bytes of the lower rank's nonce in a segment's name */
+#define HC_SHM_CMA_PIECE ((size_t)1 << 20) /* bytes per process_vm_readv */
 #define HC_SHM_CMA_SINK_PIECE ((size_t)128 << 10) /* sink reads: stay in L2 for the reduce */
-#define HC_SHM_CMA_BUDGET (4 * HC_SHM_CMA_PIECE) /* per endpoint and progress call */
-#define HC_SHM_CHUNK_MAX ((uint64_t)128 << 10)   /* publish head/tail this often */
-#define HC_SHM_CHECK_MS 50                       /* peer liveness check period */
-#define HC_SHM_HOT_BYTES ((uint64_t)16 << 10)    /* small messages keep to the ring's start */
+#define HC_SHM_CMA_BUDGET (4 * HC_SHM_CMA_PIECE)  /* per endpoint and progress call */
+#define HC_SHM_CHUNK_MAX ((uint64_t)128 << 10)    /* publish head/tail this often */
+#define HC_SHM_CHECK_MS 50                        /* peer liveness check period */
+#define HC_SHM_HOT_BYTES ((uint64_t)16 << 10)     /* small messages keep to the ring's start */
 
 /* The segment header; side 0 is the lower rank. */
 typedef struct hc_shm_seg {
-    _Atomic uint64_t  magic; /* HC_SHM_SEG_READY, written last by the creator */
+    _Atomic uint64_t  magic;   /* HC_SHM_SEG_READY, written last by the creator */
     uint8_t           tag[32]; /* MAC of the name and creator under the job key */
     uint64_t          ring_bytes;
     int32_t           pid[2];
@@ -62,7 +63,7 @@ typedef struct hc_shm_msg {
     uint64_t len;
     uint32_t magic;
     uint32_t flags;
-    uint64_t addr; /* HC_SHM_MSG_CMA: the sender's buffer */
+    uint64_t addr;                   /* HC_SHM_MSG_CMA: the sender's buffer */
     uint8_t  inl[HC_SHM_INLINE_MAX]; /* HC_SHM_MSG_INLINE: the payload */
 } hc_shm_msg_t;
 
@@ -105,26 +106,43 @@ struct hc_tl_ep {
     uint64_t n_rewind;
 };
 
+/* A lower rank of this host: it makes the pair's segment (shm_reachable). */
+typedef struct hc_shm_lower {
+    int     local;
+    int32_t pid;
+    uint8_t nonce[HC_SHM_NAME_NONCE];
+} hc_shm_lower_t;
+
 struct hc_tl_ctx {
-    int          rank, nranks;
-    uint8_t      cookie[16];      /* the key: never written where others can read */
-    char         public_name[17]; /* names the segments; tells nothing of the key */
-    double       timeout;
-    uint64_t     ring_bytes;
-    uint64_t     chunk; /* most bytes copied between head/tail updates */
-    size_t       cma_min;
-    pid_t        pid;
-    hc_tl_ep_t **eps;   /* by peer rank */
-    double      *since; /* by peer rank: first connect call still waiting for the peer */
-    uint8_t     *lower; /* by peer rank: a lower rank of this host (makes our segment) */
-    hc_tl_ep_t **list;  /* connected endpoints */
-    int          nlist;
-    uint64_t     next_check_ms;
-    unsigned     tick;          /* progress calls, to space out clock reads */
-    uint64_t     probe;  /* peers read it to test process_vm_readv */
-    uint8_t     *bounce; /* HC_SHM_CMA_PIECE bytes for single-copy sink receives */
-    int          cma_logged;
+    int             rank, nranks;
+    uint8_t         cookie[16];               /* the key: never written where others can read */
+    char            public_name[17];          /* names the segments; tells nothing of the key */
+    uint8_t         nonce[HC_SHM_NAME_NONCE]; /* this rank's, as its peers got it */
+    double          timeout;
+    uint64_t        ring_bytes;
+    uint64_t        chunk; /* most bytes copied between head/tail updates */
+    size_t          cma_min;
+    pid_t           pid;
+    hc_tl_ep_t    **eps;   /* by peer rank */
+    double         *since; /* by peer rank: first connect call still waiting for the peer */
+    hc_shm_lower_t *lower; /* by peer rank */
+    hc_tl_ep_t    **list;  /* connected endpoints */
+    int             nlist;
+    uint64_t        next_check_ms;
+    unsigned        tick;   /* progress calls, to space out clock reads */
+    uint64_t        probe;  /* peers read it to test process_vm_readv */
+    uint8_t        *bounce; /* HC_SHM_CMA_PIECE bytes for single-copy sink receives */
+    int             cma_logged;
 };
+
+/* shm_ctx.c: the name of the segment of ranks lo < hi, whose lo published
+ * lo_nonce (hc_peer_info_t.nonce): "/hcomm-<public name>-<nonce>-<lo>-<hi>".
+ * The public name keeps a job's segments under one prefix (hcomm-run sweeps
+ * it); the nonce, fresh per communicator, keeps apart the segments of two
+ * communicators with one key (hcomm_comm_init_env twice, or two jobs given
+ * one HCOMM_COOKIE), which would otherwise take each other's as stale. */
+void hc_shm_seg_name(const char *public_name, const uint8_t *lo_nonce, int lo, int hi,
+                     char name[HC_SHM_NAME_MAX]);
 
 /* shm_ctx.c: once the peer has published its probe address, tests whether
  * process_vm_readv can read it and tells the peer through cma_ok. */

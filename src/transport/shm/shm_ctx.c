@@ -44,6 +44,8 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->cma_min    = prm->shm_cma_min;
     ctx->pid        = getpid();
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
+    if (p->self != NULL)
+        memcpy(ctx->nonce, p->self->nonce, sizeof(ctx->nonce));
     if (hc_auth_public_name(ctx->cookie, HC_AUTH_SHM_NAMES, ctx->public_name,
                             sizeof(ctx->public_name)) != 0 ||
         hc_auth_random(&ctx->probe, sizeof(ctx->probe)) != 0)
@@ -83,55 +85,29 @@ static void shm_ep_close(hc_tl_ep_t *ep)
     free(ep);
 }
 
-static void shm_seg_name(const hc_tl_ctx_t *ctx, int peer, char *name)
+void hc_shm_seg_name(const char *public_name, const uint8_t *lo_nonce, int lo, int hi,
+                     char name[HC_SHM_NAME_MAX])
+{
+    char hex[2 * HC_SHM_NAME_NONCE + 1];
+    for (int i = 0; i < HC_SHM_NAME_NONCE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", lo_nonce[i]);
+    snprintf(name, HC_SHM_NAME_MAX, "/hcomm-%s-%s-%d-%d", public_name, hex, lo, hi);
+}
+
+/* lo_nonce: the lower rank's, this rank's own or the peer's. */
+static void shm_seg_name(const hc_tl_ctx_t *ctx, int peer, const uint8_t *lo_nonce, char *name)
 {
     int lo = ctx->rank < peer ? ctx->rank : peer;
     int hi = ctx->rank < peer ? peer : ctx->rank;
-    snprintf(name, HC_SHM_NAME_MAX, "/hcomm-%s-%d-%d", ctx->public_name, lo, hi);
-}
-
-/* The segments lower ranks of this host made for pairs this rank never
- * opened: a creator removes its segment's name itself when it closes, unless
- * it died (killed, crashed) before this rank opened it; then this rank, which
- * will not open it now, is the last that can (the kill campaign found such
- * names left in /dev/shm when a rank died just after creating a segment, or
- * while creating it, and its peer failed before opening it). A live creator
- * finds the name gone, which it tolerates. */
-static void shm_unlink_unopened(hc_tl_ctx_t *ctx)
-{
-    char name[HC_SHM_NAME_MAX];
-
-    for (int r = 0; r < ctx->rank; r++) {
-        if (!ctx->lower[r] || ctx->eps[r] != NULL)
-            continue;
-        shm_seg_name(ctx, r, name);
-        if (shm_unlink(name) == 0)
-            hc_debug(SHM, "peer %d: removed %s, which this rank never opened", r, name);
-        else if (errno != ENOENT)
-            hc_warn(SHM, "peer %d: shm_unlink %s: %s", r, name, strerror(errno));
-    }
-}
-
-static void shm_fini(hc_tl_ctx_t *ctx)
-{
-    if (ctx == NULL)
-        return;
-    for (int i = ctx->nlist - 1; i >= 0; i--)
-        shm_ep_close(ctx->list[i]);
-    shm_unlink_unopened(ctx);
-    free(ctx->bounce);
-    free(ctx->lower);
-    free(ctx->list);
-    free(ctx->since);
-    free(ctx->eps);
-    free(ctx);
+    hc_shm_seg_name(ctx->public_name, lo_nonce, lo, hi, name);
 }
 
 static hcomm_status_t shm_address(hc_tl_ctx_t *ctx, void *buf, size_t *len)
 {
     (void)ctx;
     (void)buf;
-    /* The segment name derives from the key and the ranks: nothing to publish. */
+    /* The segment name derives from the key, the ranks and the lower rank's
+     * nonce, which the bootstrap already carries: nothing to publish. */
     *len = 0;
     return HCOMM_SUCCESS;
 }
@@ -141,9 +117,13 @@ static int shm_reachable(hc_tl_ctx_t *ctx, const hc_peer_info_t *self, const hc_
 {
     int same = self->host_hash == peer->host_hash;
     (void)addr, (void)len;
-    /* remembered for shm_unlink_unopened: the choice asks about every peer */
-    if (same && ctx != NULL && peer->rank >= 0 && peer->rank < ctx->rank)
-        ctx->lower[peer->rank] = 1;
+    /* remembered for shm_close_unopened: the choice asks about every peer */
+    if (same && ctx != NULL && peer->rank >= 0 && peer->rank < ctx->rank) {
+        hc_shm_lower_t *lo = &ctx->lower[peer->rank];
+        lo->local          = 1;
+        lo->pid            = peer->pid;
+        memcpy(lo->nonce, peer->nonce, sizeof(lo->nonce));
+    }
     return same;
 }
 
@@ -176,7 +156,8 @@ static hcomm_status_t shm_seg_create(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
             hc_error(SHM, "peer %d: shm_open %s: %s", ep->peer, ep->name, strerror(errno));
             return HCOMM_ERR_SYSTEM;
         }
-        /* Same cookie and ranks: left by a crashed run. */
+        /* Someone else's under our name (the nonce is fresh, so not a run
+         * of ours): it cannot pass the tag check, so replace it. */
         hc_warn(SHM, "peer %d: removing stale segment %s", ep->peer, ep->name);
         if (shm_unlink(ep->name) != 0 && errno != ENOENT) {
             hc_error(SHM, "peer %d: shm_unlink %s: %s", ep->peer, ep->name, strerror(errno));
@@ -312,6 +293,51 @@ static hcomm_status_t shm_seg_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const hc_pe
     return HCOMM_SUCCESS;
 }
 
+/* The segments lower ranks of this host made for pairs this rank never
+ * opened. A live creator may be waiting to send into one (connections are
+ * made on first use): marking this side closed fails those sends now, as if
+ * this rank had connected and left, instead of at their timeout. Then the
+ * name goes: a creator removes it itself when it closes, unless it died
+ * (killed, crashed) before this rank opened it; then this rank, which will
+ * not open it now, is the last that can (the kill campaign found such names
+ * left in /dev/shm when a rank died just after creating a segment, or while
+ * creating it, and its peer failed before opening it). A live creator finds
+ * the name gone, which it tolerates. */
+static void shm_close_unopened(hc_tl_ctx_t *ctx)
+{
+    for (int r = 0; r < ctx->rank; r++) {
+        if (!ctx->lower[r].local || ctx->eps[r] != NULL)
+            continue;
+        hc_tl_ep_t     at   = {.ctx = ctx, .peer = r, .side = 1, .peer_pidfd = -1};
+        hc_peer_info_t peer = {.pid = ctx->lower[r].pid, .rank = r};
+        shm_seg_name(ctx, r, ctx->lower[r].nonce, at.name);
+        if (shm_seg_try_open(ctx, &at, &peer) == HCOMM_SUCCESS) {
+            atomic_store_explicit(&at.seg->closed[1], 1, memory_order_release);
+            munmap(at.seg, at.map_bytes);
+        }
+        if (shm_unlink(at.name) == 0)
+            hc_debug(SHM, "peer %d: closed and removed %s, which this rank never opened", r,
+                     at.name);
+        else if (errno != ENOENT)
+            hc_warn(SHM, "peer %d: shm_unlink %s: %s", r, at.name, strerror(errno));
+    }
+}
+
+static void shm_fini(hc_tl_ctx_t *ctx)
+{
+    if (ctx == NULL)
+        return;
+    for (int i = ctx->nlist - 1; i >= 0; i--)
+        shm_ep_close(ctx->list[i]);
+    shm_close_unopened(ctx);
+    free(ctx->bounce);
+    free(ctx->lower);
+    free(ctx->list);
+    free(ctx->since);
+    free(ctx->eps);
+    free(ctx);
+}
+
 void hc_shm_probe(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
 {
     hc_shm_seg_t *seg     = ep->seg;
@@ -375,7 +401,7 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
     at.peer_pid = peer->pid;
     at.peer_pidfd = -1;
     at.status   = HCOMM_SUCCESS;
-    shm_seg_name(ctx, r, at.name);
+    shm_seg_name(ctx, r, at.side == 0 ? ctx->nonce : peer->nonce, at.name);
     st = at.side == 0 ? shm_seg_create(ctx, &at) : shm_seg_open(ctx, &at, peer);
     if (st != HCOMM_SUCCESS)
         return st;
