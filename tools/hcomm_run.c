@@ -180,12 +180,37 @@ static int make_cookie(char *hex, size_t len, uint8_t raw[16])
     return 0;
 }
 
-/* Once every rank has exited: the job's objects in /dev/shm, which a rank
- * killed before it could unlink them left, go. Their names carry the public
- * name of the job's secret (docs/security.md), so no other job's match. */
-static void sweep_shm(const uint8_t cookie[16])
+/* libfabric's shm provider names a rank's region "<pid>:<n>:<n>" in /dev/shm
+ * and removes it when the endpoint closes: 1 for such a name of one of the
+ * ranks' processes (ours: a rank's pid is not reused before we reap it). */
+static int rank_region(const char *name, const pid_t *pids, int n)
 {
-    int n = hc_auth_shm_sweep(cookie, NULL, NULL);
+    char *end;
+    long  pid = strtol(name, &end, 10);
+
+    if (end == name || *end != ':' || strchr(end + 1, ':') == NULL)
+        return 0;
+    for (int r = 0; r < n; r++)
+        if (pids[r] > 0 && pids[r] == pid)
+            return 1;
+    return 0;
+}
+
+/* Once every rank has exited: the job's objects in /dev/shm, which a rank
+ * killed before it could unlink them left, go. hcomm's names carry the public
+ * name of the job's secret (docs/security.md), so no other job's match; a
+ * fabric library's regions carry the rank's pid. */
+static void sweep_shm(const uint8_t cookie[16], const pid_t *pids, int nranks)
+{
+    int            n = hc_auth_shm_sweep(cookie, NULL, NULL);
+    DIR           *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    while (d != NULL && (e = readdir(d)) != NULL)
+        if (rank_region(e->d_name, pids, nranks))
+            n += unlinkat(dirfd(d), e->d_name, 0) == 0;
+    if (d != NULL)
+        closedir(d);
     if (n > 0)
         fprintf(stderr, TAG ": removed %d object(s) the job left in /dev/shm\n", n);
 }
@@ -311,7 +336,7 @@ int main(int argc, char **argv)
     }
     close(root_fd); /* rank 0 has it */
     rc = launch_wait(pids, o.nranks, o.timeout_s, TAG);
+    sweep_shm(cookie, pids, o.nranks);
     free(pids);
-    sweep_shm(cookie);
     return rc;
 }

@@ -24,6 +24,9 @@ typedef struct hc_sock_peer {
      * the listener (it failed, was destroyed or died): HCOMM_ERR_REMOTE at
      * once. 0: a refusal is retried (a root or ring peer not up yet). */
     int listening;
+    /* 1: the caller handles a connection the peer closes (connects again),
+     * so the receive logs it at debug, not as an error */
+    int quiet_close;
 } hc_sock_peer_t;
 
 /* The status an errno means (ECONNRESET: the peer, ETIMEDOUT: a timeout...). */

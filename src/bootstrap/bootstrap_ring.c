@@ -120,12 +120,17 @@ static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, do
         goto err_root;
     /* A root that hangs up without a reply never admitted us (it answers every
      * rank it admitted, refusals included): its gate made room. Again. */
+    hc_sock_peer_t root = hc_bootstrap_peer(-1);
+    root.quiet_close    = 1;
     do {
         if ((st = ring_hello(bs, uid, &rfd, &addr, deadline)) != HCOMM_SUCCESS)
             goto err_listen;
-        st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, hc_bootstrap_peer(-1));
+        st = hc_sock_recv_all(rfd, &rep, sizeof(rep), deadline, root);
     } while (st == HCOMM_ERR_REMOTE && hc_clock_now() < deadline &&
              ring_redial(bs, uid, &rfd, deadline) == 0);
+    if (st == HCOMM_ERR_REMOTE)
+        hc_error(BOOT, "rank %d: the bootstrap root closed every connection before its reply",
+                 bs->rank);
     if (st != HCOMM_SUCCESS)
         goto err_listen;
     if ((st = hc_bootstrap_reply_check(&rep, bs->rank, bs->nranks, succ, succ_len)) !=
