@@ -197,6 +197,11 @@ static void new_client(void)
     pfd[0].revents = POLLIN;
     hc_gate_serve(&gate, pfd);
     FUZZ_ASSERT(gate.n == before + 1);
+    /* no reachable deadline: an input must not depend on how fast it runs (a
+     * starved run once saw earlier connections expire inside this serve);
+     * rising, so that the oldest is still displaced first */
+    static double later = 1e12;
+    gate.conns[gate.n - 1].deadline = later++;
     c->server_fd = gate.conns[gate.n - 1].fd;
     for (int i = 0; i < ncl; i++) /* an fd number the gate closed may come again */
         if (cl[i].server_fd == c->server_fd)
