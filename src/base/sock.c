@@ -232,7 +232,7 @@ static int step_io(int send_side, int fd, char *p, size_t *off, size_t len, hc_s
         return 1;
     }
     if (n == 0 && !send_side) {
-        int level = peer.quiet_close ? HC_LOG_DEBUG : HC_LOG_ERROR;
+        hc_log_level_t level = peer.quiet_close ? HC_LOG_DEBUG : HC_LOG_ERROR;
         hc_log_as(level, peer.subsys, "receive: %s closed the connection", peer_str(peer, pb));
         return HCOMM_ERR_REMOTE;
     }

@@ -52,7 +52,7 @@ typedef struct hc_bootstrap_ring_hello {
 /* A bootstrap peer for the log lines of base/sock.h: rank, or -1 for the root. */
 static inline hc_sock_peer_t hc_bootstrap_peer(int rank)
 {
-    hc_sock_peer_t p = {HC_SUBSYS(BOOT), rank, "the root", 0};
+    hc_sock_peer_t p = {.subsys = HC_SUBSYS(BOOT), .rank = rank, .name = "the root"};
     return p;
 }
 

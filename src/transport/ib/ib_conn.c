@@ -33,7 +33,7 @@ hcomm_status_t hc_ib_dial(hc_tl_ep_t *ep, const hc_ib_addr_t *peer)
     struct sockaddr_storage ss;
     socklen_t               len      = hc_ib_addr_sockaddr(peer, &ss);
     double                  deadline = hc_clock_now() + ep->ctx->timeout;
-    hc_sock_peer_t          who      = {HC_SUBSYS(NET), ep->peer, NULL, 0};
+    hc_sock_peer_t          who      = {.subsys = HC_SUBSYS(NET), .rank = ep->peer};
     hc_ib_conn_t            c;
     uint8_t                 buf[HC_IB_CONN_MAX];
     hcomm_status_t st = hc_sock_connect((struct sockaddr *)&ss, len, 0, deadline, who, &ep->fd);
@@ -221,7 +221,7 @@ hcomm_status_t hc_ib_accept_peer(hc_tl_ctx_t *ctx, int peer, int *fd_p, hc_ib_co
 
 hcomm_status_t hc_ib_answer(hc_tl_ep_t *ep, const hc_ib_conn_t *c)
 {
-    hc_sock_peer_t who = {HC_SUBSYS(NET), ep->peer, NULL, 0};
+    hc_sock_peer_t who = {.subsys = HC_SUBSYS(NET), .rank = ep->peer};
     uint8_t        buf[HC_IB_CONN_MAX];
     hc_ib_conn_t   mine;
     ep->remote = *c;

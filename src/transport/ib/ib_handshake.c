@@ -16,7 +16,7 @@ static int reply_take(hc_tl_ep_t *ep, size_t len)
 {
     hc_ib_conn_t   c;
     char           why[HC_IB_WHY];
-    hc_sock_peer_t who   = {HC_SUBSYS(NET), ep->peer, NULL, 0};
+    hc_sock_peer_t who   = {.subsys = HC_SUBSYS(NET), .rank = ep->peer};
     uint8_t        ready = HC_IB_READY;
     if (hc_ib_conn_decode(ep->hs, len, &c, why, sizeof(why)) != HCOMM_SUCCESS) {
         hc_error(NET, "peer %d: bad ib connection reply: %s", ep->peer, why);

@@ -27,7 +27,7 @@ hcomm_status_t hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, const uint8_
 hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const struct sockaddr *sa,
                            socklen_t salen, int idx, double deadline, int *fd_p)
 {
-    hc_sock_peer_t who = {HC_SUBSYS(NET), peer->rank, NULL, 1};
+    hc_sock_peer_t who = {.subsys = HC_SUBSYS(NET), .rank = peer->rank, .listening = 1};
     uint8_t        hello[HC_TCP_HELLO_BYTES];
     int            fd;
     hcomm_status_t st = hc_tcp_hello_encode(ctx, idx, peer->nonce, hello);
