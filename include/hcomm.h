@@ -175,6 +175,14 @@ hcomm_status_t hcomm_comm_size(hcomm_comm_t comm, int *nranks);
  */
 hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm);
 
+/*
+ * Sets comm's timeout: how many seconds (> 0, finite) one of its operations may
+ * wait without progress before it fails with HCOMM_ERR_TIMEOUT. The default is
+ * HCOMM_TIMEOUT, which also bounds init. Local to the calling rank; operations
+ * already running see the new value at their next progress check.
+ */
+hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds);
+
 /** Payload bytes this rank has handed to transports on comm since its
  * creation (copies to itself excluded): what compression saves shows here. */
 hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes);

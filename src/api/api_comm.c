@@ -1,6 +1,7 @@
 /* api_comm.c - the public calls of a communicator's life: unique ids, init
  * (from an id or the environment), destroy, abort, and what a live one tells. */
 #include <arpa/inet.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -168,6 +169,23 @@ hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm)
         return HCOMM_ERR_INVALID_COMM;
     }
     return comm->error;
+}
+
+hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_set_timeout: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    if (!(seconds > 0) || !isfinite(seconds)) {
+        hc_error(INIT, "hcomm_comm_set_timeout: %g s is not a positive finite timeout", seconds);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    /* the executor reads it under the lock when a stream drives the comm */
+    hc_comm_lock(comm);
+    comm->timeout = seconds;
+    hc_comm_unlock(comm);
+    return HCOMM_SUCCESS;
 }
 
 hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes)

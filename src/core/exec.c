@@ -310,8 +310,9 @@ static void exec_check_health(hcomm_request_t req)
     }
     if (now - req->last_progress > comm->timeout) {
         const hc_step_t *st = &req->sched->steps[req->first_pending];
-        hc_error(EXEC, "no progress for %.1f s (HCOMM_TIMEOUT): waiting on %s of %zu bytes with rank %d",
-                 now - req->last_progress, step_names[st->kind], st->len, st->peer);
+        hc_error(EXEC,
+                 "no progress for %.1f s (timeout %g s): waiting on %s of %zu bytes with rank %d",
+                 now - req->last_progress, comm->timeout, step_names[st->kind], st->len, st->peer);
         exec_fail(req, HCOMM_ERR_TIMEOUT);
     }
 }

@@ -1,0 +1,32 @@
+"""hcomm_torch: hcomm as a torch.distributed backend for CPU tensors.
+
+Importing the package registers the backend "hcomm":
+
+    import torch.distributed as dist
+    import hcomm_torch  # noqa: F401
+    dist.init_process_group("hcomm", init_method="tcp://10.0.0.1:29500",
+                            rank=rank, world_size=world_size)
+
+The hcomm unique id travels through the process group's store; the group's
+timeout becomes its hcomm communicator's timeout.
+"""
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["ProcessGroupHcomm", "BACKEND", "hcomm_version"]
+
+BACKEND = "hcomm"
+ProcessGroupHcomm = _C.ProcessGroupHcomm
+hcomm_version = _C.hcomm_version
+
+
+def _create_process_group(store, rank, size, timeout):
+    """The creator torch calls for each group: collective over its ranks."""
+    return _C.ProcessGroupHcomm(store, rank, size, timeout)
+
+
+# register_backend refuses a name twice (a second import through another path)
+if not hasattr(dist.Backend, BACKEND.upper()):
+    dist.Backend.register_backend(BACKEND, _create_process_group)

@@ -1,0 +1,116 @@
+// pg.hpp - ProcessGroupHcomm: torch's c10d::ProcessGroup on an hcomm
+// communicator. Every operation is queued on one hcomm stream per group, so
+// hcomm runs them in torch's issue order (the same on every rank) while the
+// caller goes on computing; a Work completes when the stream has run it.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include <hcomm.h>
+#include <hcomm_stream.h>
+
+#include "work.hpp"
+
+namespace hcomm_torch
+{
+
+// Runs fn with Python's GIL released when the calling thread holds it
+// (module.cpp): a stream thread completing a Future may need the GIL.
+void withoutGil(const std::function<void()> &fn);
+
+// Runs body's hcomm calls inside one hcomm group: one fused operation, so one
+// request completes them all, and sends and receives among them cannot deadlock.
+hcomm_status_t inGroup(const std::function<hcomm_status_t()> &body);
+
+class ProcessGroupHcomm : public c10d::ProcessGroup
+{
+  public:
+    using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+    // Collective over the group's ranks: rank 0 creates hcomm's unique id and
+    // publishes it in store; timeout becomes the communicator's.
+    ProcessGroupHcomm(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                      std::chrono::milliseconds timeout);
+    ~ProcessGroupHcomm() override;
+
+    const std::string getBackendName() const override
+    {
+        return "hcomm";
+    }
+
+    // batch_isend_irecv: the operations between start and end become one
+    // hcomm group, so sends and receives among them cannot deadlock.
+    void startCoalescing() override;
+    void endCoalescing(std::vector<WorkPtr> &reqs) override;
+
+    WorkPtr broadcast(std::vector<at::Tensor>      &tensors,
+                      const c10d::BroadcastOptions &opts = c10d::BroadcastOptions()) override;
+    WorkPtr allreduce(std::vector<at::Tensor>      &tensors,
+                      const c10d::AllreduceOptions &opts = c10d::AllreduceOptions()) override;
+    WorkPtr allreduce_coalesced(
+        std::vector<at::Tensor>               &tensors,
+        const c10d::AllreduceCoalescedOptions &opts = c10d::AllreduceCoalescedOptions()) override;
+    WorkPtr reduce(std::vector<at::Tensor>   &tensors,
+                   const c10d::ReduceOptions &opts = c10d::ReduceOptions()) override;
+    WorkPtr allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                      std::vector<at::Tensor>              &inputs,
+                      const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
+    WorkPtr _allgather_base(at::Tensor &output, at::Tensor &input,
+                            const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
+    WorkPtr
+            allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
+                                std::vector<at::Tensor>              &inputs,
+                                const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
+    WorkPtr gather(std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+                   const c10d::GatherOptions &opts = c10d::GatherOptions()) override;
+    WorkPtr scatter(std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
+                    const c10d::ScatterOptions &opts = c10d::ScatterOptions()) override;
+    WorkPtr
+    reduce_scatter(std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
+                   const c10d::ReduceScatterOptions &opts = c10d::ReduceScatterOptions()) override;
+    WorkPtr _reduce_scatter_base(
+        at::Tensor &output, at::Tensor &input,
+        const c10d::ReduceScatterOptions &opts = c10d::ReduceScatterOptions()) override;
+    WorkPtr alltoall_base(at::Tensor &output, at::Tensor &input,
+                          std::vector<int64_t>        &outputSplitSizes,
+                          std::vector<int64_t>        &inputSplitSizes,
+                          const c10d::AllToAllOptions &opts = c10d::AllToAllOptions()) override;
+    WorkPtr alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+                     const c10d::AllToAllOptions &opts = c10d::AllToAllOptions()) override;
+    WorkPtr send(std::vector<at::Tensor> &tensors, int dstRank, int tag) override;
+    WorkPtr recv(std::vector<at::Tensor> &tensors, int srcRank, int tag) override;
+    WorkPtr recvAnysource(std::vector<at::Tensor> &tensors, int tag) override;
+    WorkPtr barrier(const c10d::BarrierOptions &opts = c10d::BarrierOptions()) override;
+
+  private:
+    using Issue   = std::function<hcomm_status_t()>;
+    using Tensors = std::vector<at::Tensor>;
+
+    c10::intrusive_ptr<HcommWork> makeWork(c10d::OpType type, const char *name, Tensors outputs);
+    // Queues w's stage-in copies, then issue() (hcomm calls on stream_), then
+    // w's completion; throws when the issue failed.
+    WorkPtr launch(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue);
+    void    queueCompletion(Completion *c);
+    // t itself when contiguous, else a contiguous twin that w fills from t
+    // before the operation (in) and copies back into t after it (out).
+    at::Tensor contiguous(HcommWork &w, const at::Tensor &t, bool in, bool out);
+    // The send buffer of a reduction: buf, or a scaled copy for PREMUL_SUM.
+    at::Tensor reduceInput(HcommWork &w, const at::Tensor &t, const at::Tensor &buf,
+                           const Reduction &r);
+    void       shutdown();
+
+    hcomm_comm_t                               comm_   = nullptr;
+    hcomm_stream_t                             stream_ = nullptr;
+    std::mutex                                 mu_; // issue order: one issuing thread at a time
+    bool                                       coalescing_ = false;
+    std::vector<c10::intrusive_ptr<HcommWork>> coalesced_;
+    hcomm_status_t                             coalesceError_ = HCOMM_SUCCESS;
+};
+
+} // namespace hcomm_torch

@@ -1,0 +1,103 @@
+// work.cpp - HcommWork and Completion: a torch collective on an hcomm stream.
+#include "work.hpp"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <stdexcept>
+
+namespace hcomm_torch
+{
+
+HcommWork::HcommWork(int rank, c10d::OpType type, const char *name, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type), name_(name), outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get())))
+{
+}
+
+void HcommWork::stageIn(const at::Tensor &dst, const at::Tensor &src, const Reduction *r)
+{
+    stageIn_.push_back({dst, src, r != nullptr, r != nullptr ? *r : Reduction{}});
+}
+
+void HcommWork::copyBack(const at::Tensor &dst, const at::Tensor &src)
+{
+    copyBack_.push_back({dst, src, false, Reduction{}});
+}
+
+void HcommWork::keep(const at::Tensor &t)
+{
+    kept_.push_back(t);
+}
+
+void HcommWork::runStageIn(void *arg)
+{
+    auto *w = static_cast<HcommWork *>(arg);
+    // the user's tensors may require grad; these copies are not part of a graph
+    at::NoGradGuard no_grad;
+    try {
+        for (const auto &c : w->stageIn_)
+            scaleInto(c.dst, c.src, c.scaled ? &c.r : nullptr);
+    } catch (...) {
+        w->stageError_ = std::current_exception();
+    }
+}
+
+void HcommWork::complete(hcomm_status_t st)
+{
+    std::exception_ptr err = stageError_;
+    if (err == nullptr && st != HCOMM_SUCCESS)
+        err = std::make_exception_ptr(std::runtime_error(
+            std::string("hcomm backend: ") + name_ + " failed on rank " + std::to_string(rank_) +
+            ": " + hcomm_status_str(st) + " (" + hcomm_status_name(st) + ")"));
+    if (err == nullptr) {
+        at::NoGradGuard no_grad;
+        try {
+            for (const auto &c : copyBack_)
+                c.dst.copy_(c.src.view(c.dst.sizes()));
+        } catch (...) {
+            err = std::current_exception();
+        }
+    }
+    // hcomm is done with them: the outputs stay with the Future
+    kept_.clear();
+    stageIn_.clear();
+    copyBack_.clear();
+    if (err != nullptr) {
+        future_->setError(err);
+        finish(err);
+        return;
+    }
+    future_->markCompleted(c10::IValue(outputs_));
+    finish();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> HcommWork::getFuture()
+{
+    return future_;
+}
+
+std::vector<at::Tensor> HcommWork::result()
+{
+    return outputs_;
+}
+
+void Completion::run(void *arg)
+{
+    auto          *c  = static_cast<Completion *>(arg);
+    hcomm_status_t st = c->status;
+    // the stream ran the operation before this function: the test finds it done
+    if (c->req != nullptr) {
+        int done = 0;
+        st       = hcomm_test(&c->req, &done);
+        if (!done)
+            st = hcomm_wait(&c->req);
+    }
+    for (auto &w : c->works)
+        w->complete(st);
+    delete c;
+}
+
+} // namespace hcomm_torch

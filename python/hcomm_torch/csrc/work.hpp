@@ -1,0 +1,76 @@
+// work.hpp - HcommWork: one torch collective queued on the group's hcomm
+// stream, and Completion, the stream's host function that ends one or more.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <hcomm.h>
+
+#include "tensors.hpp"
+
+namespace hcomm_torch
+{
+
+class HcommWork : public c10d::Work
+{
+  public:
+    // outputs: what the Future holds when the work succeeds.
+    HcommWork(int rank, c10d::OpType type, const char *name, std::vector<at::Tensor> outputs);
+
+    // Before the operation, on the stream: dst (contiguous staging) <- src,
+    // scaled for PREMUL_SUM when r says so.
+    void stageIn(const at::Tensor &dst, const at::Tensor &src, const Reduction *r = nullptr);
+    // After the operation succeeded, on the stream: dst <- src (staging).
+    void copyBack(const at::Tensor &dst, const at::Tensor &src);
+    // Keeps t alive until the work completes (hcomm reads or writes it).
+    void keep(const at::Tensor &t);
+
+    bool hasStageIn() const
+    {
+        return !stageIn_.empty();
+    }
+    const char *name() const
+    {
+        return name_;
+    }
+
+    // The stream's host function for the stage-in copies; arg is the work.
+    static void runStageIn(void *arg);
+
+    // Ends the work: status of its hcomm operation (or of its issue).
+    void complete(hcomm_status_t st);
+
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+    std::vector<at::Tensor>                 result() override;
+
+  private:
+    struct Copy {
+        at::Tensor dst, src;
+        bool       scaled;
+        Reduction  r;
+    };
+    const char                             *name_;
+    std::vector<at::Tensor>                 outputs_;
+    std::vector<at::Tensor>                 kept_;
+    std::vector<Copy>                       stageIn_, copyBack_;
+    std::exception_ptr                      stageError_; // set and read on the stream's thread
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Completes works when the stream reaches it: the request of their (fused)
+// hcomm operation, or the status their issue failed with.
+struct Completion {
+    std::vector<c10::intrusive_ptr<HcommWork>> works;
+    hcomm_request_t                            req    = nullptr;
+    hcomm_status_t                             status = HCOMM_SUCCESS;
+
+    // The stream's host function; arg is a Completion made with new, freed here.
+    static void run(void *arg);
+};
+
+} // namespace hcomm_torch
