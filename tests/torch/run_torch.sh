@@ -22,7 +22,7 @@ scratch torch
 for run in "1 tcp" "2 tcp" "3 tcp" "4 tcp" "2 env" "3 file"; do
     set -- $run
     try 240 "$py" -W ignore::UserWarning "$here/torch_launch.py" "$1" "$2" 200 &&
-        [ "$(grep -c ': [0-9]* checks passed, 0 failed' "$out")" -eq "$1" ]
+        [ "$(grep -o ': [0-9]* checks passed, 0 failed' "$out" | wc -l)" -eq "$1" ]
     result "hcomm_torch against gloo: $1 ranks, $2:// init" $?
 done
 finish
