@@ -177,7 +177,8 @@ hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm);
 
 /*
  * Sets comm's timeout: how many seconds (> 0, finite) one of its operations may
- * wait without progress before it fails with HCOMM_ERR_TIMEOUT. The default is
+ * wait without progress before it fails with HCOMM_ERR_TIMEOUT, a connection
+ * its transports make on first use included. The default is
  * HCOMM_TIMEOUT, which also bounds init. Local to the calling rank; operations
  * already running see the new value at their next progress check.
  */

@@ -14,12 +14,13 @@
 hcomm_status_t hc_comm_tl_open(hcomm_comm_t c, comm_card_t *card)
 {
     int            forced = hc_tl_forced(hc_params_get()->transport);
-    hc_tl_params_t tp     = {.rank    = c->rank,
-                             .nranks  = c->nranks,
-                             .bind_ip = hc_bootstrap_local_ip(c->bs),
-                             .timeout = c->timeout,
-                             .self    = &card->info,
-                             .params  = hc_params_get()};
+    hc_tl_params_t tp     = {.rank         = c->rank,
+                             .nranks       = c->nranks,
+                             .bind_ip      = hc_bootstrap_local_ip(c->bs),
+                             .timeout      = c->timeout,
+                             .live_timeout = &c->timeout,
+                             .self         = &card->info,
+                             .params       = hc_params_get()};
     tp.fabric_only = hc_tl_fabric_only(tp.params);
     memcpy(tp.cookie, c->cookie, sizeof(tp.cookie));
     if (forced == -2)

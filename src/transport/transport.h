@@ -41,6 +41,9 @@ typedef struct hc_tl_params {
     uint8_t               cookie[16];  /* the communicator's secret; unique per communicator */
     const char           *bind_ip;     /* numeric address to listen on (the bootstrap's) */
     double                timeout;     /* seconds, for connection set-up waits */
+    /* NULL, or the communicator's timeout, which hcomm_comm_set_timeout may
+     * change after init (a torch process group's): waits read it each check */
+    const double         *live_timeout;
     const hc_peer_info_t *self;
     const hc_params_t    *params;
     /* The user named no transport (HCOMM_TRANSPORT auto, HCOMM_NET at its
@@ -49,6 +52,26 @@ typedef struct hc_tl_params {
      * over tcp or shared memory it would only be a slower tcp or shm. */
     int fabric_only;
 } hc_tl_params_t;
+
+/* A context's bound on connection set-up: fixed at init, or the
+ * communicator's own when it lent one (hc_tl_params_t.live_timeout). */
+typedef struct hc_tl_timeout {
+    double        fixed;
+    const double *live;
+} hc_tl_timeout_t;
+
+static inline hc_tl_timeout_t hc_tl_timeout_init(const hc_tl_params_t *p, const hc_params_t *prm)
+{
+    return (hc_tl_timeout_t){.fixed = p->timeout > 0 ? p->timeout : prm->timeout,
+                             .live  = p->live_timeout};
+}
+
+/* Seconds now: the communicator's setter writes under its lock, and
+ * transports run under it too. */
+static inline double hc_tl_timeout(const hc_tl_timeout_t *t)
+{
+    return t->live != NULL && *t->live > 0 ? *t->live : t->fixed;
+}
 
 /* Called with each contiguous piece of an incoming message, in order, as the
  * transport gets it (off = the piece's byte offset in the message). Lets the

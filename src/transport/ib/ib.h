@@ -185,7 +185,7 @@ struct hc_tl_ep {
 struct hc_tl_ctx {
     int            rank, nranks, nrails;
     uint8_t        cookie[16];
-    double         timeout;
+    hc_tl_timeout_t timeout;
     hc_ib_rail_t   rail[HC_IB_MAX_RAILS];
     hc_ib_addr_t   self;
     uint8_t        blob[HC_IB_ADDR_MAX];

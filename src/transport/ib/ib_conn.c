@@ -32,7 +32,7 @@ hcomm_status_t hc_ib_dial(hc_tl_ep_t *ep, const hc_ib_addr_t *peer)
 {
     struct sockaddr_storage ss;
     socklen_t               len      = hc_ib_addr_sockaddr(peer, &ss);
-    double                  deadline = hc_clock_now() + ep->ctx->timeout;
+    double                  deadline = hc_clock_now() + hc_tl_timeout(&ep->ctx->timeout);
     hc_sock_peer_t          who      = {.subsys = HC_SUBSYS(NET), .rank = ep->peer};
     hc_ib_conn_t            c;
     uint8_t                 buf[HC_IB_CONN_MAX];
@@ -233,7 +233,8 @@ hcomm_status_t hc_ib_answer(hc_tl_ep_t *ep, const hc_ib_conn_t *c)
     hc_ib_ep_conn(ep, HC_IB_CONN_REPLY, &mine);
     size_t n = hc_ib_conn_encode(&mine, buf, sizeof(buf));
     /* a few hundred bytes into an idle socket: the kernel takes them at once */
-    hcomm_status_t st = hc_sock_send_all(ep->fd, buf, n, hc_clock_now() + ep->ctx->timeout, who);
+    hcomm_status_t st =
+        hc_sock_send_all(ep->fd, buf, n, hc_clock_now() + hc_tl_timeout(&ep->ctx->timeout), who);
     if (st == HCOMM_SUCCESS)
         ep->state = HC_IB_EP_ANSWERED;
     return st;

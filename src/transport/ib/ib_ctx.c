@@ -102,7 +102,7 @@ static hcomm_status_t ib_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->rank   = p->rank;
     ctx->nranks = p->nranks;
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
-    ctx->timeout = p->timeout > 0 ? p->timeout : prm->timeout;
+    ctx->timeout = hc_tl_timeout_init(p, prm);
     for (; ctx->nrails < n && st == HCOMM_SUCCESS; ctx->nrails++)
         st = hc_ib_rail_open(&ctx->rail[ctx->nrails], &ports[ctx->nrails], p->nranks);
     if (st != HCOMM_SUCCESS) { /* a device there, but not usable (logged): go on without */
@@ -173,9 +173,10 @@ static hcomm_status_t connect_passive(hc_tl_ctx_t *ctx, int peer, int nrails, hc
         double now = hc_clock_now();
         if (ctx->since[peer] == 0)
             ctx->since[peer] = now;
-        if (now - ctx->since[peer] < ctx->timeout)
+        if (now - ctx->since[peer] < hc_tl_timeout(&ctx->timeout))
             return HCOMM_IN_PROGRESS;
-        hc_error(NET, "peer %d: no ib connection from it within %.1f s", peer, ctx->timeout);
+        hc_error(NET, "peer %d: no ib connection from it within %.1f s", peer,
+                 hc_tl_timeout(&ctx->timeout));
         return HCOMM_ERR_TIMEOUT;
     }
     if (st != HCOMM_SUCCESS)

@@ -37,7 +37,8 @@ static int reply_take(hc_tl_ep_t *ep, size_t len)
         st = hc_ib_qp_connect(ep, i);
     if (st != HCOMM_SUCCESS)
         return hc_ib_ep_fail(ep, st, NULL);
-    st = hc_sock_send_all(ep->fd, &ready, 1, hc_clock_now() + ep->ctx->timeout, who);
+    st =
+        hc_sock_send_all(ep->fd, &ready, 1, hc_clock_now() + hc_tl_timeout(&ep->ctx->timeout), who);
     if (st != HCOMM_SUCCESS)
         return hc_ib_ep_fail(ep, st, NULL);
     ep->state = HC_IB_EP_UP;

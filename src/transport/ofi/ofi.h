@@ -207,7 +207,7 @@ struct hc_tl_ep {
 struct hc_tl_ctx {
     int                rank, nranks;
     uint8_t            cookie[16];
-    double             timeout;
+    hc_tl_timeout_t    timeout;
     uint64_t           host_hash;
     struct fi_info    *info;
     struct fid_fabric *fabric;

@@ -238,7 +238,9 @@ void hc_ofi_say_bye(hc_tl_ctx_t *ctx)
         hc_ofi_ep_drop(ep);
     }
     double now    = hc_clock_now();
-    double linger = now + (ctx->timeout < HC_OFI_LINGER_S ? ctx->timeout : HC_OFI_LINGER_S);
+    double linger =
+        now + (hc_tl_timeout(&ctx->timeout) < HC_OFI_LINGER_S ? hc_tl_timeout(&ctx->timeout)
+                                                              : HC_OFI_LINGER_S);
     double flush  = now + HC_OFI_FLUSH_S;
     for (int k = 0;
          k < 16 || (now < linger && (byes_pending(ctx) || (ctx->nctlq > 0 && now < flush))); k++) {
@@ -277,9 +279,10 @@ static hcomm_status_t await_hello(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
         hc_ofi_region_reap(region, peer);
         return HCOMM_ERR_REMOTE;
     }
-    if (now - ctx->since[peer] < ctx->timeout)
+    if (now - ctx->since[peer] < hc_tl_timeout(&ctx->timeout))
         return HCOMM_IN_PROGRESS;
-    hc_error(NET, "ofi: peer %d: no hello from it within %.1f s", peer, ctx->timeout);
+    hc_error(NET, "ofi: peer %d: no hello from it within %.1f s", peer,
+             hc_tl_timeout(&ctx->timeout));
     return HCOMM_ERR_TIMEOUT;
 }
 

@@ -118,7 +118,7 @@ struct hc_tl_ctx {
     uint8_t         cookie[16];               /* the key: never written where others can read */
     char            public_name[17];          /* names the segments; tells nothing of the key */
     uint8_t         nonce[HC_SHM_NAME_NONCE]; /* this rank's, as its peers got it */
-    double          timeout;
+    hc_tl_timeout_t timeout;
     uint64_t        ring_bytes;
     uint64_t        chunk; /* most bytes copied between head/tail updates */
     size_t          cma_min;

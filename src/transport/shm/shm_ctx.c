@@ -38,7 +38,7 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
 
     ctx->rank       = p->rank;
     ctx->nranks     = p->nranks;
-    ctx->timeout    = p->timeout > 0 ? p->timeout : prm->timeout;
+    ctx->timeout    = hc_tl_timeout_init(p, prm);
     ctx->ring_bytes = hc_shm_ring_size(prm->shm_ring_bytes);
     ctx->chunk      = HC_SHM_CHUNK_MAX;
     ctx->cma_min    = prm->shm_cma_min;
@@ -273,10 +273,10 @@ static hcomm_status_t shm_seg_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const hc_pe
                      (int)peer->pid, ep->name);
             return HCOMM_ERR_REMOTE;
         }
-        if (now - ctx->since[ep->peer] < ctx->timeout)
+        if (now - ctx->since[ep->peer] < hc_tl_timeout(&ctx->timeout))
             return HCOMM_IN_PROGRESS;
         hc_error(SHM, "peer rank %d (pid %d): segment %s not ready within %.1f s", ep->peer,
-                 (int)peer->pid, ep->name, ctx->timeout);
+                 (int)peer->pid, ep->name, hc_tl_timeout(&ctx->timeout));
         return HCOMM_ERR_TIMEOUT;
     }
     if (st != HCOMM_SUCCESS)

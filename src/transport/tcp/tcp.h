@@ -76,7 +76,7 @@ struct hc_tl_ctx {
     int              rank, nranks, nsocks;
     uint8_t                 cookie[16]; /* the key */
     uint8_t                 nonce[16];  /* ours: hellos to us are MACs over it */
-    double           timeout;
+    hc_tl_timeout_t         timeout;
     size_t           stripe_min;
     int              sockbuf; /* 0: leave the kernel's autotuning alone */
     int              listen_fd;

@@ -100,7 +100,7 @@ static hcomm_status_t tcp_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
     if (p->self != NULL)
         memcpy(ctx->nonce, p->self->nonce, sizeof(ctx->nonce));
-    ctx->timeout    = p->timeout > 0 ? p->timeout : prm->timeout;
+    ctx->timeout      = hc_tl_timeout_init(p, prm);
     ctx->nsocks     = prm->tcp_nsocks < 1 ? 1 : prm->tcp_nsocks;
     ctx->nsocks     = ctx->nsocks > HC_TCP_MAX_SOCKS ? HC_TCP_MAX_SOCKS : ctx->nsocks;
     ctx->stripe_min = prm->tcp_stripe_min;
@@ -186,7 +186,7 @@ static hcomm_status_t tcp_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
     int fds[HC_TCP_MAX_SOCKS];
     int n = 0;
     if (ctx->rank < peer) { /* this rank acts: dials, waiting for no one but its kernel */
-        double deadline = hc_clock_now() + ctx->timeout;
+        double deadline = hc_clock_now() + hc_tl_timeout(&ctx->timeout);
         for (; n < ctx->nsocks; n++) {
             st = hc_tcp_dial(ctx, info, (struct sockaddr *)&ss, (socklen_t)len, n, deadline,
                              &fds[n]);
@@ -199,9 +199,10 @@ static hcomm_status_t tcp_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
             double now = hc_clock_now();
             if (ctx->since[peer] == 0)
                 ctx->since[peer] = now;
-            if (now - ctx->since[peer] < ctx->timeout)
+            if (now - ctx->since[peer] < hc_tl_timeout(&ctx->timeout))
                 return HCOMM_IN_PROGRESS;
-            hc_error(NET, "peer %d: no connection from it within %.1f s", peer, ctx->timeout);
+            hc_error(NET, "peer %d: no connection from it within %.1f s", peer,
+                     hc_tl_timeout(&ctx->timeout));
             hc_tcp_unclaim(ctx, peer);
             return HCOMM_ERR_TIMEOUT;
         }

@@ -119,7 +119,7 @@ struct hc_tl_ctx {
     int             rank, nranks;
     uint8_t         cookie[16]; /* the key: never sent */
     uint8_t         nonce[16];  /* ours: hellos to us are MACs over it */
-    double          timeout;
+    hc_tl_timeout_t timeout;
     uint64_t        host_hash;
     ucp_context_h   uctx;
     ucp_worker_h    worker;

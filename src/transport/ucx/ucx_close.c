@@ -93,7 +93,8 @@ static void take_news(hc_tl_ctx_t *ctx)
 
 void hc_ucx_close_eps(hc_tl_ctx_t *ctx)
 {
-    double span     = ctx->timeout < HC_UCX_CLOSE_S ? ctx->timeout : HC_UCX_CLOSE_S;
+    double span     = hc_tl_timeout(&ctx->timeout) < HC_UCX_CLOSE_S ? hc_tl_timeout(&ctx->timeout)
+                                                                    : HC_UCX_CLOSE_S;
     double deadline = hc_clock_now() + span;
     void **reqs     = calloc((size_t)ctx->nlist + 1, sizeof(*reqs));
     int    left, pending = 0;

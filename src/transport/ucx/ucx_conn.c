@@ -190,10 +190,10 @@ static hcomm_status_t hello_wait(hc_tl_ctx_t *ctx, const hc_peer_info_t *info)
         pend_drop(ctx, r);
         return HCOMM_ERR_REMOTE;
     }
-    if (now - pend->since < ctx->timeout)
+    if (now - pend->since < hc_tl_timeout(&ctx->timeout))
         return HCOMM_IN_PROGRESS;
     /* the receive stays posted: a late hello still connects a later call */
-    hc_error(NET, "peer %d: no hello from it within %.1f s", r, ctx->timeout);
+    hc_error(NET, "peer %d: no hello from it within %.1f s", r, hc_tl_timeout(&ctx->timeout));
     return HCOMM_ERR_TIMEOUT;
 }
 

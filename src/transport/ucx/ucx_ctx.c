@@ -221,7 +221,7 @@ static hcomm_status_t ucx_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
         goto err_fini;
     ctx->rank      = p->rank;
     ctx->nranks    = p->nranks;
-    ctx->timeout   = p->timeout > 0 ? p->timeout : prm->timeout;
+    ctx->timeout   = hc_tl_timeout_init(p, prm);
     ctx->host_hash = p->self != NULL ? p->self->host_hash : 0;
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
     if (p->self != NULL)
