@@ -5,6 +5,7 @@
 #ifndef HC_CORE_COMM_H
 #define HC_CORE_COMM_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -77,9 +78,10 @@ struct hcomm_comm {
 };
 
 /* Gives the CPU away for a moment: sleeps in poll() on what the transports
- * wait for (at most 1 ms: a shared-memory peer cannot wake it), or yields
- * when a transport can only be polled. */
-void hc_comm_idle(hcomm_comm_t comm);
+ * wait for (at most 1 ms: a shared-memory peer cannot wake it); when a
+ * transport can only be polled, yields, or, in a thread that asked for naps,
+ * sleeps `rounds` microseconds (at most 1 ms; rounds: idle calls in a row). */
+void hc_comm_idle(hcomm_comm_t comm, int rounds);
 
 /* A wait loop's back-off: spin while anything moves, give the CPU away after
  * comm->spin idle polls (at once when ranks outnumber CPUs). */
@@ -94,8 +96,12 @@ static inline void hc_backoff(hcomm_comm_t comm, hc_backoff_t *b)
     if (moved != b->seen) {
         b->seen = moved;
         b->idle = 0;
-    } else if (++b->idle > comm->spin) {
-        hc_comm_idle(comm);
+    } else if (b->idle >= comm->spin) {
+        if (b->idle < INT_MAX)
+            b->idle++;
+        hc_comm_idle(comm, b->idle - comm->spin);
+    } else {
+        b->idle++;
     }
 }
 

@@ -2,6 +2,7 @@
  * head progressed, waited on with a bounded spin that gives the CPU away. */
 #include <poll.h>
 #include <sched.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -106,8 +107,16 @@ void hc_requests_wait(hcomm_request_t const *reqs, size_t nreqs)
 }
 
 #define HC_IDLE_FDS 128
+#define HC_IDLE_NAP_US 1000
 
-void hc_comm_idle(hcomm_comm_t comm)
+static __thread int idle_naps; /* hc_comm_idle_nap_thread */
+
+void hc_comm_idle_nap_thread(void)
+{
+    idle_naps = 1;
+}
+
+void hc_comm_idle(hcomm_comm_t comm, int rounds)
 {
     struct pollfd pfds[HC_IDLE_FDS];
     int           n = 0, pollable = 1;
@@ -125,10 +134,15 @@ void hc_comm_idle(hcomm_comm_t comm)
     /* Unlocked, so that other threads progress while this one naps. An fd an
      * abort closes meanwhile (or its number, reused) can only end this 1 ms
      * nap early or let it run out: nothing is read through it here. */
-    if (pollable && n > 0)
+    if (pollable && n > 0) {
         poll(pfds, (nfds_t)n, 1); /* woken by data; the caller progresses either way */
-    else
+    } else if (idle_naps) {
+        /* the kernel's timer slack (50 us) rounds the first naps up */
+        struct timespec nap = {0, 1000L * (rounds < HC_IDLE_NAP_US ? rounds : HC_IDLE_NAP_US)};
+        nanosleep(&nap, NULL);
+    } else {
         sched_yield();
+    }
 }
 
 void hc_comm_drain(hcomm_comm_t comm)

@@ -20,6 +20,11 @@ int hc_comm_nranks(hcomm_comm_t comm);
 /* Records status as comm's error (the first one sticks) and closes its
  * transports, so that its peers get an error at once instead of waiting. */
 void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status);
+/* For the calling thread from now on: where a wait would yield the CPU, it
+ * naps instead. For threads that progress in the background (a stream's): a
+ * yielding thread still takes its share of a core from the compute beside it
+ * (a DDP backward pass). */
+void hc_comm_idle_nap_thread(void);
 
 /* A request queued for a stream waits behind a closed gate until the stream
  * reaches it; the stream and the user (hcomm_stream_last_request) each hold

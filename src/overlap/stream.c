@@ -289,6 +289,7 @@ static void *stream_main(void *arg)
 {
     hcomm_stream_t s = arg;
 
+    hc_comm_idle_nap_thread(); /* the caller computes beside this thread */
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (s->head == NULL && !s->stop)
