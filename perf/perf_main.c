@@ -1,7 +1,7 @@
 /*
- * perf_main.c - hcomm-perf's process model: ranks launched by hcomm-run (or any
- * launcher that sets HCOMM_ROOT), by mpirun (MPI bootstraps, when built with
- * it), or forked here when started alone.
+ * perf_main.c - hcomm-perf's process model: ranks launched by hcomm-run or any
+ * launcher hcomm_comm_init_env knows (docs/launchers.md), by Open MPI's mpirun
+ * (MPI bootstraps, when built with it), or forked here when started alone.
  *
  * Copyright (c) 2026 The hcomm authors. SPDX-License-Identifier: BSD-3-Clause
  */
@@ -137,6 +137,27 @@ static int run_fork(const perf_args_t *a)
     return rc;
 }
 
+/* Whether a launcher started this process: the sets of variables
+ * hcomm_comm_init_env looks for (src/bootstrap/launcher.c), any one whole. */
+static int launched(void)
+{
+    static const char *const sets[][5] = {
+        {"PMIX_RANK", "PMIX_NAMESPACE"},
+        {"PMI_RANK", "PMI_SIZE"},
+        {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID"},
+        {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    };
+    for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+        int all = 1;
+        for (size_t j = 0; j < 5 && sets[i][j] != NULL; j++)
+            all = all && getenv(sets[i][j]) != NULL;
+        if (all)
+            return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     perf_args_t a;
@@ -148,17 +169,13 @@ int main(int argc, char **argv)
         return perf_tune(argc, argv, &a);
     if (getenv("HCOMM_RANK") != NULL)
         return run_env(&a);
-    if (getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL) {
 #ifdef HCOMM_PERF_HAVE_MPI
+    /* the MPI linked here is Open MPI's: under another MPI's mpirun its
+     * MPI_Init would make each rank a world of one */
+    if (getenv("OMPI_COMM_WORLD_SIZE") != NULL)
         return run_mpi(&a, &argc, &argv);
-#else
-        if (getenv("HCOMM_ROOT") != NULL)
-            return run_env(&a); /* rank and size come from the launcher's variables */
-        fprintf(stderr, PERF_TAG ": started by an MPI launcher, but this hcomm-perf was built "
-                                 "without MPI; set HCOMM_ROOT=host:port (rank 0 listens there) for "
-                                 "every rank, or use hcomm-run\n");
-        return 1;
 #endif
-    }
+    if (launched())
+        return run_env(&a);
     return run_fork(&a);
 }

@@ -2,12 +2,16 @@
 # setup.sh - installs hcomm's build dependencies (Debian 12, as root) and builds it.
 # clang and libclang-rt-14-dev (libFuzzer's runtime, only recommended by
 # clang) are for make fuzz (tests/fuzz/run.sh); python3-torch, libtorch-dev,
-# pybind11-dev and python3-dev for the PyTorch backend (python/hcomm_torch).
+# pybind11-dev and python3-dev for the PyTorch backend (python/hcomm_torch);
+# libpmix-dev for hcomm_comm_init_env under PMIx launchers, and mpich for the
+# test under MPICH's mpirun (tests/coll/run_launchers.sh): without
+# libmpich-dev it brings no mpicc, and Open MPI's mpirun alternative ranks
+# higher, so the build's MPI stays Open MPI.
 # Usage: scripts/setup.sh [configure options]
 set -eu
 cd "$(dirname "$0")/.."
 pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libsodium-dev \
-      libopenmpi-dev openmpi-bin iproute2 procps \
+      libopenmpi-dev openmpi-bin libpmix-dev mpich iproute2 procps \
       libfabric-dev libfabric1 libucx-dev libucx0 libibverbs-dev ibverbs-providers \
       clang libclang-rt-14-dev python3-torch libtorch-dev pybind11-dev python3-dev"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "base/sock.h"
+#include "bootstrap/launcher.h"
 #include "core/comm.h"
 #include "overlap/overlap.h"
 
@@ -56,54 +57,78 @@ static int comm_root_is_local(const char *root)
            IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
 }
 
-hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
+/* The cookie for a root the launcher's store did not carry: HCOMM_COOKIE, or
+ * (no secret) one derived from the root where the hardening rules allow it. */
+static hcomm_status_t comm_env_cookie(const hc_params_t *p, const char *root, const char *from,
+                                      uint8_t cookie[16])
 {
-    const hc_params_t *p = hc_params_get();
-    int                rank = p->rank, nranks = p->nranks;
-    uint8_t            cookie[16];
-    hcomm_unique_id_t  id;
-    hcomm_status_t     st;
-
-    if (rank < 0 || nranks < 1) {
-        if (hc_params_launcher_rank_size(&rank, &nranks) != 0) {
-            hc_error(INIT, "hcomm_comm_init_env: set HCOMM_RANK and HCOMM_NRANKS (or launch "
-                           "with hcomm-run, mpirun or srun)");
-            return HCOMM_ERR_INVALID_USAGE;
-        }
-    }
-    if (p->root[0] == '\0') {
-        hc_error(INIT, "hcomm_comm_init_env: HCOMM_ROOT=host:port is not set");
-        return HCOMM_ERR_INVALID_USAGE;
-    }
     if (p->cookie[0] != '\0') {
         if (hc_auth_key_parse(p->cookie, cookie) != 0) {
             hc_error(INIT, "HCOMM_COOKIE: expected 32 hex digits");
             return HCOMM_ERR_INVALID_ARG;
         }
-    } else if (comm_root_is_local(p->root) || p->cookie_from_root == 1) {
-        comm_cookie_from(p->root, cookie);
-        hc_log_as(comm_root_is_local(p->root) ? HC_LOG_INFO : HC_LOG_WARN, HC_SUBSYS(INIT),
-                  "HCOMM_COOKIE not set: cookie derived from HCOMM_ROOT=%s (no secret)", p->root);
-    } else {
-        hc_error(INIT,
-                 "HCOMM_COOKIE is not set and HCOMM_ROOT=%s is not a loopback address: "
-                 "set HCOMM_COOKIE to the same 32 random hex digits on every rank "
-                 "(hcomm-run and MPI launches do), or HCOMM_COOKIE_FROM_ROOT=1 to run "
-                 "without a secret",
-                 p->root);
-        return HCOMM_ERR_INVALID_USAGE;
+        return HCOMM_SUCCESS;
     }
-    /* The launcher's socket serves the first communicator; later ones bind. */
-    static int root_fd_taken;
-    if (rank == 0 && p->root_fd >= 0 && !__atomic_exchange_n(&root_fd_taken, 1, __ATOMIC_ACQ_REL))
-        st = hc_bootstrap_root_adopt(p->root_fd, p->root, cookie, &id);
-    else if (rank == 0)
-        st = hc_bootstrap_root_start(p->root, cookie, &id);
-    else
-        st = hc_bootstrap_id_from_addr(p->root, cookie, &id);
+    if (comm_root_is_local(root) || p->cookie_from_root == 1) {
+        comm_cookie_from(root, cookie);
+        hc_log_as(comm_root_is_local(root) ? HC_LOG_INFO : HC_LOG_WARN, HC_SUBSYS(INIT),
+                  "HCOMM_COOKIE not set: cookie derived from the root %s (no secret)", root);
+        return HCOMM_SUCCESS;
+    }
+    hc_error(INIT,
+             "HCOMM_COOKIE is not set and the root %s (%s) is not a loopback address: set "
+             "HCOMM_COOKIE to the same 32 random hex digits on every rank (hcomm-run does; "
+             "before srun or torchrun: export HCOMM_COOKIE=$(openssl rand -hex 16)), or "
+             "HCOMM_COOKIE_FROM_ROOT=1 to run without a secret (docs/launchers.md)",
+             root, from);
+    return HCOMM_ERR_INVALID_USAGE;
+}
+
+hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
+{
+    const hc_params_t *p = hc_params_get();
+    uint8_t            cookie[16];
+    hcomm_unique_id_t  id;
+    hc_launch_t        l;
+    hcomm_status_t     st;
+
+    if (comm == NULL) {
+        hc_error(INIT, "hcomm_comm_init_env: NULL comm");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    st = hc_launch_detect(p->rank, p->nranks, &l);
     if (st != HCOMM_SUCCESS)
         return st;
-    return hc_comm_create(comm, nranks, &id, rank, NULL);
+    /* a store carries the id, secret included; HCOMM_ROOT then only says
+     * where rank 0 listens */
+    if (l.kvs) {
+        st = hc_launch_share_id(&l, p->root[0] ? p->root : NULL, p->timeout, &id);
+        hc_launch_release(&l);
+    } else {
+        const char *root = p->root[0] ? p->root : l.root;
+        if (root[0] == '\0') {
+            hc_error(INIT,
+                     "hcomm_comm_init_env: HCOMM_ROOT=host:port is not set, and the %s "
+                     "launch gives no root: %s (docs/launchers.md)",
+                     l.name, l.root_from);
+            return HCOMM_ERR_INVALID_USAGE;
+        }
+        st = comm_env_cookie(p, root, p->root[0] ? "HCOMM_ROOT" : l.root_from, cookie);
+        if (st != HCOMM_SUCCESS)
+            return st;
+        /* the launcher's socket serves the first communicator; later ones bind */
+        static int root_fd_taken;
+        if (l.rank == 0 && p->root_fd >= 0 && p->root[0] &&
+            !__atomic_exchange_n(&root_fd_taken, 1, __ATOMIC_ACQ_REL))
+            st = hc_bootstrap_root_adopt(p->root_fd, root, cookie, &id);
+        else if (l.rank == 0)
+            st = hc_bootstrap_root_start(root, cookie, &id);
+        else
+            st = hc_bootstrap_id_from_addr(root, cookie, &id);
+    }
+    if (st != HCOMM_SUCCESS)
+        return st;
+    return hc_comm_create(comm, l.nranks, &id, l.rank, NULL);
 }
 
 /* Ends comm once it is drained (abort: failed first, so that every queued

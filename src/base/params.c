@@ -206,28 +206,6 @@ void hc_params_print(FILE *f)
                 param_raw[i], param_table[i].def, param_table[i].doc);
 }
 
-/* Rank and size from a launcher's own variables, for hcomm_comm_init_env when
- * HCOMM_RANK / HCOMM_NRANKS are absent: Open MPI, PMI (MPICH, Intel MPI), Slurm. */
-int hc_params_launcher_rank_size(int *rank, int *nranks)
-{
-    static const char *const vars[][2] = {
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-        {"PMI_RANK", "PMI_SIZE"},
-        {"PMIX_RANK", "PMI_SIZE"},
-        {"SLURM_PROCID", "SLURM_NTASKS"},
-    };
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *r = getenv(vars[i][0]), *n = getenv(vars[i][1]);
-        if (r != NULL && n != NULL) {
-            *rank   = atoi(r);
-            *nranks = atoi(n);
-            hc_debug(PARAM, "rank %d of %d from %s/%s", *rank, *nranks, vars[i][0], vars[i][1]);
-            return 0;
-        }
-    }
-    return -1;
-}
-
 const char *hc_params_foreign(const char *name)
 {
     return getenv(name);

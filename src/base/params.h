@@ -31,9 +31,10 @@ int hc_params_parse_size(const char *s, size_t *out);
 /* Prints every parameter: name, current value, default and doc. */
 void hc_params_print(FILE *f);
 
-/* Another library's environment variable (UCX_TLS, FI_PROVIDER), which a
- * transport reads to respect its user's choice; NULL when unset. Every read
- * of the environment stays in this file. */
+/* Another program's environment variable: a library's a transport respects
+ * (UCX_TLS, FI_PROVIDER), a launcher's (PMI_RANK, SLURM_PROCID, MASTER_ADDR:
+ * bootstrap/launcher.c); NULL when unset. Every read of the environment stays
+ * in this file. */
 const char *hc_params_foreign(const char *name);
 
 /* The settings every rank of a communicator must share (params_agree.c says
@@ -55,8 +56,6 @@ void        hc_params_agreed_value(const hc_params_t *p, int i, char *buf, size_
 /* Re-reads the environment (tests). */
 void hc_params_reload(void);
 
-/* Rank and size from launcher variables (Open MPI, PMI, Slurm); 0 if found. */
-int hc_params_launcher_rank_size(int *rank, int *nranks);
 /* Another API's environment variables standing in for HCOMM_* ones (the NCCL
  * front end's NCCL_*). An alias names the HCOMM_<hcomm> parameter, the
  * foreign variable and conv, which translates its value into out (len bytes):

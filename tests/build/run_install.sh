@@ -2,7 +2,9 @@
 # run_install.sh - make install, into a scratch DESTDIR: libhcomm, its headers
 # and hcomm.pc where every library goes, and the NCCL drop-in in a directory of
 # its own, never on the linker's default path, where it would replace NVIDIA's
-# NCCL for every program on the machine; hcomm-run --nccl points there.
+# NCCL for every program on the machine; hcomm-run --nccl points there. Then
+# the README's example as a new user builds it (pkg-config on the install) and
+# runs it (mpirun -np 3, nothing set by hand).
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run"
@@ -39,4 +41,19 @@ result "hcomm-run --nccl puts nccl_libdir first on LD_LIBRARY_PATH" $?
     has '^rank 0 fd [0-9][0-9]* sockets 1$' && has '^rank 1 fd - sockets 0$' &&
     has '^rank 2 fd - sockets 0$'
 result "hcomm-run hands the root's listening socket to rank 0 alone" $?
+
+srcdir=$(cd "$(dirname "$0")/../.." && pwd)
+prog=$tmp/init_env
+# shellcheck disable=SC2046 # pkg-config's flags, one a word
+${CC:-cc} "$srcdir/examples/init_env.c" -o "$prog" $(PKG_CONFIG_PATH=$dest$libdir/pkgconfig \
+    PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --cflags --libs hcomm) > "$out" 2>&1
+result "the README's example builds with pkg-config --cflags --libs hcomm" $?
+if [ -z "${HC_TEST_MPIRUN:-}" ] || ! mpirun=$(command -v "$HC_TEST_MPIRUN"); then
+    result "the README's example under mpirun: HC_TEST_MPIRUN unset or not found" 77
+else
+    try 120 LD_LIBRARY_PATH="$dest$libdir" OMPI_ALLOW_RUN_AS_ROOT=1 \
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$mpirun" --oversubscribe -np 3 "$prog" &&
+        [ "$(grep -c 'allreduce ok' "$out")" -eq 3 ]
+    result "the README's example runs under mpirun -np 3, nothing set by hand" $?
+fi
 finish

@@ -1,0 +1,138 @@
+#!/bin/sh
+# run_launchers.sh - hcomm_comm_init_env under each launcher (docs/launchers.md),
+# 3 ranks of examples/init_env (one allreduce, checked): first with the
+# variables set by hand as torchrun and srun set them (a loopback root; a
+# remote one with HCOMM_COOKIE; a remote one without, refused with the
+# hardening rules' line; HCOMM_ROOT over the derived root) and PMIx's rank
+# with PMI-1's size, which is no launcher; then for real, with nothing set by
+# hand: Open MPI's mpirun (PMIx), MPICH's mpirun.mpich (PMI-1) and torchrun,
+# each where installed, and hcomm-perf under both mpiruns.
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
+ex="$top/examples/init_env" perf="$top/perf/hcomm-perf"
+need "$ex" "$perf"
+scratch launchers
+# nothing of the caller's launcher may leak in (make check under srun)
+unset HCOMM_RANK HCOMM_NRANKS HCOMM_ROOT HCOMM_ROOT_FD HCOMM_COOKIE HCOMM_COOKIE_FROM_ROOT \
+    PMIX_RANK PMIX_NAMESPACE PMI_RANK PMI_SIZE PMI_FD SLURM_PROCID SLURM_NTASKS SLURM_LOCALID \
+    SLURM_STEP_ID SLURM_JOB_ID SLURM_JOBID SLURM_STEP_NODELIST SLURM_JOB_NODELIST RANK \
+    WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
+export HCOMM_TIMEOUT=30 HCOMM_LOG_LEVEL=info
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+port=$((20000 + $$ % 20000))
+cookie=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+
+# ranks N CMD...: ranks 0..N-1 of CMD at once, rank R with the variables
+# `rank_env R` prints (one assignment a word), each under a timeout; all
+# output into $out; 0 when every rank exited 0.
+ranks() {
+    n=$1
+    shift
+    pids=
+    set -f # node[07-09] is no pattern
+    for r in $(seq 0 $((n - 1))); do
+        # shellcheck disable=SC2046 # one assignment a word
+        timeout 90 env $(rank_env "$r") "$@" > "$tmp/rank$r" 2>&1 &
+        pids="$pids $!"
+    done
+    set +f
+    rc=0
+    for p in $pids; do
+        wait "$p" || rc=1
+    done
+    cat "$tmp"/rank* > "$out"
+    rm -f "$tmp"/rank*
+    return $rc
+}
+# ok N LAUNCHER: N ranks summed right, and said which launcher they found.
+ok() {
+    [ "$(grep -c 'allreduce ok' "$out")" -eq "$1" ] && [ "$(grep -c "launcher $2:" "$out")" -eq "$1" ]
+}
+# refused N PATTERN: N ranks failed, each with a line matching PATTERN.
+refused() {
+    [ "$(grep -c 'init_env: hcomm_comm_init_env: invalid usage' "$out")" -eq "$1" ] &&
+        [ "$(grep -c -e "$2" "$out")" -eq "$1" ]
+}
+
+# ---- torchrun's variables by hand ----
+torch_env() { echo "RANK=$1 WORLD_SIZE=3 LOCAL_RANK=$1 MASTER_ADDR=$addr MASTER_PORT=$port"; }
+rank_env() { torch_env "$1"; }
+addr=127.0.0.1
+ranks 3 "$ex" && ok 3 torchrun && has "root 127.0.0.1:$((port + 1))"
+result "torchrun's variables, loopback MASTER_ADDR: root on MASTER_PORT+1, no cookie" $?
+ip=$(hostname -I 2> /dev/null | tr ' ' '\n' | grep -v -e : -e '^127\.' -e '^$' | head -n 1)
+if [ -n "$ip" ]; then
+    addr=$ip
+    rank_env() { echo "$(torch_env "$1") HCOMM_COOKIE=$cookie"; }
+    ranks 3 "$ex" && ok 3 torchrun
+    result "torchrun's variables, MASTER_ADDR=$ip, HCOMM_COOKIE set" $?
+else
+    result "torchrun's variables, remote root with HCOMM_COOKIE: no non-loopback IPv4 here" 77
+fi
+addr=192.0.2.1 # TEST-NET-1: nothing is sent there
+rank_env() { torch_env "$1"; }
+ranks 3 "$ex"
+refused 3 "HCOMM_COOKIE is not set and the root 192.0.2.1:$((port + 1)) (torchrun: "
+result "torchrun's variables, remote root without HCOMM_COOKIE: refused" $?
+
+# ---- srun's variables by hand (no PMI plugin) ----
+slurm_env() {
+    echo "SLURM_PROCID=$1 SLURM_NTASKS=3 SLURM_LOCALID=$1 SLURM_STEP_ID=0 SLURM_JOB_ID=$$" \
+        "SLURM_STEP_NODELIST=$nodes SLURM_JOB_NODELIST=$nodes"
+}
+rank_env() { slurm_env "$1"; }
+nodes='localhost,node[2-3]'
+ranks 3 "$ex" && ok 3 Slurm && has 'root localhost:[0-9]'
+result "srun's variables, nodes $nodes: root on the first, no cookie" $?
+nodes='node[07-09,12]'
+ranks 3 "$ex"
+refused 3 'HCOMM_COOKIE is not set and the root node07:[0-9]* (Slurm: the first host'
+result "srun's variables, nodes $nodes without HCOMM_COOKIE: refused" $?
+rank_env() { echo "$(slurm_env "$1") HCOMM_ROOT=127.0.0.1:$port"; }
+ranks 3 "$ex" && ok 3 Slurm
+result "srun's variables with HCOMM_ROOT: it overrides the derived root" $?
+
+# ---- the mispairing of old: PMIx's rank, PMI-1's size ----
+rank_env() { echo "PMIX_RANK=$1 PMI_SIZE=3"; }
+ranks 3 "$ex"
+refused 3 'no launcher found: .*set without the rest of their launcher.s: PMIX_RANK, PMI_SIZE'
+result "PMIX_RANK with PMI_SIZE: no launcher, the line names both" $?
+
+# ---- real launchers, nothing set by hand ----
+if [ -z "${HC_TEST_MPIRUN:-}" ] || ! mpirun=$(command -v "$HC_TEST_MPIRUN"); then
+    result "Open MPI's mpirun: HC_TEST_MPIRUN unset or not found (make check sets it)" 77
+else
+    try 120 "$mpirun" --oversubscribe -np 3 "$ex" && ok 3 PMIx
+    result "mpirun -np 3 init_env: the id through PMIx" $?
+    try 120 "$mpirun" --oversubscribe -np 2 "$perf" all_reduce -b 8 -e 64K -f 8 -n 2 -w 1 &&
+        perf_ok
+    result "mpirun -np 2 hcomm-perf" $?
+fi
+if mpich=$(command -v mpirun.mpich); then
+    try 120 "$mpich" -np 3 "$ex" && ok 3 PMI-1
+    result "mpirun.mpich -np 3 init_env: the id through PMI-1" $?
+    try 120 "$mpich" -np 2 "$perf" all_reduce -b 8 -e 64K -f 8 -n 2 -w 1 && perf_ok &&
+        has 'launcher PMI-1:'
+    result "mpirun.mpich -np 2 hcomm-perf" $?
+else
+    result "MPICH's mpirun: mpirun.mpich not installed (apt-get install mpich)" 77
+fi
+# Debian's torchrun (torch 1.13) fails on Python 3.11 before it starts a
+# worker (its Std.from_str finds no member for "0"): patched here, only that
+trun=$(command -v torchrun) && py=$(sed -n '1s/^#!//p' "$trun") &&
+    "$py" -c 'import torch.distributed.run' 2> /dev/null
+if [ $? -ne 0 ]; then
+    result "torchrun: not installed (python3-torch)" 77
+else
+    try 120 "$py" -c '
+import sys
+from torch.distributed.elastic.multiprocessing import api
+if api.Std.from_str("0") is None:
+    orig = api.Std.from_str.__func__
+    api.Std.from_str = classmethod(lambda c, v: c(int(v)) if v.isdigit() else orig(c, v))
+from torch.distributed.run import main
+sys.argv[0] = "torchrun"
+main()' --nproc_per_node=3 --master_port="$port" --no_python "$ex" && ok 3 torchrun
+    result "torchrun --nproc_per_node=3 init_env" $?
+fi
+finish
