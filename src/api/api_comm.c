@@ -103,10 +103,10 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
      * where rank 0 listens */
     if (l.kvs) {
         st = hc_launch_share_id(&l, p->root[0] ? p->root : NULL, p->timeout, &id);
-        hc_launch_release(&l);
     } else {
         const char *root = p->root[0] ? p->root : l.root;
         if (root[0] == '\0') {
+            hc_launch_release(&l);
             hc_error(INIT,
                      "hcomm_comm_init_env: HCOMM_ROOT=host:port is not set, and the %s "
                      "launch gives no root: %s (docs/launchers.md)",
@@ -114,8 +114,10 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
             return HCOMM_ERR_INVALID_USAGE;
         }
         st = comm_env_cookie(p, root, p->root[0] ? "HCOMM_ROOT" : l.root_from, cookie);
-        if (st != HCOMM_SUCCESS)
+        if (st != HCOMM_SUCCESS) {
+            hc_launch_release(&l);
             return st;
+        }
         /* the launcher's socket serves the first communicator; later ones bind */
         static int root_fd_taken;
         if (l.rank == 0 && p->root_fd >= 0 && p->root[0] &&
@@ -126,6 +128,7 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
         else
             st = hc_bootstrap_id_from_addr(root, cookie, &id);
     }
+    hc_launch_release(&l);
     if (st != HCOMM_SUCCESS)
         return st;
     return hc_comm_create(comm, l.nranks, &id, l.rank, NULL);
