@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["ProcessGroupHcomm", "BACKEND", "hcomm_version"]
+__all__ = ["ProcessGroupHcomm", "BACKEND", "hcomm_version", "hooks"]
 
 BACKEND = "hcomm"
 ProcessGroupHcomm = _C.ProcessGroupHcomm
@@ -30,3 +30,5 @@ def _create_process_group(store, rank, size, timeout):
 # register_backend refuses a name twice (a second import through another path)
 if not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, _create_process_group)
+
+from . import hooks  # noqa: E402 - hcomm_torch.hooks without an import of its own

@@ -36,6 +36,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
              }),
              py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
              // init waits for every rank: other Python threads go on meanwhile
-             py::call_guard<py::gil_scoped_release>());
+             py::call_guard<py::gil_scoped_release>())
+        // hooks.py's operation: returns a Work whose Future holds [tensor]
+        .def(
+            "_allreduce_compressed",
+            [](ProcessGroupHcomm &pg, at::Tensor tensor, const std::string &spec, int64_t owner,
+               int64_t bucket) { return pg.allreduceCompressed(tensor, spec, owner, bucket); },
+            py::arg("tensor"), py::arg("spec"), py::arg("owner"), py::arg("bucket"),
+            py::call_guard<py::gil_scoped_release>())
+        .def("_compression_states", &ProcessGroupHcomm::compressionStates);
     m.def("hcomm_version", [] { return std::string(hcomm_version_str()); });
 }

@@ -10,7 +10,7 @@
 namespace hcomm_torch
 {
 
-static std::string statusText(hcomm_status_t st)
+std::string statusText(hcomm_status_t st)
 {
     return std::string(hcomm_status_str(st)) + " (" + hcomm_status_name(st) + ")";
 }
@@ -73,6 +73,7 @@ void ProcessGroupHcomm::shutdown()
             hcomm_stream_destroy(stream_);
         stream_ = nullptr;
         coalesced_.clear();
+        destroyCompressStates(); // the stream that used them has ended
         if (comm_ != nullptr) {
             // a failed communicator's peers may be gone: abort, not a clean destroy
             if (hcomm_comm_get_error(comm_) != HCOMM_SUCCESS)

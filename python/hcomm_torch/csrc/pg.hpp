@@ -9,10 +9,14 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <hcomm.h>
+#include <hcomm_compress.h>
 #include <hcomm_stream.h>
 
 #include "work.hpp"
@@ -23,6 +27,9 @@ namespace hcomm_torch
 // Runs fn with Python's GIL released when the calling thread holds it
 // (module.cpp): a stream thread completing a Future may need the GIL.
 void withoutGil(const std::function<void()> &fn);
+
+// "text (HCOMM_ERR_NAME)" of an hcomm status, for error messages.
+std::string statusText(hcomm_status_t st);
 
 // Runs body's hcomm calls inside one hcomm group: one fused operation, so one
 // request completes them all, and sends and receives among them cannot deadlock.
@@ -88,6 +95,15 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     WorkPtr recvAnysource(std::vector<at::Tensor> &tensors, int tag) override;
     WorkPtr barrier(const c10d::BarrierOptions &opts = c10d::BarrierOptions()) override;
 
+    // The DDP hooks' operation (hooks.py, pg_compress.cpp): t <- the average
+    // over ranks of t compressed as spec says ("onebit", "topk:0.01", "bf16"),
+    // with the error feedback of slot (owner, bucket). A slot's compression
+    // state is made on first use and remade when t's size or dtype (or spec) changes.
+    WorkPtr allreduceCompressed(at::Tensor &t, const std::string &spec, int64_t owner,
+                                int64_t bucket);
+    // How many compression states the group holds (tests).
+    size_t compressionStates();
+
   private:
     using Issue   = std::function<hcomm_status_t()>;
     using Tensors = std::vector<at::Tensor>;
@@ -105,12 +121,27 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
                            const Reduction &r);
     void       shutdown();
 
+    struct CompressSlot {
+        hcomm_compress_t state = nullptr;
+        size_t           count = 0;
+        hcomm_dtype_t    dtype = HCOMM_FLOAT32;
+        std::string      spec;
+    };
+    using SlotKey = std::pair<int64_t, int64_t>; // (owner, bucket)
+    // The state of slot key for count x dtype compressed as cfg says; called
+    // with mu_ held, as the operation using it is queued.
+    hcomm_status_t compressState(const SlotKey &key, size_t count, hcomm_dtype_t dtype,
+                                 const hcomm_compress_config_t &cfg, const std::string &spec,
+                                 hcomm_compress_t *state);
+    void           destroyCompressStates();
+
     hcomm_comm_t                               comm_   = nullptr;
     hcomm_stream_t                             stream_ = nullptr;
     std::mutex                                 mu_; // issue order: one issuing thread at a time
     bool                                       coalescing_ = false;
     std::vector<c10::intrusive_ptr<HcommWork>> coalesced_;
     hcomm_status_t                             coalesceError_ = HCOMM_SUCCESS;
+    std::map<SlotKey, CompressSlot>            compress_;
 };
 
 } // namespace hcomm_torch
