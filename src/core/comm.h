@@ -79,8 +79,9 @@ struct hcomm_comm {
 
 /* Gives the CPU away for a moment: sleeps in poll() on what the transports
  * wait for (at most 1 ms: a shared-memory peer cannot wake it); when a
- * transport can only be polled, yields, or, in a thread that asked for naps,
- * sleeps `rounds` microseconds (at most 1 ms; rounds: idle calls in a row). */
+ * transport can only be polled, yields, or, in a thread that asked for naps
+ * (hc_comm_idle_nap_thread), naps once the wait is long. rounds: idle calls
+ * in a row, 1 for the first. */
 void hc_comm_idle(hcomm_comm_t comm, int rounds);
 
 /* A wait loop's back-off: spin while anything moves, give the CPU away after

@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/params.h"
 #include "core/comm.h"
 #include "core/exec.h"
 
@@ -107,13 +108,33 @@ void hc_requests_wait(hcomm_request_t const *reqs, size_t nreqs)
 }
 
 #define HC_IDLE_FDS 128
-#define HC_IDLE_NAP_US 1000
+/* A napping thread yields for its first 200 us of idling, so that a quick
+ * exchange never sleeps; then naps a quarter of the time it has idled (at
+ * most 1 ms), so a nap adds at most a quarter to a long wait. */
+#define HC_IDLE_NAP_AFTER_S 200e-6
+#define HC_IDLE_NAP_MAX_S 1e-3
 
-static __thread int idle_naps; /* hc_comm_idle_nap_thread */
+static __thread int    idle_naps;  /* hc_comm_idle_nap_thread */
+static __thread double idle_since; /* when the current idle run began */
 
 void hc_comm_idle_nap_thread(void)
 {
-    idle_naps = 1;
+    idle_naps = hc_params_get()->stream_nap != 0;
+}
+
+static void idle_nap(int rounds)
+{
+    double now = hc_clock_now();
+    if (rounds == 1)
+        idle_since = now;
+    double idle = now - idle_since;
+    if (idle < HC_IDLE_NAP_AFTER_S) {
+        sched_yield();
+        return;
+    }
+    double          s   = idle / 4 < HC_IDLE_NAP_MAX_S ? idle / 4 : HC_IDLE_NAP_MAX_S;
+    struct timespec nap = {0, (long)(s * 1e9)};
+    nanosleep(&nap, NULL);
 }
 
 void hc_comm_idle(hcomm_comm_t comm, int rounds)
@@ -137,9 +158,7 @@ void hc_comm_idle(hcomm_comm_t comm, int rounds)
     if (pollable && n > 0) {
         poll(pfds, (nfds_t)n, 1); /* woken by data; the caller progresses either way */
     } else if (idle_naps) {
-        /* the kernel's timer slack (50 us) rounds the first naps up */
-        struct timespec nap = {0, 1000L * (rounds < HC_IDLE_NAP_US ? rounds : HC_IDLE_NAP_US)};
-        nanosleep(&nap, NULL);
+        idle_nap(rounds);
     } else {
         sched_yield();
     }
