@@ -57,7 +57,7 @@ def bench_allreduce(groups, n, quick):
     sizes = SIZES[::4] if quick else SIZES
     for size in sizes:
         t = torch.ones(size // 4)
-        iters = max(3, min(500, (64 << 20) // size // 4))
+        iters = max(5, min(1000, (256 << 20) // size))  # 256 MiB a round, 5 calls at least
         if quick:
             iters = max(2, iters // 10)
         best = {}
