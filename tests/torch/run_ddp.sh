@@ -5,16 +5,9 @@
 # (parameters must agree), then with hcomm_torch.hooks' onebit, topk, bf16
 # and fp16 (final loss within 2% of the run without a hook), and checks the
 # hooks' errors. 2 ranks under --standalone, then 3 ranks (no hooks: time)
-# on a rendezvous port of their own. SKIPs as run_torch.sh does.
-# shellcheck source=tests/test_lib.sh
-. "$(dirname "$0")/../test_lib.sh"
-here=$(cd "$(dirname "$0")" && pwd)
-py=${HC_TEST_TORCH_PYTHON:-/usr/bin/python3}
-[ -x "$py" ] || skip "no $py"
-"$py" -c 'import torch' > /dev/null 2>&1 || skip "$py cannot import torch (apt-get install python3-torch)"
-[ -f "$top/python/hcomm_torch/_C.so" ] ||
-    skip "hcomm_torch is not built: configure found no torch, or ran --without-torch"
-export PYTHONPATH="$top/python${PYTHONPATH:+:$PYTHONPATH}"
+# on a rendezvous port of their own. SKIPs as torch_lib.sh says.
+# shellcheck source=tests/torch/torch_lib.sh
+. "$(dirname "$0")/torch_lib.sh"
 export HCOMM_TIMEOUT=60
 scratch ddp
 free_port() {

@@ -5,16 +5,8 @@
 # Runs Debian's /usr/bin/python3 (HC_TEST_TORCH_PYTHON to change it); SKIPs
 # when it has no torch or this build has no hcomm_torch (configure's summary
 # says why).
-# shellcheck source=tests/test_lib.sh
-. "$(dirname "$0")/../test_lib.sh"
-here=$(cd "$(dirname "$0")" && pwd)
-py=${HC_TEST_TORCH_PYTHON:-/usr/bin/python3}
-[ -x "$py" ] || skip "no $py"
-"$py" -c 'import torch' > /dev/null 2>&1 || skip "$py cannot import torch (apt-get install python3-torch)"
-[ -f "$top/python/hcomm_torch/_C.so" ] ||
-    skip "hcomm_torch is not built: configure found no torch, or ran --without-torch"
-# the build tree's package: its _C.so finds libhcomm by its RUNPATH
-export PYTHONPATH="$top/python:$here${PYTHONPATH:+:$PYTHONPATH}"
+# shellcheck source=tests/torch/torch_lib.sh
+. "$(dirname "$0")/torch_lib.sh"
 export HCOMM_TIMEOUT=60
 scratch torch
 # torch_launch.py kills ranks still running after its limit; timeout(1) is
