@@ -4,7 +4,7 @@
 # trains an MLP in several DDP buckets on hcomm and on gloo from one seed
 # (parameters must agree), then with hcomm_torch.hooks' onebit, topk, bf16
 # and fp16 (final loss within 2% of the run without a hook), and checks the
-# hooks' errors. 2 ranks under --standalone, then 3 ranks (no hooks: time)
+# hooks' errors. 2 ranks, then 3 ranks (no hooks: time), each
 # on a rendezvous port of their own. SKIPs as torch_lib.sh says.
 # shellcheck source=tests/torch/torch_lib.sh
 . "$(dirname "$0")/torch_lib.sh"
@@ -29,7 +29,10 @@ run() {
     [ "$st" -eq 0 ] && [ "$(grep -c ': [0-9]* checks passed, 0 failed$' "$out")" -eq "$n" ]
     result "DDP on hcomm, $n ranks under torch.distributed.run: exit $st in ${secs}s" $?
 }
-run 2 --standalone "$here/torch_ddp.py"
+# each run's rendezvous on a free port: --standalone always takes 29400, which
+# another job on this host may hold (a second make check, a user's torchrun)
+run 2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(free_port)" --nnodes 1 \
+    "$here/torch_ddp.py"
 run 3 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(free_port)" --nnodes 1 \
     "$here/torch_ddp.py" --only cmp,errors
 finish
