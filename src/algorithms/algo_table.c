@@ -194,10 +194,13 @@ hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, const h
         hc_error(ALGO, "%s/%s needs %s", hc_coll_name(args->coll), hc_algo_name(algo), lack);
         return HCOMM_ERR_UNSUPPORTED;
     }
-    if (r->planned != NULL)
-        return r->planned(args, plans, nranks, rank, chunk_bytes, sched_p);
-    return hc_algo_build_steps(args, r->steps, algo_names[algo], nranks, rank, chunk_bytes,
-                               sched_p);
+    hcomm_status_t st = r->planned != NULL
+                            ? r->planned(args, plans, nranks, rank, chunk_bytes, sched_p)
+                            : hc_algo_build_steps(args, r->steps, algo_names[algo], nranks, rank,
+                                                  chunk_bytes, sched_p);
+    if (st == HCOMM_SUCCESS)
+        (*sched_p)->algo = (uint8_t)algo; /* what the operation records name */
+    return st;
 }
 
 /* ---- names ---- */

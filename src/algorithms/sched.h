@@ -53,6 +53,7 @@ typedef struct hc_sched {
     int        nranks, rank;
     int32_t   *peers;     /* filled by hc_sched_finalize: the ranks messages go to or come from */
     uint32_t   npeers;
+    uint8_t    algo; /* the hc_algo_t that built it (hc_algo_build); 0: none (a fused group) */
 } hc_sched_t;
 
 hc_sched_t *hc_sched_create(int nranks, int rank);

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/exec.h"
+#include "core/ops.h"
 
 void hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req, int gated)
 {
@@ -56,7 +57,9 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
         if (comm->req_head == NULL)
             comm->req_tail = NULL;
         req->next = NULL;
+        hc_ops_end(comm, req);
     }
+    hc_ops_round_end(comm);
     return st;
 }
 

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/reduce.h"
 #include "core/comm.h"
+#include "core/ops.h"
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
@@ -102,6 +103,9 @@ void hc_exec_release(hcomm_request_t req)
     req->next_send = req->next_recv = NULL;
     req->cap_steps = 0;
     req->cap_peers = 0;
+    free(req->prof_calls);
+    req->prof_calls  = NULL;
+    req->prof_ncalls = 0;
 }
 
 static inline char *exec_ptr(const struct hcomm_request *req, hc_slice_t sl)
@@ -341,9 +345,27 @@ static hcomm_status_t exec_start(hcomm_request_t req)
             }
         }
     }
+    uint64_t now       = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
     req->started       = 1;
-    req->last_progress = hc_clock_coarse();
+    req->last_progress = (double)now * 1e-9;
+    hc_ops_start(req, now);
     return HCOMM_SUCCESS;
+}
+
+int hc_exec_waiting_peers(const struct hcomm_request *req, int32_t *peers, int max)
+{
+    int n = 0;
+    for (uint32_t i = req->first_pending; req->sched && i < req->sched->nsteps && n < max; i++) {
+        const hc_step_t *st = &req->sched->steps[i];
+        if (req->state[i] != STEP_POSTED)
+            continue;
+        int seen = 0;
+        for (int k = 0; k < n && !seen; k++)
+            seen = peers[k] == st->peer;
+        if (!seen)
+            peers[n++] = st->peer;
+    }
+    return n;
 }
 
 hcomm_status_t hc_exec_progress(hcomm_request_t req)
