@@ -3,8 +3,8 @@
  * one file per process, each communicator a track of its own.
  *
  * Nothing is formatted while operations run. A traced communicator's ring of
- * records grows to two halves; each time one fills, its records go as they
- * are to an unlinked spill file. At a flush point (the communicator fails, is
+ * records grows to two halves; each time one fills, its records go, packed,
+ * to unlinked spill files (ops_spill.c). At a flush point (the communicator fails, is
  * destroyed or aborted, or the process exits) the records are formatted and
  * appended, and the file ends in a whole {"traceEvents":[...]} document
  * again. A process killed between flush points leaves the file as the last
@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "core/ops.h"
+#include "core/ops_spill.h"
 
 #define TRACE_HALF_MIN 2048u         /* records per half of a traced ring, at least */
 #define TRACE_OUT_BYTES (256u << 10) /* formatted bytes per write */
@@ -32,9 +33,9 @@
 struct hc_trace {
     hc_op_rec_t       *ring;        /* the communicator's ring while it is traced */
     uint32_t           half;        /* records per half (comm->ops_spill) */
-    int                spill;       /* unlinked file of records not formatted yet; -1: none yet */
+    hc_spill_t         spill;       /* records not formatted yet (ops_spill.h) */
     uint64_t           written;     /* records up to this number are in the trace */
-    uint64_t           spilled;     /* ... or in the spill file */
+    uint64_t           spilled;     /* ... or in the spill files */
     uint64_t           lost;        /* records a failed spill or read dropped */
     uint64_t           ns0, tk0;    /* both clocks at open */
     double             ns_per_tick; /* at the flush */
@@ -182,51 +183,22 @@ static size_t trace_format_all(char *out, size_t len, const struct hc_trace *t,
     return len;
 }
 
-/* A spill file beside the trace, unlinked at once: a killed process leaves
- * nothing behind. */
-static int trace_spill_open(void)
-{
-    int fd = open(tf.dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        return fd;
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/.hcomm-trace-XXXXXX", tf.dir);
-    fd = mkstemp(path);
-    if (fd >= 0)
-        unlink(path);
-    return fd;
-}
-
 void hc_trace_spill(struct hcomm_comm *c, uint64_t seq)
 {
     struct hc_trace *t  = c->trace;
     uint64_t         lo = seq > t->half ? seq - t->half + 1 : 1;
     if (lo <= t->spilled)
         lo = t->spilled + 1;
-    if (t->spill < 0)
-        t->spill = trace_spill_open();
-    uint32_t mask = 2 * t->half - 1;
-    off_t    off  = (off_t)((lo - t->written - 1) * sizeof(hc_op_rec_t));
-    /* at most two runs: the ring wraps once in a half */
-    for (uint64_t s = lo; s <= seq && t->spill >= 0;) {
-        uint32_t i = (uint32_t)(s & mask), k = (uint32_t)(seq - s + 1);
-        k          = k < mask + 1 - i ? k : mask + 1 - i;
-        size_t len = (size_t)k * sizeof(hc_op_rec_t);
-        if (trace_pwrite(t->spill, (const char *)&t->ring[i], len, off) != 0)
-            break;
-        off += (off_t)len, s += k;
-        if (s > seq) {
-            t->spilled = seq;
-            return;
-        }
+    if (hc_spill_put(&t->spill, tf.dir, t->ring, 2 * t->half - 1, lo, seq) == 0) {
+        t->spilled = seq;
+        return;
     }
     if (t->lost == 0)
         hc_error(INIT, "HCOMM_TRACE_FILE: cannot keep records in %s: %s; some are lost", tf.dir,
                  strerror(errno));
-    t->lost += seq - t->written; /* what was not formatted yet: the file starts anew */
+    t->lost += seq - t->written; /* what was not formatted yet: the spill starts anew */
     t->spilled = t->written = seq;
-    if (t->spill >= 0 && ftruncate(t->spill, 0) != 0)
-        hc_warn(INIT, "HCOMM_TRACE_FILE: truncating the spill file: %s", strerror(errno));
+    hc_spill_reset(&t->spill);
 }
 
 /* Formats and appends all of t's records that ended; tf.lock and the
@@ -247,17 +219,14 @@ static void trace_flush_locked(struct hc_trace *t)
         return;
     }
     t->ns_per_tick = trace_slope(t);
-    for (uint64_t s = t->written + 1; s <= t->spilled;) { /* the oldest: the spill file */
-        size_t  k = t->spilled - s + 1 < t->half ? (size_t)(t->spilled - s + 1) : t->half;
-        ssize_t got =
-            pread(t->spill, recs, k * sizeof(*recs), (off_t)((s - t->written - 1) * sizeof(*recs)));
-        if (got != (ssize_t)(k * sizeof(*recs))) {
+    for (uint64_t s = t->written + 1; s <= t->spilled;) { /* the oldest: the spill files */
+        long k = hc_spill_get(&t->spill, recs, t->half, &s);
+        if (k <= 0) {
             hc_error(INIT, "HCOMM_TRACE_FILE: reading back kept records failed");
             t->lost += t->spilled - s + 1;
             break;
         }
-        len = trace_format_all(out, len, t, recs, k);
-        s += k;
+        len = trace_format_all(out, len, t, recs, (size_t)k);
     }
     for (uint64_t s = t->spilled + 1; s <= last; s++) { /* then the ring */
         const hc_op_rec_t *r = &t->ring[s & (2 * t->half - 1)];
@@ -267,8 +236,7 @@ static void trace_flush_locked(struct hc_trace *t)
             t->lost++;
     }
     t->written = t->spilled = last > t->spilled ? last : t->spilled;
-    if (t->spill >= 0 && ftruncate(t->spill, 0) != 0)
-        hc_warn(INIT, "HCOMM_TRACE_FILE: truncating the spill file: %s", strerror(errno));
+    hc_spill_reset(&t->spill);
     if (t->lost > 0) { /* say so in the trace itself */
         len += (size_t)snprintf(out + len, TRACE_OUT_BYTES - len,
                                 ",\n{\"name\":\"records lost\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,"
@@ -294,16 +262,17 @@ void hc_trace_flush(struct hcomm_comm *c)
  * right now is skipped rather than waited for. */
 static void trace_atexit(void)
 {
+    if (getpid() != tf.owner) /* a child forked with the file open: not its file */
+        return;
     pthread_mutex_lock(&tf.lock);
-    if (getpid() == tf.owner) /* not in a child forked with the file open */
-        for (struct hc_trace *t = tf.live; t != NULL; t = t->next) {
-            struct hcomm_comm *c = t->comm;
-            if (c->threaded && pthread_mutex_trylock(&c->lock) != 0)
-                continue;
-            trace_flush_locked(t);
-            if (c->threaded)
-                pthread_mutex_unlock(&c->lock);
-        }
+    for (struct hc_trace *t = tf.live; t != NULL; t = t->next) {
+        struct hcomm_comm *c = t->comm;
+        if (c->threaded && pthread_mutex_trylock(&c->lock) != 0)
+            continue;
+        trace_flush_locked(t);
+        if (c->threaded)
+            pthread_mutex_unlock(&c->lock);
+    }
     pthread_mutex_unlock(&tf.lock);
 }
 
@@ -403,14 +372,15 @@ static struct hc_trace *trace_new(struct hcomm_comm *c)
         half <<= 1;
     if (t != NULL)
         t->ring = calloc(2 * (size_t)half, sizeof(*t->ring)); /* its pages, now */
-    if (t == NULL || t->ring == NULL) {
+    if (t == NULL || t->ring == NULL || hc_spill_init(&t->spill, half) != 0) {
+        if (t != NULL)
+            free(t->ring);
         free(t);
         return NULL;
     }
     for (uint64_t s = c->ops_seq > c->ops_mask ? c->ops_seq - c->ops_mask : 1; s <= c->ops_seq; s++)
         t->ring[s & (2 * half - 1)] = c->ops_ring[s & c->ops_mask]; /* none yet at init */
     t->half    = half;
-    t->spill   = -1;
     t->written = t->spilled = c->ops_seq;
     trace_clocks(&t->ns0, &t->tk0);
     t->tid  = ++tf.ntid;
@@ -461,8 +431,7 @@ void hc_trace_close(struct hcomm_comm *c)
             break;
         }
     pthread_mutex_unlock(&tf.lock);
-    if (t->spill >= 0)
-        close(t->spill);
+    hc_spill_fini(&t->spill);
     /* the ring goes with the communicator (hc_ops_fini) */
     c->ops_spill = 0;
     c->ops_clock = HC_OP_CLOCK_COARSE;

@@ -7,7 +7,8 @@
 # communicator (the exit flush), and when one rank vanishes as if killed (no
 # exit handler runs): the survivors' traces end with the failed operation, the
 # victim's is still whole JSON (of no operation: nothing reached its file).
-# Then hcomm-perf --trace.
+# Then hcomm-perf --trace, over enough operations for the records to go
+# through the spill files.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" check="$top/tests/coll/trace_check" perf="$top/perf/hcomm-perf"
@@ -74,12 +75,13 @@ try 120 HCOMM_TRACE_FILE="$tmp/t.json" "$run" -n 3 "$check" --kill
 result "a rank gone: survivors' traces end with the failed operation, the victim's parses" $?
 
 rm -f "$tmp"/p.*.json
-try 120 "$perf" all_reduce -b 8 -e 1K -n 5 -w 1 --trace "$tmp/p.json" && perf_ok &&
+try 120 "$perf" all_reduce -b 8 -e 1K -n 300 -w 1 --trace "$tmp/p.json" && perf_ok &&
     python3 -c "
 import json, sys
 for r in (0, 1):
     ops = [e for e in json.load(open('$tmp/p.%d.json' % r))['traceEvents'] if e['ph'] == 'X']
-    assert len(ops) > 50 and sum(e['name'] == 'allreduce' for e in ops) > 50, len(ops)
+    seqs = sorted(e['args']['seq'] for e in ops)
+    assert seqs == list(range(1, len(ops) + 1)) and len(ops) > 4096, len(ops)
 " >> "$out" 2>&1
-result "hcomm-perf --trace writes one trace per rank" $?
+result "hcomm-perf --trace: every one of its operations in each rank's trace" $?
 finish
