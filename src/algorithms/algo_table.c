@@ -198,8 +198,19 @@ hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, const h
                             ? r->planned(args, plans, nranks, rank, chunk_bytes, sched_p)
                             : hc_algo_build_steps(args, r->steps, algo_names[algo], nranks, rank,
                                                   chunk_bytes, sched_p);
-    if (st == HCOMM_SUCCESS)
-        (*sched_p)->algo = (uint8_t)algo; /* what the operation records name */
+    if (st == HCOMM_SUCCESS) { /* what the operation records name */
+        hc_sched_t *sc = *sched_p;
+        sc->algo       = (uint8_t)algo;
+        sc->coll       = (uint8_t)args->coll;
+        sc->dtype      = (uint8_t)args->dtype;
+        sc->op         = (uint8_t)args->op;
+        sc->peer       = args->coll == HC_COLL_SEND || args->coll == HC_COLL_RECV ||
+                           args->coll == HC_COLL_BROADCAST || args->coll == HC_COLL_REDUCE
+                             ? args->root
+                             : -1;
+        sc->count      = args->count;
+        sc->bytes      = args->count * hcomm_dtype_size(args->dtype);
+    }
     return st;
 }
 

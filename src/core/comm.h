@@ -76,8 +76,7 @@ struct hcomm_comm {
     uint32_t         ops_mask;
     uint32_t         ops_spill; /* a trace's: its ring goes to disk every this many */
     uint8_t          ops_clock; /* what operations are stamped with, no profiler on */
-    uint8_t          ops_now_clock;
-    uint64_t         ops_now; /* a stamp this progress round took: the next start's */
+    uint64_t         ops_coarse; /* the executor's last coarse clock reading (ns) */
     struct hc_trace *trace;
     /* streams: once a request has gone to a stream (threaded = 1, set by the
      * issuing thread before any stream thread sees the comm), every access to

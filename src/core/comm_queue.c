@@ -59,7 +59,6 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
         req->next = NULL;
         hc_ops_end(comm, req);
     }
-    hc_ops_round_end(comm);
     return st;
 }
 

@@ -287,7 +287,10 @@ static void exec_check_health(hcomm_request_t req)
 {
     struct hcomm_comm *comm = req->comm;
     const hc_sched_t  *s    = req->sched;
-    double             now  = hc_clock_coarse();
+    uint64_t           ns   = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
+    double             now  = (double)ns * 1e-9;
+
+    comm->ops_coarse = ns; /* an operation's end, where no other clock is read */
 
     for (uint32_t i = req->first_pending; i < s->nsteps; i++) {
         const hc_step_t *st = &s->steps[i];
@@ -348,6 +351,7 @@ static hcomm_status_t exec_start(hcomm_request_t req)
     uint64_t now       = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
     req->started       = 1;
     req->last_progress = (double)now * 1e-9;
+    comm->ops_coarse   = now;
     hc_ops_start(req, now);
     return HCOMM_SUCCESS;
 }
@@ -398,7 +402,8 @@ hcomm_status_t hc_exec_progress(hcomm_request_t req)
         __atomic_store_n(&comm->moved, comm->moved + 1, __ATOMIC_RELAXED); /* one writer */
     if (finished > 0) {
         req->poll_tick     = 0;
-        req->last_progress = hc_clock_coarse();
+        comm->ops_coarse   = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
+        req->last_progress = (double)comm->ops_coarse * 1e-9;
     } else if (++req->poll_tick % EXEC_CHECK_EVERY == 0) {
         exec_check_health(req);
     }

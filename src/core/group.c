@@ -155,7 +155,11 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
         return st;
     }
     req->own_sched = 1;
-    hc_ops_issue_group(comm, req, ncalls, bytes);
+    merged->coll   = HC_OP_GROUP; /* what its record says (core/ops.h) */
+    merged->peer   = -1;
+    merged->count  = ncalls;
+    merged->bytes  = bytes;
+    hc_ops_issue(comm, req, 0);
     req->prof_calls  = calls;
     req->prof_ncalls = calls != NULL ? ncalls : 0;
     hc_comm_enqueue(comm, req, gated);

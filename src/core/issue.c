@@ -27,7 +27,7 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
         return st;
     }
     /* nothing queued before it and no gate: the progress after this starts it */
-    hc_ops_issue(comm, req, args, !gated && comm->req_head == NULL);
+    hc_ops_issue(comm, req, !gated && comm->req_head == NULL);
     hc_comm_enqueue(comm, req, gated);
     *req_p = req;
     return HCOMM_SUCCESS;

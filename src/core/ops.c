@@ -38,17 +38,65 @@ void hc_ops_fini(struct hcomm_comm *c)
     c->ops_ring = NULL;
 }
 
-void hc_ops_issue_group(struct hcomm_comm *c, hcomm_request_t req, size_t ncalls, size_t bytes)
+void hc_ops_rec(const struct hcomm_request *req, hc_op_rec_t *o)
 {
-    hc_coll_args_t a = {.coll = HC_COLL_BARRIER, .count = ncalls, .dtype = HCOMM_UINT8};
-    hc_ops_issue(c, req, &a, 0);
-    req->op.coll  = HC_OP_GROUP;
-    req->op.bytes = bytes;
+    const hc_sched_t *s = req->sched;
+    *o                  = req->op;
+    o->coll             = s->coll;
+    o->dtype            = s->dtype;
+    o->op               = s->op;
+    o->algo             = s->algo;
+    o->peer             = s->peer;
+    o->count            = s->count;
+    o->bytes            = s->bytes;
+    o->nsteps           = s->nsteps;
+    if (o->state == HC_OP_QUEUED || o->state == HC_OP_RUNNING)
+        o->status = HCOMM_IN_PROGRESS;
+}
+
+/* Takes the ring's last ops_spill records to the trace's spill file (ops_trace.c). */
+void hc_trace_spill(struct hcomm_comm *c, uint64_t seq);
+
+void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req)
+{
+    const hc_op_rec_t *q       = &req->op;
+    const hc_sched_t  *s       = req->sched;
+    hc_op_rec_t       *r       = &c->ops_ring[q->seq & c->ops_mask];
+    int                started = q->state == HC_OP_RUNNING;
+    /* coarse: the executor's last reading, at most its health check's period
+     * (64 idle progress calls) old, so that the end costs no clock read */
+    uint64_t end = q->clock == HC_OP_CLOCK_COARSE ? c->ops_coarse : hc_ops_read(q->clock);
+    /* field by field into the ring: no copy of the request's record */
+    r->seq               = q->seq;
+    r->t_issue           = q->t_issue;
+    r->t_start           = started ? q->t_start : 0; /* not a hint left by its issue */
+    r->t_end             = end;
+    r->count             = s->count;
+    r->bytes             = s->bytes;
+    r->sent              = started ? c->bytes_sent - q->sent : 0;
+    r->peer              = s->peer;
+    r->status            = req->status;
+    r->nsteps            = s->nsteps;
+    r->coll              = s->coll;
+    r->dtype             = s->dtype;
+    r->op                = s->op;
+    r->algo              = s->algo;
+    r->state             = req->status == HCOMM_SUCCESS ? HC_OP_DONE : HC_OP_FAILED;
+    r->clock             = q->clock;
+    req->op.state        = r->state;
+    hcomm_request_t next = c->req_head; /* starts in this round unless a stream gates it */
+    if (r->clock != HC_OP_CLOCK_COARSE && next != NULL && !next->gated &&
+        next->op.state == HC_OP_QUEUED && next->op.clock == r->clock)
+        next->op.t_start = end;
+    if (c->ops_spill != 0 && (r->seq & (c->ops_spill - 1)) == 0)
+        hc_trace_spill(c, r->seq);
+    if (hc_prof_on() || req->prof_seen)
+        hc_prof_end(req, r);
 }
 
 uint64_t hc_op_bytes(const hc_op_rec_t *r)
 {
-    return r->coll == HC_OP_GROUP ? r->bytes : r->count * hcomm_dtype_size((hcomm_dtype_t)r->dtype);
+    return r->bytes;
 }
 
 uint64_t hc_ops_ns(const struct hcomm_comm *c, const hc_op_rec_t *r, uint64_t t)
@@ -61,7 +109,7 @@ static void ops_view_rec(const struct hcomm_comm *c, const hc_op_rec_t *r, hc_op
 {
     v->rec         = *r;
     v->rec.t_issue = hc_ops_ns(c, r, r->t_issue);
-    v->rec.t_start = hc_ops_ns(c, r, r->t_start);
+    v->rec.t_start = r->state != HC_OP_QUEUED ? hc_ops_ns(c, r, r->t_start) : 0;
     v->rec.t_end   = hc_ops_ns(c, r, r->t_end);
     if (r->clock == HC_OP_CLOCK_TICKS)
         v->rec.clock = HC_OP_CLOCK_NS;
@@ -70,7 +118,9 @@ static void ops_view_rec(const struct hcomm_comm *c, const hc_op_rec_t *r, hc_op
 
 static void ops_view(const struct hcomm_comm *c, hcomm_request_t req, hc_op_view_t *v)
 {
-    ops_view_rec(c, &req->op, v);
+    hc_op_rec_t r;
+    hc_ops_rec(req, &r);
+    ops_view_rec(c, &r, v);
     if (req->op.state != HC_OP_RUNNING)
         return;
     v->rec.sent = c->bytes_sent - req->op.sent;

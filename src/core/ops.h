@@ -3,11 +3,11 @@
  * stamped when the executor starts it and when the queue lets it go; at its end
  * it is copied into the communicator's ring of the last ones, which a trace
  * file (ops_trace.c) takes to disk, and handed to the profiler hooks
- * (ops_prof.c). Off, an operation costs its number, a few stores and one coarse
- * clock read (its start reuses the executor's): no allocation, lock or system
- * call. A trace stamps issue and end and takes the start from a stamp just
- * taken (the issue of a call that starts at once, the end of the operation
- * before it in the same progress round). */
+ * (ops_prof.c). Off, an operation costs its number and a few stores: its start
+ * and end take the executor's coarse clock readings; no clock read, allocation,
+ * lock or system call of its own. A trace stamps issue and end and takes the
+ * start from a stamp just taken (the issue of a call that starts at once, the
+ * end of the operation before it in the same progress round). */
 #ifndef HC_CORE_OPS_H
 #define HC_CORE_OPS_H
 
@@ -15,7 +15,7 @@
 #include "core/comm.h"
 
 /* Registered profilers, a bit per slot (ops_prof.c); read without a lock. */
-extern unsigned hc_prof_mask;
+extern unsigned hc_prof_mask __attribute__((visibility("hidden")));
 
 static inline unsigned hc_prof_on(void)
 {
@@ -29,55 +29,44 @@ static inline uint64_t hc_ops_read(unsigned clock)
     return hc_clock_ts_ns(clock == HC_OP_CLOCK_NS ? CLOCK_MONOTONIC : CLOCK_MONOTONIC_COARSE);
 }
 
-/* Numbers req, prepared for args, and fills its record; at_once: it is about
- * to start (nothing queued before it, no stream's gate). comm's lock held. */
-static inline void hc_ops_issue(struct hcomm_comm *c, hcomm_request_t req, const hc_coll_args_t *a,
-                                int at_once)
+/* Numbers req and stamps its issue; what it does is its schedule's (sched.h),
+ * read at its end. at_once: it is about to start (nothing queued before it,
+ * no stream's gate). comm's lock held. */
+static inline void hc_ops_issue(struct hcomm_comm *c, hcomm_request_t req, int at_once)
 {
     hc_op_rec_t *r = &req->op;
     uint8_t      k = hc_prof_on() ? HC_OP_CLOCK_NS : c->ops_clock;
     r->seq         = ++c->ops_seq;
-    r->t_issue     = k != HC_OP_CLOCK_COARSE ? hc_ops_read(k) : 0;
-    if (at_once)
-        c->ops_now = r->t_issue, c->ops_now_clock = k;
-    r->t_start = r->t_end = 0;
-    r->count              = a->count;
-    r->sent               = 0;
-    r->peer = a->coll == HC_COLL_SEND || a->coll == HC_COLL_RECV || a->coll == HC_COLL_BROADCAST ||
-                      a->coll == HC_COLL_REDUCE
-                  ? a->root
-                  : -1;
-    r->status      = HCOMM_IN_PROGRESS;
-    r->nsteps      = req->sched->nsteps;
-    r->coll        = (uint8_t)a->coll;
-    r->dtype       = (uint8_t)a->dtype;
-    r->op          = (uint8_t)a->op;
-    r->algo        = req->sched->algo;
     r->state       = HC_OP_QUEUED;
     r->clock       = k;
+    r->t_issue = r->t_start = 0;
+    if (k != HC_OP_CLOCK_COARSE) {
+        r->t_issue = hc_ops_read(k);
+        r->t_start = at_once ? r->t_issue : 0; /* kept by hc_ops_start */
+    }
     req->prof_seen = 0;
 }
 
-/* The same for a fused group of ncalls calls and bytes in all (group.c). */
-void hc_ops_issue_group(struct hcomm_comm *c, hcomm_request_t req, size_t ncalls, size_t bytes);
+/* The record of req's operation as its schedule and state say now. */
+void hc_ops_rec(const struct hcomm_request *req, hc_op_rec_t *out);
 
 /* The profiler hooks (ops_prof.c): a call's description for them; the
  * callbacks at an operation's start and end. */
 void hc_prof_call_fill(hcomm_prof_call_t *call, const hc_coll_args_t *a, uint8_t algo,
                        const void *sendbuf, void *recvbuf);
 void hc_prof_start(hcomm_request_t req);
-void hc_prof_end(hcomm_request_t req);
+void hc_prof_end(hcomm_request_t req, const hc_op_rec_t *r); /* r: its final record */
 
-/* The executor starts req; coarse_ns: its coarse clock reading. */
+/* The executor starts req; coarse_ns: its coarse clock reading. A start
+ * stamped already (its issue's, or the end of the operation before it in the
+ * same progress round) stays. */
 static inline void hc_ops_start(hcomm_request_t req, uint64_t coarse_ns)
 {
     struct hcomm_comm *c = req->comm;
     hc_op_rec_t       *r = &req->op;
     if (r->clock == HC_OP_CLOCK_COARSE)
         r->t_start = coarse_ns;
-    else if (c->ops_now != 0 && c->ops_now_clock == r->clock)
-        r->t_start = c->ops_now;
-    else
+    else if (r->t_start == 0)
         r->t_start = hc_ops_read(r->clock);
     r->state = HC_OP_RUNNING;
     r->sent  = c->bytes_sent;
@@ -85,32 +74,9 @@ static inline void hc_ops_start(hcomm_request_t req, uint64_t coarse_ns)
         hc_prof_start(req);
 }
 
-/* Takes the ring's last ops_spill records to the trace's spill file (ops_trace.c). */
-void hc_trace_spill(struct hcomm_comm *c, uint64_t seq);
-
-/* req has left the queue with its final status; comm's lock held. */
-static inline void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req)
-{
-    hc_op_rec_t *r                    = &req->op;
-    int          started              = r->state == HC_OP_RUNNING;
-    r->t_end                          = hc_ops_read(r->clock);
-    c->ops_now                        = r->t_end; /* the next start, in this round */
-    c->ops_now_clock                  = r->clock;
-    r->state                          = req->status == HCOMM_SUCCESS ? HC_OP_DONE : HC_OP_FAILED;
-    r->status                         = req->status;
-    r->sent                           = started ? c->bytes_sent - r->sent : 0;
-    c->ops_ring[r->seq & c->ops_mask] = *r;
-    if (c->ops_spill != 0 && (r->seq & (c->ops_spill - 1)) == 0)
-        hc_trace_spill(c, r->seq);
-    if (hc_prof_on() || req->prof_seen)
-        hc_prof_end(req);
-}
-
-/* A progress round is over: its stamps are old for the next. */
-static inline void hc_ops_round_end(struct hcomm_comm *c)
-{
-    c->ops_now = 0;
-}
+/* req has left the queue with its final status (comm_queue.c, a function of
+ * ops.c: out of the progress loop's way); comm's lock held. */
+void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req);
 
 /* ---- reading the records (ops.c) ---- */
 
@@ -132,7 +98,8 @@ void           hc_ops_fini(struct hcomm_comm *c);
  * how many it wrote. For a flight recorder and stuck-rank verdicts. */
 int hc_ops_snapshot(struct hcomm_comm *c, hc_op_view_t *out, int max);
 
-/* A record's payload bytes; its time t as CLOCK_MONOTONIC ns (0 stays 0). */
+/* A record's payload bytes (a group's: its calls'); its time t as
+ * CLOCK_MONOTONIC ns (0 stays 0). */
 uint64_t hc_op_bytes(const hc_op_rec_t *r);
 uint64_t hc_ops_ns(const struct hcomm_comm *c, const hc_op_rec_t *r, uint64_t t);
 

@@ -101,10 +101,9 @@ void hc_prof_call_fill(hcomm_prof_call_t *call, const hc_coll_args_t *a, uint8_t
     call->recvbuf    = recvbuf;
 }
 
-/* The operation as the callbacks see it, at its start or its end. */
-static void prof_op(hcomm_request_t req, hcomm_prof_op_t *op, int at_end)
+/* The operation (record r) as the callbacks see it, at its start or its end. */
+static void prof_op(hcomm_request_t req, const hc_op_rec_t *r, hcomm_prof_op_t *op, int at_end)
 {
-    const hc_op_rec_t *r = &req->op;
     struct hcomm_comm *c = req->comm;
     *op                  = (hcomm_prof_op_t){.size       = sizeof(*op),
                                              .comm       = c,
@@ -133,11 +132,12 @@ static void prof_op(hcomm_request_t req, hcomm_prof_op_t *op, int at_end)
     }
 }
 
-void hc_prof_start(hcomm_request_t req)
+/* op_start of each registered profiler for req, described by r. */
+static void prof_start(hcomm_request_t req, const hc_op_rec_t *r)
 {
     unsigned        mask = __atomic_load_n(&hc_prof_mask, __ATOMIC_SEQ_CST);
     hcomm_prof_op_t op;
-    prof_op(req, &op, 0);
+    prof_op(req, r, &op, 0);
     for (int i = 0; i < HCOMM_PROFILERS_MAX; i++) {
         prof_slot_t *s = &slots[i];
         if (!(mask & (1u << i)))
@@ -157,14 +157,21 @@ void hc_prof_start(hcomm_request_t req)
     }
 }
 
-void hc_prof_end(hcomm_request_t req)
+void hc_prof_start(hcomm_request_t req)
+{
+    hc_op_rec_t r;
+    hc_ops_rec(req, &r);
+    prof_start(req, &r);
+}
+
+void hc_prof_end(hcomm_request_t req, const hc_op_rec_t *r)
 {
     hcomm_prof_op_t op;
-    if (req->op.t_start == 0) /* never started (its communicator had failed): start now */
-        hc_prof_start(req);
+    if (r->t_start == 0 && req->prof_seen == 0) /* never started (its communicator failed) */
+        prof_start(req, r);
     if (req->prof_seen == 0)
         return;
-    prof_op(req, &op, 1);
+    prof_op(req, r, &op, 1);
     for (int i = 0; i < HCOMM_PROFILERS_MAX; i++) {
         prof_slot_t *s = &slots[i];
         if (!(req->prof_seen & (1u << i)))

@@ -6,6 +6,8 @@
  * killed process leaves nothing behind. */
 #include "core/ops_spill.h"
 
+#include "hcomm.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -111,6 +113,7 @@ static void spill_unpack(const spill_small_t *p, uint64_t seq, hc_op_rec_t *r)
                        .t_start = p->start,
                        .t_end   = p->start + p->dur,
                        .count   = p->count,
+                       .bytes   = p->count * hcomm_dtype_size((hcomm_dtype_t)(p->dtype & 15u)),
                        .sent    = p->sent,
                        .peer    = p->peer,
                        .status  = p->status,
