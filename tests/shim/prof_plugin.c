@@ -17,18 +17,22 @@
 
 #define EV_MAGIC 0x70726f66u
 
-typedef struct {
-    int rank, nranks;
-    int counts[12]; /* by the event type's bit */
-    int open, bad;
-} ctx_t;
+typedef struct ev ev_t;
 
 typedef struct {
+    int   rank, nranks;
+    int   counts[12]; /* by the event type's bit */
+    int   open, bad;
+    ev_t *events; /* all of them: freed at finalize */
+} ctx_t;
+
+struct ev {
     uint32_t magic;
     uint64_t type;
     ctx_t   *ctx;
     int      stopped;
-} ev_t;
+    ev_t    *next;
+};
 
 static void bad(ctx_t *c, const char *what)
 {
@@ -69,6 +73,8 @@ static int t_start(void *context, void **handle, hc_nprof_descr_t *d)
     if (e == NULL)
         return 0;
     e->magic = EV_MAGIC, e->type = d->type, e->ctx = c;
+    e->next   = c->events;
+    c->events = e;
     c->open++;
     for (int b = 0; b < 12; b++)
         if (d->type == (1ull << b))
@@ -120,7 +126,7 @@ static int t_stop(void *handle)
         bad(e->ctx, "an event stopped twice");
     else
         e->ctx->open--;
-    return 0; /* kept: later events may name it as their parent */
+    return 0; /* kept until finalize: later events may name it as their parent */
 }
 
 static int t_state(void *handle, int state, void *args)
@@ -137,6 +143,11 @@ static int t_finalize(void *context)
            c->rank, c->nranks, c->counts[8], c->counts[9], c->counts[10], c->counts[0],
            c->counts[1], c->counts[2], c->open, c->bad);
     fflush(stdout);
+    while (c->events != NULL) {
+        ev_t *e   = c->events;
+        c->events = e->next;
+        free(e);
+    }
     free(c);
     return 0;
 }
