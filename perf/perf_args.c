@@ -58,6 +58,9 @@ static void usage(FILE *f)
         "                           fastest per size and write FILE (default hcomm_tuning.txt);\n"
         "                           use it with HCOMM_TUNING_FILE=FILE (alone mode only)\n"
         "      --seed N             alltoallv counts and MoE routing come from N (default 1)\n"
+        "      --trace FILE         write a Chrome trace of every operation, one file per\n"
+        "                           rank (HCOMM_TRACE_FILE: %%r rank, %%h host, %%p pid; without\n"
+        "                           %%r the rank goes before .json); open it in Perfetto\n"
         "alltoallv: blocking, -m 1; each rank sends exactly size bytes, cut into random\n"
         "  uneven blocks (zeros too) arranged so that each rank also receives size bytes;\n"
         "  the size column is the bytes each rank sends; busbw = algbw x (n-1)/n.\n"
@@ -366,6 +369,7 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         {"tune", optional_argument, NULL, 'T'},
         {"compress", required_argument, NULL, 'C'},
         {"seed", required_argument, NULL, OPT_SEED},
+        {"trace", required_argument, NULL, 'X'},
         {"tokens", required_argument, NULL, OPT_TOKENS},
         {"hidden", required_argument, NULL, OPT_HIDDEN},
         {"topk", required_argument, NULL, OPT_TOPK},
@@ -391,6 +395,13 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         }
         if (c == 'T') {
             a->tune_file = optarg != NULL ? optarg : "hcomm_tuning.txt";
+            continue;
+        }
+        if (c == 'X') { /* read when the first communicator is made; forked ranks inherit it */
+            if (optarg[0] == '\0' || setenv("HCOMM_TRACE_FILE", optarg, 1) != 0) {
+                fprintf(stderr, PERF_TAG ": bad value '%s' for --trace\n", optarg);
+                return 2;
+            }
             continue;
         }
         step_given |= c == 'i';

@@ -194,10 +194,24 @@ hcomm_status_t hc_algo_build(const hc_coll_args_t *args, hc_algo_t algo, const h
         hc_error(ALGO, "%s/%s needs %s", hc_coll_name(args->coll), hc_algo_name(algo), lack);
         return HCOMM_ERR_UNSUPPORTED;
     }
-    if (r->planned != NULL)
-        return r->planned(args, plans, nranks, rank, chunk_bytes, sched_p);
-    return hc_algo_build_steps(args, r->steps, algo_names[algo], nranks, rank, chunk_bytes,
-                               sched_p);
+    hcomm_status_t st = r->planned != NULL
+                            ? r->planned(args, plans, nranks, rank, chunk_bytes, sched_p)
+                            : hc_algo_build_steps(args, r->steps, algo_names[algo], nranks, rank,
+                                                  chunk_bytes, sched_p);
+    if (st == HCOMM_SUCCESS) { /* what the operation records name */
+        hc_sched_t *sc = *sched_p;
+        sc->algo       = (uint8_t)algo;
+        sc->coll       = (uint8_t)args->coll;
+        sc->dtype      = (uint8_t)args->dtype;
+        sc->op         = (uint8_t)args->op;
+        sc->peer       = args->coll == HC_COLL_SEND || args->coll == HC_COLL_RECV ||
+                           args->coll == HC_COLL_BROADCAST || args->coll == HC_COLL_REDUCE
+                             ? args->root
+                             : -1;
+        sc->count      = args->count;
+        sc->bytes      = args->count * hcomm_dtype_size(args->dtype);
+    }
+    return st;
 }
 
 /* ---- names ---- */

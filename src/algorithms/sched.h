@@ -53,6 +53,15 @@ typedef struct hc_sched {
     int        nranks, rank;
     int32_t   *peers;     /* filled by hc_sched_finalize: the ranks messages go to or come from */
     uint32_t   npeers;
+    /* what it does, for the operation records (core/ops.h): set by
+     * hc_algo_build from the call; a fused group's by the group */
+    uint8_t  algo;  /* the hc_algo_t that built it; 0: none (a fused group) */
+    uint8_t  coll;  /* hc_coll_t */
+    uint8_t  dtype; /* hcomm_dtype_t */
+    uint8_t  op;    /* hcomm_op_t */
+    int32_t  peer;  /* send, recv: the peer; broadcast, reduce: the root; else -1 */
+    uint64_t count; /* elements as the call gave them */
+    uint64_t bytes; /* count x the datatype's size */
 } hc_sched_t;
 
 hc_sched_t *hc_sched_create(int nranks, int rank);

@@ -4,6 +4,7 @@
 #include "core/comm.h"
 #include "core/comm_card.h"
 #include "core/exec.h"
+#include "core/ops.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -99,6 +100,10 @@ void hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status)
         return;
     comm->error = status;
     hc_comm_tl_close(comm);
+    /* what ran until now reaches the trace file, whatever happens next; a
+     * flight recorder (hc_ops_snapshot) would be written here too */
+    if (comm->trace != NULL)
+        hc_trace_flush(comm);
 }
 
 void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status)
@@ -312,6 +317,8 @@ int hc_comm_wait_released(hcomm_comm_t c)
 
 void hc_comm_free(hcomm_comm_t c)
 {
+    hc_trace_close(c);
+    hc_ops_fini(c);
     hc_comm_tl_close(c);
     hc_plans_free(&c->plans);
     if (c->bs != NULL)
@@ -387,8 +394,12 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
     c->timeout = p->timeout;
     hc_log_set_rank(rank);
 
-    hcomm_status_t st = comm_setup(c, id);
-    c->host_ids       = NULL;
+    hcomm_status_t st = hc_ops_init(c);
+    if (st == HCOMM_SUCCESS)
+        st = comm_setup(c, id);
+    c->host_ids = NULL;
+    if (st == HCOMM_SUCCESS)
+        hc_trace_open(c); /* before calibration and warm-up: they are operations too */
     if (st == HCOMM_SUCCESS && registry_add(c) != 0)
         st = HCOMM_ERR_NO_MEMORY;
     else if (st == HCOMM_SUCCESS && (st = hc_comm_calibrate(c)) != HCOMM_SUCCESS)

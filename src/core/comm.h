@@ -69,6 +69,15 @@ struct hcomm_comm {
     unsigned long          moved;       /* bumped whenever a request posts or finishes a step
                                          * (under the lock; read without it: relaxed atomics) */
     uint64_t            bytes_sent;  /* payload handed to transports (hcomm_comm_bytes_sent) */
+    /* operations (core/ops.h): numbered at issue, the last ones ended kept in a
+     * ring; a trace file's buffer when HCOMM_TRACE_FILE is set */
+    uint64_t         ops_seq;  /* the last operation's number */
+    hc_op_rec_t     *ops_ring; /* ended operations at seq & ops_mask */
+    uint32_t         ops_mask;
+    uint32_t         ops_spill; /* a trace's: its ring goes to disk every this many */
+    uint8_t          ops_clock; /* what operations are stamped with, no profiler on */
+    uint64_t         ops_coarse; /* the executor's last coarse clock reading (ns) */
+    struct hc_trace *trace;
     /* streams: once a request has gone to a stream (threaded = 1, set by the
      * issuing thread before any stream thread sees the comm), every access to
      * the queue and the executor holds lock; until then the comm stays lock-free */

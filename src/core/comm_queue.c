@@ -9,6 +9,7 @@
 #include "base/params.h"
 #include "core/comm.h"
 #include "core/exec.h"
+#include "core/ops.h"
 
 void hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req, int gated)
 {
@@ -57,6 +58,7 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
         if (comm->req_head == NULL)
             comm->req_tail = NULL;
         req->next = NULL;
+        hc_ops_end(comm, req);
     }
     return st;
 }

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/reduce.h"
 #include "core/comm.h"
+#include "core/ops.h"
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
@@ -102,6 +103,9 @@ void hc_exec_release(hcomm_request_t req)
     req->next_send = req->next_recv = NULL;
     req->cap_steps = 0;
     req->cap_peers = 0;
+    free(req->prof_calls);
+    req->prof_calls  = NULL;
+    req->prof_ncalls = 0;
 }
 
 static inline char *exec_ptr(const struct hcomm_request *req, hc_slice_t sl)
@@ -283,7 +287,10 @@ static void exec_check_health(hcomm_request_t req)
 {
     struct hcomm_comm *comm = req->comm;
     const hc_sched_t  *s    = req->sched;
-    double             now  = hc_clock_coarse();
+    uint64_t           ns   = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
+    double             now  = (double)ns * 1e-9;
+
+    comm->ops_coarse = ns; /* an operation's end, where no other clock is read */
 
     for (uint32_t i = req->first_pending; i < s->nsteps; i++) {
         const hc_step_t *st = &s->steps[i];
@@ -341,9 +348,28 @@ static hcomm_status_t exec_start(hcomm_request_t req)
             }
         }
     }
+    uint64_t now       = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
     req->started       = 1;
-    req->last_progress = hc_clock_coarse();
+    req->last_progress = (double)now * 1e-9;
+    comm->ops_coarse   = now;
+    hc_ops_start(req, now);
     return HCOMM_SUCCESS;
+}
+
+int hc_exec_waiting_peers(const struct hcomm_request *req, int32_t *peers, int max)
+{
+    int n = 0;
+    for (uint32_t i = req->first_pending; req->sched && i < req->sched->nsteps && n < max; i++) {
+        const hc_step_t *st = &req->sched->steps[i];
+        if (req->state[i] != STEP_POSTED)
+            continue;
+        int seen = 0;
+        for (int k = 0; k < n && !seen; k++)
+            seen = peers[k] == st->peer;
+        if (!seen)
+            peers[n++] = st->peer;
+    }
+    return n;
 }
 
 hcomm_status_t hc_exec_progress(hcomm_request_t req)
@@ -376,7 +402,8 @@ hcomm_status_t hc_exec_progress(hcomm_request_t req)
         __atomic_store_n(&comm->moved, comm->moved + 1, __ATOMIC_RELAXED); /* one writer */
     if (finished > 0) {
         req->poll_tick     = 0;
-        req->last_progress = hc_clock_coarse();
+        comm->ops_coarse   = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
+        req->last_progress = (double)comm->ops_coarse * 1e-9;
     } else if (++req->poll_tick % EXEC_CHECK_EVERY == 0) {
         exec_check_health(req);
     }

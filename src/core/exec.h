@@ -22,6 +22,9 @@ hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_
                                void *const *bufs, size_t tmp_total);
 /* Advances req; returns HCOMM_IN_PROGRESS, HCOMM_SUCCESS or the failure. */
 hcomm_status_t hc_exec_progress(hcomm_request_t req);
+/* The peers of req's posted transfers that have not finished (each once, at
+ * most max): whom a running request waits for. */
+int hc_exec_waiting_peers(const struct hcomm_request *req, int32_t *peers, int max);
 /* Frees what hc_exec_prepare allocated (not req itself). */
 void hc_exec_release(hcomm_request_t req);
 

@@ -7,6 +7,7 @@
 #include "core/comm.h"
 #include "core/exec.h"
 #include "core/group.h"
+#include "core/ops.h"
 
 static __thread int              group_depth HC_TLS_FAST;
 static __thread unsigned long    group_epoch; /* outermost groups started on this thread */
@@ -104,6 +105,9 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
     size_t         nbufs  = HC_BUF_PER_OP;
     void         **bufs   = calloc(HC_BUF_PER_OP, sizeof(void *));
     hcomm_status_t st     = merged && bufs ? HCOMM_SUCCESS : HCOMM_ERR_NO_MEMORY;
+    size_t         ncalls = 0, bytes = 0;
+    /* the calls, for profilers registered now (ops_prof.c); none: NULL */
+    hcomm_prof_call_t *calls = hc_prof_on() ? calloc(group_len, sizeof(*calls)) : NULL;
 
     for (size_t i = 0; i < group_len && st == HCOMM_SUCCESS; i++) {
         hc_group_call_t *c = &group_calls[i];
@@ -114,6 +118,10 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
         st = hc_comm_get_sched(comm, &c->args, &s, &owned);
         if (st != HCOMM_SUCCESS)
             break;
+        if (calls != NULL)
+            hc_prof_call_fill(&calls[ncalls], &c->args, s->algo, c->sendbuf, c->recvbuf);
+        ncalls++;
+        bytes += c->args.count * hcomm_dtype_size(c->args.dtype);
         st = hc_sched_append(merged, s);
         if (owned)
             hc_sched_destroy(s);
@@ -143,9 +151,17 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
             hc_request_recycle(comm, req);
         if (merged != NULL)
             hc_sched_destroy(merged);
+        free(calls);
         return st;
     }
     req->own_sched = 1;
+    merged->coll   = HC_OP_GROUP; /* what its record says (core/ops.h) */
+    merged->peer   = -1;
+    merged->count  = ncalls;
+    merged->bytes  = bytes;
+    hc_ops_issue(comm, req, 0);
+    req->prof_calls  = calls;
+    req->prof_ncalls = calls != NULL ? ncalls : 0;
     hc_comm_enqueue(comm, req, gated);
     *req_p = req;
     return HCOMM_SUCCESS;

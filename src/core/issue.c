@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/exec.h"
+#include "core/ops.h"
 
 hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
                                void *recvbuf, int gated, hcomm_request_t *req_p)
@@ -25,6 +26,8 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
         hc_request_recycle(comm, req);
         return st;
     }
+    /* nothing queued before it and no gate: the progress after this starts it */
+    hc_ops_issue(comm, req, !gated && comm->req_head == NULL);
     hc_comm_enqueue(comm, req, gated);
     *req_p = req;
     return HCOMM_SUCCESS;

@@ -11,7 +11,9 @@
 
 #include "algorithms/sched.h"
 #include "core/handles.h"
+#include "core/op_rec.h"
 #include "hcomm.h"
+#include "hcomm_profiler.h"
 
 struct hcomm_request {
     hcomm_request_t   next;
@@ -40,6 +42,14 @@ struct hcomm_request {
     unsigned          poll_tick;
     unsigned          nposted;
     size_t            bytes_seen;  /* bytes moved by posted steps at the last check */
+    hc_op_rec_t       op;          /* its record (core/ops.h) */
+    /* profilers (ops_prof.c): the slots whose op_start saw it, at which
+     * registration, and their data; a group's calls, kept for them */
+    uint8_t            prof_seen;
+    uint16_t           prof_gen[HCOMM_PROFILERS_MAX];
+    void              *prof_data[HCOMM_PROFILERS_MAX];
+    hcomm_prof_call_t *prof_calls;
+    size_t             prof_ncalls;
 };
 
 /* A request for comm: a spare one of its last ones, or a new one; NULL (logged)

@@ -2,7 +2,8 @@
 # run_shim.sh - runs the NCCL shim checks from already-built binaries:
 # nccl_check (and nccl_check_nv, built against NVIDIA's nccl.h, and
 # nccl_check_cuda, linked to CUDA for calls on CUDA streams) under hcomm-run
-# on 1, 2 and 3 ranks, and with a rank that dies (shrunk away); the ABI diff of nccl_abi_check_hc / nccl_abi_check_nv;
+# on 1, 2 and 3 ranks, and with a rank that dies (shrunk away); with an NCCL
+# profiler plugin (tests/shim/prof_plugin.c); the ABI diff of nccl_abi_check_hc / nccl_abi_check_nv;
 # the symbol check of libnccl.so.2 against NVIDIA's header. Builds nothing.
 #   SHIM_BIN   folder holding the test binaries (default tests/shim of the build)
 #   SHIM_LIB   folder holding libnccl.so.2 (default .libs of the build)
@@ -39,6 +40,28 @@ for tl in shm tcp; do
         [ "$(grep -c ': PASS (0 failures)' "$out")" -eq 2 ]
     result "shrink after a rank died ($tl)" $?
 done
+# NCCL profiler plugins: the test plugin by path and by NAME
+# (libnccl-profiler-NAME.so on the library path) sees consistent events,
+# all stopped, collectives and P2P among them; none, or one that is not
+# there, leaves the program running without
+plug=$bin/.libs/libnccl-profiler-test.so
+if [ -f "$plug" ]; then
+    for how in "$plug" test; do
+        LD_LIBRARY_PATH="$bin/.libs:$LD_LIBRARY_PATH" NCCL_PROFILER_PLUGIN=$how \
+            NCCL_CHECK_ID_FILE="$tmp/id.prof.$(basename "$how")" \
+            "$run" -n 2 -t 120 "$bin/nccl_check" > "$out" 2>&1 &&
+            awk '/^prof_plugin rank/ { n++; coll += $15; p2p += $17; if ($19 || $21) bad++ }
+                 END { exit !(n >= 2 && coll > 0 && p2p > 0 && !bad) }' "$out"
+        result "profiler plugin loaded as $(basename "$how"): every event consistent and stopped" $?
+    done
+    for how in none /nonexistent/libnccl-profiler-x.so; do
+        NCCL_PROFILER_PLUGIN=$how NCCL_CHECK_ID_FILE="$tmp/id.noprof.$(basename "$how")" \
+            "$run" -n 2 -t 120 "$bin/nccl_check" > "$out" 2>&1 && ! has '^prof_plugin'
+        result "NCCL_PROFILER_PLUGIN=$how: runs without a plugin" $?
+    done
+else
+    result "profiler plugin (tests/shim/libnccl-profiler-test.so not built)" 77
+fi
 if [ -x "$bin/nccl_abi_check_nv" ]; then
     { "$bin/nccl_abi_check_hc" > "$tmp/hc" && "$bin/nccl_abi_check_nv" > "$tmp/nv" &&
         [ -s "$tmp/hc" ] && diff "$tmp/nv" "$tmp/hc"; } > "$out" 2>&1

@@ -110,6 +110,7 @@ static const hc_params_alias_t nccl_aliases[] = {
     {"NET", "NCCL_IB_DISABLE", conv_ib_disable},
     {"IB_HCA", "NCCL_IB_HCA", conv_copy},
     {"IB_GID_INDEX", "NCCL_IB_GID_INDEX", conv_copy},
+    {"NCCL_PROFILER_PLUGIN", "NCCL_PROFILER_PLUGIN", conv_copy},
     {NULL, NULL, NULL},
 };
 

@@ -152,9 +152,19 @@ static ncclResult_t read_config(const ncclConfig_t *cfg, const char *what)
     return ncclSuccess;
 }
 
-/* Makes a new hcomm communicator an NCCL one (nccl_shim.h); destroys it on
- * failure. */
-static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const char *what)
+/* The config's commName, where it has one. */
+static const char *config_name(const ncclConfig_t *cfg)
+{
+    if (cfg == NULL || cfg->size < offsetof(ncclConfig_t, commName) + sizeof(char *) ||
+        cfg->commName == NCCL_CONFIG_UNDEF_PTR)
+        return NULL;
+    return cfg->commName;
+}
+
+/* Makes a new hcomm communicator an NCCL one (nccl_shim.h) and gives it to
+ * the profiler plugin; destroys it on failure. */
+static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const ncclConfig_t *cfg,
+                              const char *what)
 {
     hc_nccl_ext_t *ext = calloc(1, sizeof(*ext));
     if (ext == NULL) {
@@ -164,6 +174,7 @@ static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const char *what
     hc->frontend = ext;
     __atomic_store_n(&hc->frontend_state, HC_NCCL_COMM_LIVE, __ATOMIC_RELEASE);
     *out = (ncclComm_t)(void *)hc;
+    hc_nccl_prof_comm_init(*out, config_name(cfg));
     return ncclSuccess;
 }
 
@@ -184,7 +195,7 @@ ncclResult_t hcomm_nccl_CommInitRankConfig(ncclComm_t *comm, int nranks, ncclUni
     res = hc_nccl_status(hcomm_comm_init(&hc, nranks, &id, rank), what);
     if (res != ncclSuccess)
         return res;
-    return wrap_comm(hc, comm, what);
+    return wrap_comm(hc, comm, config, what);
 }
 
 ncclResult_t hcomm_nccl_CommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
@@ -215,14 +226,24 @@ ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devli
     return res != ncclSuccess ? res : hcomm_nccl_CommInitRank(comm, 1, id, 0);
 }
 
-/* Takes back what wrap_comm added, before hcomm destroys the communicator. */
-static void unwrap_comm(ncclComm_t comm)
+/* Takes back what wrap_comm added, before hcomm destroys the communicator;
+ * what the operations still queued use (the profiler's context) goes after
+ * (unwrap_done). */
+static hc_nccl_ext_t *unwrap_comm(ncclComm_t comm)
 {
     hcomm_comm_t hc = hc_of(comm);
     hc_nccl_streams_destroy(comm);
     __atomic_store_n(&hc->frontend_state, 0, __ATOMIC_RELEASE);
-    free(hc->frontend);
-    hc->frontend = NULL;
+    return hc->frontend;
+}
+
+static ncclResult_t unwrap_done(hc_nccl_ext_t *ext, hcomm_status_t st, const char *what)
+{
+    if (st == HCOMM_SUCCESS) { /* else the communicator, still held, keeps it */
+        hc_nccl_prof_comm_fini(ext);
+        free(ext);
+    }
+    return hc_nccl_status(st, what);
 }
 
 ncclResult_t hcomm_nccl_CommFinalize(ncclComm_t comm)
@@ -239,8 +260,8 @@ ncclResult_t hcomm_nccl_CommDestroy(ncclComm_t comm)
         return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
     if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommDestroy: invalid communicator");
-    unwrap_comm(comm);
-    return hc_nccl_status(hcomm_comm_destroy(hc_of(comm)), "ncclCommDestroy");
+    hc_nccl_ext_t *ext = unwrap_comm(comm);
+    return unwrap_done(ext, hcomm_comm_destroy(hc_of(comm)), "ncclCommDestroy");
 }
 
 ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
@@ -249,8 +270,8 @@ ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
         return ncclSuccess;
     if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommAbort: invalid communicator");
-    unwrap_comm(comm);
-    return hc_nccl_status(hcomm_comm_abort(hc_of(comm)), "ncclCommAbort");
+    hc_nccl_ext_t *ext = unwrap_comm(comm);
+    return unwrap_done(ext, hcomm_comm_abort(hc_of(comm)), "ncclCommAbort");
 }
 
 /* Nothing is ever in flight between calls; revoking only forbids further use. */
@@ -288,7 +309,7 @@ ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_
         *newcomm = NULL;
         return ncclSuccess;
     }
-    return wrap_comm(hc, newcomm, what);
+    return wrap_comm(hc, newcomm, config, what);
 }
 
 /* The excluded ranks do not call; survivors keep their order (hcomm_comm_shrink).
@@ -309,7 +330,7 @@ ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int e
     hcomm_comm_t hc = NULL;
     res = hc_nccl_status(hcomm_comm_shrink(hc_of(comm), excludeRanksList, excludeRanksCount, &hc),
                          what);
-    return res != ncclSuccess ? res : wrap_comm(hc, newcomm, what);
+    return res != ncclSuccess ? res : wrap_comm(hc, newcomm, config, what);
 }
 
 hcomm_status_t hcomm_comm_from_nccl(struct ncclComm *comm, hcomm_comm_t *hc)

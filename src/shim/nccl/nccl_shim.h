@@ -43,9 +43,10 @@ typedef struct {
 } hc_nccl_stream_t;
 
 typedef struct {
-    hc_nccl_premul_t premul[HC_NCCL_MAX_PREMUL];
-    hc_nccl_stream_t streams[HC_NCCL_MAX_STREAMS];
-    int              nstreams;
+    hc_nccl_premul_t     premul[HC_NCCL_MAX_PREMUL];
+    hc_nccl_stream_t     streams[HC_NCCL_MAX_STREAMS];
+    int                  nstreams;
+    struct hc_nccl_prof *prof; /* the profiler plugin's context (nccl_profiler.c) */
 } hc_nccl_ext_t;
 
 static inline hcomm_comm_t hc_of(ncclComm_t comm)
@@ -97,6 +98,11 @@ ncclResult_t hc_nccl_stream(ncclComm_t comm, cudaStream_t stream, const void *se
                             const void *recvbuf, hcomm_stream_t *hs, const char *what);
 /* Destroys those streams, after their queued work (before the communicator). */
 void hc_nccl_streams_destroy(ncclComm_t comm);
+/* The profiler plugin (nccl_profiler.c): loaded at the first communicator;
+ * its context for comm (name: the config's commName, or NULL); its finalize,
+ * once the communicator is drained and destroyed. */
+void hc_nccl_prof_comm_init(ncclComm_t comm, const char *name);
+void hc_nccl_prof_comm_fini(hc_nccl_ext_t *ext);
 
 /* The checks every call makes are inline, so that a valid call costs the shim
  * a few compares (perf/shim_overhead) and only failures leave the fast path. */

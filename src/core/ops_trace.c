@@ -1,0 +1,440 @@
+/* ops_trace.c - HCOMM_TRACE_FILE: a Chrome trace (JSON that Perfetto and
+ * chrome://tracing open) of every operation of the process's communicators,
+ * one file per process, each communicator a track of its own.
+ *
+ * Nothing is formatted while operations run. A traced communicator's ring of
+ * records grows to two halves; each time one fills, its records go, packed,
+ * to unlinked spill files (ops_spill.c). At a flush point (the communicator fails, is
+ * destroyed or aborted, or the process exits) the records are formatted and
+ * appended, and the file ends in a whole {"traceEvents":[...]} document
+ * again. A process killed between flush points leaves the file as the last
+ * one wrote it. Where the kernel keeps time with the TSC, records are stamped
+ * in its ticks and turned into CLOCK_MONOTONIC ns when formatted, against
+ * readings of both clocks at open and at the flush. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/params.h"
+#include "core/ops.h"
+#include "core/ops_spill.h"
+
+#define TRACE_HALF_MIN 2048u         /* records per half of a traced ring, at least */
+#define TRACE_OUT_BYTES (256u << 10) /* formatted bytes per write */
+#define TRACE_EVENT_MAX 1024u        /* room one operation's events need */
+#define TRACE_QUEUED_NS 1000u        /* a wait in the queue this long gets its own slice */
+
+struct hc_trace {
+    hc_op_rec_t       *ring;        /* the communicator's ring while it is traced */
+    uint32_t           half;        /* records per half (comm->ops_spill) */
+    hc_spill_t         spill;       /* records not formatted yet (ops_spill.h) */
+    uint64_t           written;     /* records up to this number are in the trace */
+    uint64_t           spilled;     /* ... or in the spill files */
+    uint64_t           lost;        /* records a failed spill or read dropped */
+    uint64_t           ns0, tk0;    /* both clocks at open */
+    double             ns_per_tick; /* at the flush */
+    int                tid;         /* the communicator's track */
+    struct hcomm_comm *comm;
+    struct hc_trace   *next; /* the live ones, for the exit flush */
+};
+
+/* The process's file, shared by its communicators. */
+static struct {
+    pthread_mutex_t  lock;
+    int              fd;  /* -1: not opened yet; -2: could not be (tracing off) */
+    off_t            end; /* where the last event ends: the trailer follows */
+    int              pid; /* the process's track: its first traced communicator's rank */
+    pid_t            owner;
+    int              ntid;
+    uint8_t          clock;         /* HC_OP_CLOCK_TICKS where the TSC keeps time, else _NS */
+    char             dir[PATH_MAX]; /* spill files go beside the trace */
+    struct hc_trace *live;
+} tf = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+static const char trace_trailer[] = "\n]}\n";
+
+/* Writes len bytes at off, whole; 0 or -1 (errno set). */
+static int trace_pwrite(int fd, const char *p, size_t len, off_t off)
+{
+    while (len > 0) {
+        ssize_t w = pwrite(fd, p, len, off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w, len -= (size_t)w, off += w;
+    }
+    return 0;
+}
+
+/* Appends out (events, each led by ",\n") and the trailer; tf.lock held. */
+static void trace_append(const char *out, size_t len)
+{
+    if (tf.fd < 0)
+        return;
+    if (trace_pwrite(tf.fd, out, len, tf.end) != 0 ||
+        trace_pwrite(tf.fd, trace_trailer, sizeof(trace_trailer) - 1, tf.end + (off_t)len) != 0) {
+        hc_error(INIT, "HCOMM_TRACE_FILE: write failed: %s; tracing stops", strerror(errno));
+        close(tf.fd);
+        tf.fd = -2;
+        return;
+    }
+    tf.end += (off_t)len;
+}
+
+/* Both clocks at one moment: the ticks read around the ns, averaged. */
+static void trace_clocks(uint64_t *ns, uint64_t *tk)
+{
+    uint64_t a = hc_clock_ticks();
+    *ns        = hc_clock_now_ns();
+    *tk        = a + (hc_clock_ticks() - a) / 2;
+}
+
+static double trace_slope(const struct hc_trace *t)
+{
+    uint64_t ns, tk;
+    trace_clocks(&ns, &tk);
+    return tk > t->tk0 ? (double)(ns - t->ns0) / (double)(tk - t->tk0) : 1.0;
+}
+
+uint64_t hc_trace_ticks_ns(const struct hcomm_comm *c, uint64_t ticks)
+{
+    const struct hc_trace *t = c->trace;
+    if (t == NULL)
+        return ticks;
+    return t->ns0 + (uint64_t)((double)(int64_t)(ticks - t->tk0) * trace_slope(t));
+}
+
+static uint64_t trace_ns(const struct hc_trace *t, const hc_op_rec_t *r, uint64_t v)
+{
+    if (v == 0 || r->clock != HC_OP_CLOCK_TICKS)
+        return v;
+    return t->ns0 + (uint64_t)((double)(int64_t)(v - t->tk0) * t->ns_per_tick);
+}
+
+/* ns as microseconds with three decimals (Chrome's unit). */
+static int trace_us(char *p, size_t room, uint64_t ns)
+{
+    return snprintf(p, room, "%llu.%03u", (unsigned long long)(ns / 1000u), (unsigned)(ns % 1000u));
+}
+
+/* One operation's events into p (at least TRACE_EVENT_MAX bytes); their length. */
+static size_t trace_format(char *p, const struct hc_trace *t, const hc_op_rec_t *r)
+{
+    size_t      n = 0, room = TRACE_EVENT_MAX;
+    const char *name  = hc_ops_coll_name(r);
+    uint64_t    issue = trace_ns(t, r, r->t_issue), start = trace_ns(t, r, r->t_start);
+    uint64_t    end  = trace_ns(t, r, r->t_end);
+    uint64_t    ts   = start ? start : issue ? issue : end;
+    uint64_t    wait = start && issue && start > issue ? start - issue : 0;
+    int         tid  = t->tid;
+
+#define TRACE_PUT(...) (n += (size_t)snprintf(p + n, room - n, __VA_ARGS__))
+#define TRACE_TS(ns) (n += (size_t)trace_us(p + n, room - n, (ns)))
+    if (wait >= TRACE_QUEUED_NS) { /* issue -> start, on an async track: waits overlap */
+        for (int e = 0; e < 2; e++) {
+            TRACE_PUT(",\n{\"name\":\"%s\",\"cat\":\"queued\",\"ph\":\"%c\",\"id\":\"%d.%llu\","
+                      "\"pid\":%d,\"tid\":%d,\"ts\":",
+                      name, e ? 'e' : 'b', tid, (unsigned long long)r->seq, tf.pid, tid);
+            TRACE_TS(e ? start : issue);
+            TRACE_PUT("}");
+        }
+    }
+    TRACE_PUT(",\n{\"name\":\"%s\",\"cat\":\"op\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", name,
+              tf.pid, tid);
+    TRACE_TS(ts);
+    TRACE_PUT(",\"dur\":");
+    TRACE_TS(end > ts ? end - ts : 0);
+    TRACE_PUT(",\"args\":{\"seq\":%llu,\"%s\":%llu,", (unsigned long long)r->seq,
+              r->coll == HC_OP_GROUP ? "calls" : "count", (unsigned long long)r->count);
+    if (r->coll != HC_OP_GROUP)
+        TRACE_PUT("\"dtype\":\"%s\",", hcomm_dtype_name((hcomm_dtype_t)r->dtype));
+    TRACE_PUT("\"bytes\":%llu,\"algorithm\":\"%s\",\"steps\":%u,\"sent\":%llu,",
+              (unsigned long long)hc_op_bytes(r), hc_ops_algo_name(r), r->nsteps,
+              (unsigned long long)r->sent);
+    if (r->peer >= 0)
+        TRACE_PUT("\"%s\":%d,",
+                  r->coll == HC_COLL_SEND || r->coll == HC_COLL_RECV ? "peer" : "root", r->peer);
+    TRACE_PUT("\"queued_us\":");
+    TRACE_TS(wait);
+    TRACE_PUT(",\"status\":\"%s\"}}", hcomm_status_name((hcomm_status_t)r->status));
+#undef TRACE_PUT
+#undef TRACE_TS
+    return n < room ? n : room - 1;
+}
+
+/* Formats recs into out, writing it out as it fills; returns what is left in it. */
+static size_t trace_format_all(char *out, size_t len, const struct hc_trace *t,
+                               const hc_op_rec_t *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (len + TRACE_EVENT_MAX > TRACE_OUT_BYTES) {
+            trace_append(out, len);
+            len = 0;
+        }
+        len += trace_format(out + len, t, &recs[i]);
+    }
+    return len;
+}
+
+void hc_trace_spill(struct hcomm_comm *c, uint64_t seq)
+{
+    struct hc_trace *t  = c->trace;
+    uint64_t         lo = seq > t->half ? seq - t->half + 1 : 1;
+    if (lo <= t->spilled)
+        lo = t->spilled + 1;
+    if (hc_spill_put(&t->spill, tf.dir, t->ring, 2 * t->half - 1, lo, seq) == 0) {
+        t->spilled = seq;
+        return;
+    }
+    if (t->lost == 0)
+        hc_error(INIT, "HCOMM_TRACE_FILE: cannot keep records in %s: %s; some are lost", tf.dir,
+                 strerror(errno));
+    t->lost += seq - t->written; /* what was not formatted yet: the spill starts anew */
+    t->spilled = t->written = seq;
+    hc_spill_reset(&t->spill);
+}
+
+/* Formats and appends all of t's records that ended; tf.lock and the
+ * communicator's lock held. */
+static void trace_flush_locked(struct hc_trace *t)
+{
+    struct hcomm_comm *c    = t->comm;
+    char              *out  = malloc(TRACE_OUT_BYTES);
+    hc_op_rec_t       *recs = malloc((size_t)t->half * sizeof(*recs));
+    size_t             len  = 0;
+    uint64_t           last = c->ops_seq; /* the last that ended: the queue holds the rest */
+    for (hcomm_request_t r = c->req_head; r != NULL; r = r->next)
+        last--;
+    if (out == NULL || recs == NULL) {
+        hc_error(INIT, "HCOMM_TRACE_FILE: out of memory; records not written yet are lost");
+        free(out);
+        free(recs);
+        return;
+    }
+    t->ns_per_tick = trace_slope(t);
+    for (uint64_t s = t->written + 1; s <= t->spilled;) { /* the oldest: the spill files */
+        long k = hc_spill_get(&t->spill, recs, t->half, &s);
+        if (k <= 0) {
+            hc_error(INIT, "HCOMM_TRACE_FILE: reading back kept records failed");
+            t->lost += t->spilled - s + 1;
+            break;
+        }
+        len = trace_format_all(out, len, t, recs, (size_t)k);
+    }
+    for (uint64_t s = t->spilled + 1; s <= last; s++) { /* then the ring */
+        const hc_op_rec_t *r = &t->ring[s & (2 * t->half - 1)];
+        if (r->seq == s)
+            len = trace_format_all(out, len, t, r, 1);
+        else
+            t->lost++;
+    }
+    t->written = t->spilled = last > t->spilled ? last : t->spilled;
+    hc_spill_reset(&t->spill);
+    if (t->lost > 0) { /* say so in the trace itself */
+        len += (size_t)snprintf(out + len, TRACE_OUT_BYTES - len,
+                                ",\n{\"name\":\"records lost\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,"
+                                "\"tid\":%d,\"ts\":0,\"args\":{\"lost\":%llu}}",
+                                tf.pid, t->tid, (unsigned long long)t->lost);
+        t->lost = 0;
+    }
+    trace_append(out, len);
+    free(out);
+    free(recs);
+}
+
+void hc_trace_flush(struct hcomm_comm *c)
+{
+    if (c->trace == NULL)
+        return;
+    pthread_mutex_lock(&tf.lock);
+    trace_flush_locked(c->trace);
+    pthread_mutex_unlock(&tf.lock);
+}
+
+/* At exit, the communicators never destroyed: one a stream's thread holds
+ * right now is skipped rather than waited for. */
+static void trace_atexit(void)
+{
+    if (getpid() != tf.owner) /* a child forked with the file open: not its file */
+        return;
+    pthread_mutex_lock(&tf.lock);
+    for (struct hc_trace *t = tf.live; t != NULL; t = t->next) {
+        struct hcomm_comm *c = t->comm;
+        if (c->threaded && pthread_mutex_trylock(&c->lock) != 0)
+            continue;
+        trace_flush_locked(t);
+        if (c->threaded)
+            pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&tf.lock);
+}
+
+/* pattern with %r, %h and %p expanded; without %r the rank goes before a
+ * ".json" ending, or at the end. */
+static void trace_path(const char *pattern, int rank, char *out, size_t size)
+{
+    char   host[256] = "host";
+    size_t n = 0, plen = strlen(pattern);
+    int    has_r = strstr(pattern, "%r") != NULL;
+    size_t stem  = plen > 5 && strcmp(pattern + plen - 5, ".json") == 0 ? plen - 5 : plen;
+
+    gethostname(host, sizeof(host) - 1);
+#define TRACE_PATH_PUT(...) (n < size ? (n += (size_t)snprintf(out + n, size - n, __VA_ARGS__)) : 0)
+    for (size_t i = 0; i <= plen; i++) {
+        if (i == stem && !has_r)
+            TRACE_PATH_PUT(".%d", rank);
+        if (i == plen)
+            break;
+        char k = pattern[i] == '%' ? pattern[i + 1] : 0;
+        if (k == 'r' || k == 'h' || k == 'p') {
+            if (k == 'r')
+                TRACE_PATH_PUT("%d", rank);
+            else if (k == 'h')
+                TRACE_PATH_PUT("%s", host);
+            else
+                TRACE_PATH_PUT("%d", (int)getpid());
+            i++;
+        } else {
+            TRACE_PATH_PUT("%c", pattern[i]);
+        }
+    }
+#undef TRACE_PATH_PUT
+}
+
+/* Opens the process's file for c's rank; tf.lock held. 0, or -1 (logged). */
+static int trace_file_open(const char *pattern, int rank)
+{
+    char path[PATH_MAX], head[512], host[256] = "host";
+    trace_path(pattern, rank, path, sizeof(path));
+    tf.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (tf.fd < 0) {
+        hc_error(INIT, "HCOMM_TRACE_FILE: cannot open %s: %s; no trace is written", path,
+                 strerror(errno));
+        tf.fd = -2;
+        return -1;
+    }
+    snprintf(tf.dir, sizeof(tf.dir), "%s", path);
+    char *slash = strrchr(tf.dir, '/');
+    if (slash == NULL)
+        snprintf(tf.dir, sizeof(tf.dir), ".");
+    else
+        *(slash == tf.dir ? slash + 1 : slash) = '\0';
+    gethostname(host, sizeof(host) - 1);
+    tf.pid   = rank;
+    tf.owner = getpid();
+    tf.end =
+        snprintf(head, sizeof(head),
+                 "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
+                 "\"args\":{\"name\":\"rank %d (%s, pid %d)\"}},\n{\"name\":"
+                 "\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
+                 rank, rank, host, (int)tf.owner, rank, rank);
+    if (trace_pwrite(tf.fd, head, (size_t)tf.end, 0) != 0) {
+        hc_error(INIT, "HCOMM_TRACE_FILE: cannot write %s: %s", path, strerror(errno));
+        close(tf.fd);
+        tf.fd = -2;
+        return -1;
+    }
+    atexit(trace_atexit);
+    hc_info(INIT, "tracing every operation to %s", path);
+    return 0;
+}
+
+/* Whether the kernel keeps time with the TSC: then its ticks are a clock. */
+static int trace_tsc_keeps_time(void)
+{
+#if defined(__x86_64__)
+    char  src[32] = "";
+    FILE *f       = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (f != NULL) {
+        if (fgets(src, sizeof(src), f) == NULL)
+            src[0] = '\0';
+        fclose(f);
+    }
+    return strncmp(src, "tsc", 3) == 0;
+#else
+    return 0;
+#endif
+}
+
+/* t with c's ring, grown to two halves of at least TRACE_HALF_MIN; tf.lock held. */
+static struct hc_trace *trace_new(struct hcomm_comm *c)
+{
+    struct hc_trace *t    = calloc(1, sizeof(*t));
+    uint32_t         half = TRACE_HALF_MIN;
+    while (half < c->ops_mask + 1)
+        half <<= 1;
+    if (t != NULL)
+        t->ring = calloc(2 * (size_t)half, sizeof(*t->ring)); /* its pages, now */
+    if (t == NULL || t->ring == NULL || hc_spill_init(&t->spill, half) != 0) {
+        if (t != NULL)
+            free(t->ring);
+        free(t);
+        return NULL;
+    }
+    for (uint64_t s = c->ops_seq > c->ops_mask ? c->ops_seq - c->ops_mask : 1; s <= c->ops_seq; s++)
+        t->ring[s & (2 * half - 1)] = c->ops_ring[s & c->ops_mask]; /* none yet at init */
+    t->half    = half;
+    t->written = t->spilled = c->ops_seq;
+    trace_clocks(&t->ns0, &t->tk0);
+    t->tid  = ++tf.ntid;
+    t->comm = c;
+    return t;
+}
+
+void hc_trace_open(struct hcomm_comm *c)
+{
+    const char *pattern = hc_params_get()->trace_file;
+    if (pattern == NULL || pattern[0] == '\0')
+        return;
+    pthread_mutex_lock(&tf.lock);
+    if (tf.fd == -1 && trace_file_open(pattern, c->rank) == 0)
+        tf.clock = trace_tsc_keeps_time() ? HC_OP_CLOCK_TICKS : HC_OP_CLOCK_NS;
+    struct hc_trace *t = tf.fd >= 0 ? trace_new(c) : NULL;
+    if (t != NULL) {
+        char meta[256];
+        int  len = snprintf(meta, sizeof(meta),
+                            ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                             "\"args\":{\"name\":\"communicator %d: rank %d of %d\"}}",
+                            tf.pid, t->tid, t->tid, c->rank, c->nranks);
+        trace_append(meta, (size_t)len);
+        t->next = tf.live;
+        tf.live = t;
+        free(c->ops_ring);
+        c->ops_ring  = t->ring;
+        c->ops_mask  = 2 * t->half - 1;
+        c->ops_spill = t->half;
+        c->ops_clock = tf.clock;
+        c->trace     = t;
+    } else if (tf.fd >= 0) {
+        hc_error(INIT, "HCOMM_TRACE_FILE: out of memory; communicator not traced");
+    }
+    pthread_mutex_unlock(&tf.lock);
+}
+
+void hc_trace_close(struct hcomm_comm *c)
+{
+    struct hc_trace *t = c->trace;
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&tf.lock);
+    trace_flush_locked(t);
+    for (struct hc_trace **p = &tf.live; *p != NULL; p = &(*p)->next)
+        if (*p == t) {
+            *p = t->next;
+            break;
+        }
+    pthread_mutex_unlock(&tf.lock);
+    hc_spill_fini(&t->spill);
+    /* the ring goes with the communicator (hc_ops_fini) */
+    c->ops_spill = 0;
+    c->ops_clock = HC_OP_CLOCK_COARSE;
+    c->trace     = NULL;
+    free(t);
+}
