@@ -21,6 +21,7 @@ asan)
         tests/fault/kill_peer.sh}
     # every report fails the process; leaks too, at each rank's exit
     export ASAN_OPTIONS=abort_on_error=0:exitcode=86:detect_leaks=1
+    export LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitize/lsan.supp" # the tree's top (cd above)
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
     ;;
 tsan)
