@@ -28,17 +28,6 @@
 
 static int g_rank, g_nranks, g_failed, g_checks;
 
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        g_checks++;                                                           \
-        if (!(cond)) {                                                        \
-            g_failed++;                                                       \
-            printf("FAIL rank %d line %d: ", g_rank, __LINE__);              \
-            printf(__VA_ARGS__);                                              \
-            printf("\n");                                                     \
-        }                                                                     \
-    } while (0)
-
 /* An append-only log of what ran, in order. */
 static atomic_int g_log[64], g_nlog;
 

@@ -3,9 +3,23 @@
 #ifndef HC_TEST_COMM_H
 #define HC_TEST_COMM_H
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "hcomm.h"
+
+/* Counts a check and prints the failed ones with the rank and line; the
+ * program defines int g_rank, g_failed, g_checks. */
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        g_checks++;                                                                                \
+        if (!(cond)) {                                                                             \
+            g_failed++;                                                                            \
+            printf("FAIL rank %d line %d: ", g_rank, __LINE__);                                    \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
 
 static inline hcomm_status_t test_comm_init(hcomm_comm_t *comm, int *rank, int *nranks)
 {

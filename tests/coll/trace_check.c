@@ -30,17 +30,6 @@
 
 static int g_rank, g_nranks, g_failed, g_checks;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        g_checks++;                                                                                \
-        if (!(cond)) {                                                                             \
-            g_failed++;                                                                            \
-            printf("FAIL rank %d line %d: ", g_rank, __LINE__);                                    \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-
 /* What the test issued, in order, and what the callbacks saw. The stream's
  * thread runs callbacks while this one waits for it (and checks nothing). */
 static const char  *g_expect[NEXPECT];
