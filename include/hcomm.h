@@ -184,6 +184,14 @@ hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm);
  */
 hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds);
 
+/*
+ * Reports where comm is on this rank: its last operations (number, collective,
+ * size, algorithm, state, the ranks a running one waits for) as warn lines,
+ * and, when HCOMM_TRACE_DIR is set, its flight recorder file there
+ * (docs/resilience.md). Local; works on a failed communicator too.
+ */
+hcomm_status_t hcomm_comm_dump_state(hcomm_comm_t comm);
+
 /** Payload bytes this rank has handed to transports on comm since its
  * creation (copies to itself excluded): what compression saves shows here. */
 hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes);

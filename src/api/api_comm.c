@@ -14,6 +14,7 @@
 #include "base/sock.h"
 #include "bootstrap/launcher.h"
 #include "core/comm.h"
+#include "core/flight.h"
 #include "overlap/overlap.h"
 
 hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_unique_id_t *id,
@@ -212,6 +213,18 @@ hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds)
     /* the executor reads it under the lock when a stream drives the comm */
     hc_comm_lock(comm);
     comm->timeout = seconds;
+    hc_comm_unlock(comm);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_dump_state(hcomm_comm_t comm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_dump_state: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    hc_comm_lock(comm);
+    hc_flight_report(comm, "hcomm_comm_dump_state");
     hc_comm_unlock(comm);
     return HCOMM_SUCCESS;
 }

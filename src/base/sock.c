@@ -177,7 +177,8 @@ hcomm_status_t hc_sock_connect(const struct sockaddr *sa, socklen_t len, int soc
          * only kept this rank (inside a blocking dial) from noticing other
          * peers' deaths for HCOMM_TIMEOUT (the kill campaign saw it). */
         if (err == ECONNREFUSED && peer.listening) {
-            hc_log_as(HC_LOG_ERROR, peer.subsys,
+            hc_log_level_t level = peer.quiet_close ? HC_LOG_DEBUG : HC_LOG_ERROR;
+            hc_log_as(level, peer.subsys,
                       "connect to %s at %s: refused: it closed its listener (failed, was "
                       "destroyed or died)",
                       peer_str(peer, pb), as);

@@ -25,7 +25,7 @@ typedef struct hc_sock_peer {
      * once. 0: a refusal is retried (a root or ring peer not up yet). */
     int listening;
     /* 1: the caller handles a connection the peer closes (connects again),
-     * so the receive logs it at debug, not as an error */
+     * or a listening peer's refusal, so these log at debug, not as errors */
     int quiet_close;
 } hc_sock_peer_t;
 

@@ -4,7 +4,9 @@
 #include "core/comm.h"
 #include "core/comm_card.h"
 #include "core/exec.h"
+#include "core/flight.h"
 #include "core/ops.h"
+#include "core/watch.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -104,6 +106,7 @@ void hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status)
      * flight recorder (hc_ops_snapshot) would be written here too */
     if (comm->trace != NULL)
         hc_trace_flush(comm);
+    hc_flight_write(comm, hcomm_status_str(status));
 }
 
 void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status)
@@ -233,6 +236,18 @@ static hcomm_status_t comm_check_agreed(hcomm_comm_t c, const comm_card_t *cards
     return HCOMM_SUCCESS;
 }
 
+static hcomm_status_t comm_watch_start(hcomm_comm_t c, const comm_card_t *cards)
+{
+    hc_bootstrap_wire_addr_t *addrs = calloc((size_t)c->nranks, sizeof(*addrs));
+    if (addrs == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    for (int r = 0; r < c->nranks; r++)
+        addrs[r] = cards[r].watch;
+    hcomm_status_t st = hc_watch_start(c, addrs);
+    free(addrs);
+    return st;
+}
+
 static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
 {
     double         t[7];
@@ -256,6 +271,8 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     comm_self_topo(c, &cards[c->rank], share, &share_owner);
     t[1] = hc_clock_now();
     st   = hc_comm_tl_open(c, &cards[c->rank]);
+    if (st == HCOMM_SUCCESS)
+        st = hc_watch_open(c, &cards[c->rank].watch);
     t[2] = hc_clock_now();
     cards[c->rank].nagreed =
         hc_params_agreed_digests(hc_params_get(), cards[c->rank].agreed, HC_PARAMS_AGREED_MAX);
@@ -265,6 +282,8 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
         st = hc_bootstrap_allgather(c->bs, cards, sizeof(*cards));
     if (st == HCOMM_SUCCESS)
         st = comm_check_agreed(c, cards);
+    if (st == HCOMM_SUCCESS)
+        st = comm_watch_start(c, cards);
     t[3] = hc_clock_now();
     if (st == HCOMM_SUCCESS)
         st = comm_topo_from_cards(c, cards);
@@ -317,6 +336,8 @@ int hc_comm_wait_released(hcomm_comm_t c)
 
 void hc_comm_free(hcomm_comm_t c)
 {
+    hc_watch_close(c);
+    free(c->verdict);
     hc_trace_close(c);
     hc_ops_fini(c);
     hc_comm_tl_close(c);
@@ -351,7 +372,9 @@ static hcomm_status_t comm_warm(hcomm_comm_t c)
                            .op       = HCOMM_SUM,
                            .in_place = 1};
     double         t0   = hc_clock_now();
+    c->ops_uncounted    = 1; /* the program's first collective stays #1 */
     hcomm_status_t st   = hc_coll_issue(c, &a, v, v, NULL);
+    c->ops_uncounted    = 0;
     if (st == HCOMM_SUCCESS && (v[0] != (float)c->nranks || v[1] != (float)(c->nranks / 2))) {
         hc_error(INIT,
                  "init's check allreduce returned {%g, %g} where {%d, %d} was due: the "

@@ -72,12 +72,18 @@ struct hcomm_comm {
     /* operations (core/ops.h): numbered at issue, the last ones ended kept in a
      * ring; a trace file's buffer when HCOMM_TRACE_FILE is set */
     uint64_t         ops_seq;  /* the last operation's number */
+    uint64_t         ops_cseq; /* the last collective's number (op_rec.h) */
+    int              ops_uncounted; /* 1: init's own: not numbered as a collective */
+    hc_ops_pub_t     ops_pub;       /* for other threads: where this comm is (op_rec.h) */
     hc_op_rec_t     *ops_ring; /* ended operations at seq & ops_mask */
     uint32_t         ops_mask;
     uint32_t         ops_spill; /* a trace's: its ring goes to disk every this many */
     uint8_t          ops_clock; /* what operations are stamped with, no profiler on */
     uint64_t         ops_coarse; /* the executor's last coarse clock reading (ns) */
     struct hc_trace *trace;
+    struct hc_watch *watch;    /* peers ask it where this rank is (core/watch.h) */
+    int              dump_req; /* a dump signal asked for a report (core/flight.h) */
+    char            *verdict;  /* who a timed-out operation waited for (core/verdict.h) */
     /* streams: once a request has gone to a stream (threaded = 1, set by the
      * issuing thread before any stream thread sees the comm), every access to
      * the queue and the executor holds lock; until then the comm stays lock-free */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base/params.h"
+#include "bootstrap/bootstrap_wire.h"
 #include "topology/topo.h"
 #include "transport/transport.h"
 
@@ -15,6 +16,7 @@ typedef struct comm_card {
     hc_peer_info_t info;
     hc_rank_topo_t topo;
     uint32_t       opened; /* bit t: hc_tl_table[t] opened on this rank */
+    hc_bootstrap_wire_addr_t watch;  /* where peers ask where it is (core/watch.h) */
     int32_t        nagreed; /* digests of the settings every rank must share */
     uint64_t       agreed[HC_PARAMS_AGREED_MAX];
     uint32_t       addr_len[HC_TL_TABLE_MAX];

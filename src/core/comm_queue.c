@@ -9,6 +9,7 @@
 #include "base/params.h"
 #include "core/comm.h"
 #include "core/exec.h"
+#include "core/flight.h"
 #include "core/ops.h"
 
 void hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req, int gated)
@@ -144,6 +145,8 @@ void hc_comm_idle(hcomm_comm_t comm, int rounds)
     struct pollfd pfds[HC_IDLE_FDS];
     int           n = 0, pollable = 1;
 
+    if (__atomic_load_n(&comm->dump_req, __ATOMIC_RELAXED))
+        hc_flight_dump_requested(comm);
     hc_comm_lock(comm);
     for (int i = 0; i < comm->nactive && pollable; i++) {
         const hc_tl_ops_t *tl = comm->tl_ops[comm->tl_active[i]];

@@ -12,6 +12,7 @@
 #include "base/reduce.h"
 #include "core/comm.h"
 #include "core/ops.h"
+#include "core/watch.h"
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
@@ -292,10 +293,13 @@ static void exec_check_health(hcomm_request_t req)
 
     comm->ops_coarse = ns; /* an operation's end, where no other clock is read */
 
+    int waiting = -1; /* for peers asking where this rank is (core/watch.h) */
     for (uint32_t i = req->first_pending; i < s->nsteps; i++) {
         const hc_step_t *st = &s->steps[i];
         if (req->state[i] == STEP_DONE || st->kind > HC_STEP_RECV_REDUCE)
             continue;
+        if (waiting < 0)
+            waiting = st->peer;
         hc_tl_ep_t *ep = comm->eps[st->peer];
         if (ep == NULL)
             continue;
@@ -307,6 +311,7 @@ static void exec_check_health(hcomm_request_t req)
             return;
         }
     }
+    __atomic_store_n(&comm->ops_pub.waiting, waiting, __ATOMIC_RELAXED);
     size_t moved = 0; /* bytes of posted steps: one long message is progress too */
     for (uint32_t i = req->first_pending; i < s->nsteps; i++)
         if (req->state[i] == STEP_POSTED)
@@ -320,6 +325,7 @@ static void exec_check_health(hcomm_request_t req)
         hc_error(EXEC,
                  "no progress for %.1f s (timeout %g s): waiting on %s of %zu bytes with rank %d",
                  now - req->last_progress, comm->timeout, step_names[st->kind], st->len, st->peer);
+        hc_watch_stuck(comm, req); /* who it waits for, before the transports close */
         exec_fail(req, HCOMM_ERR_TIMEOUT);
     }
 }

@@ -28,7 +28,8 @@ hcomm_status_t hc_ops_init(struct hcomm_comm *c)
         hc_error(INIT, "out of memory for a ring of %u operation records", n);
         return HCOMM_ERR_NO_MEMORY;
     }
-    c->ops_mask = n - 1;
+    c->ops_mask        = n - 1;
+    c->ops_pub.waiting = -1;
     return HCOMM_SUCCESS;
 }
 
@@ -68,6 +69,7 @@ void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req)
     uint64_t end = q->clock == HC_OP_CLOCK_COARSE ? c->ops_coarse : hc_ops_read(q->clock);
     /* field by field into the ring: no copy of the request's record */
     r->seq               = q->seq;
+    r->cseq              = q->cseq;
     r->t_issue           = q->t_issue;
     r->t_start           = started ? q->t_start : 0; /* not a hint left by its issue */
     r->t_end             = end;
@@ -88,6 +90,10 @@ void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req)
     if (r->clock != HC_OP_CLOCK_COARSE && next != NULL && !next->gated &&
         next->op.state == HC_OP_QUEUED && next->op.clock == r->clock)
         next->op.t_start = end;
+    hc_ops_pub_begin(&c->ops_pub);
+    __atomic_store_n(&c->ops_pub.ended, q->seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->ops_pub.waiting, -1, __ATOMIC_RELAXED);
+    hc_ops_pub_end(&c->ops_pub);
     if (c->ops_spill != 0 && (r->seq & (c->ops_spill - 1)) == 0)
         hc_trace_spill(c, r->seq);
     if (hc_prof_on() || req->prof_seen)

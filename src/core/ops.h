@@ -29,6 +29,38 @@ static inline uint64_t hc_ops_read(unsigned clock)
     return hc_clock_ts_ns(clock == HC_OP_CLOCK_NS ? CLOCK_MONOTONIC : CLOCK_MONOTONIC_COARSE);
 }
 
+static inline void hc_ops_pub_begin(hc_ops_pub_t *p)
+{
+    __atomic_store_n(&p->ver, __atomic_load_n(&p->ver, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static inline void hc_ops_pub_end(hc_ops_pub_t *p)
+{
+    __atomic_store_n(&p->ver, __atomic_load_n(&p->ver, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
+/* Gives req its collective number and publishes it as the last issued. */
+static inline void hc_ops_publish_issue(struct hcomm_comm *c, hcomm_request_t req)
+{
+    const hc_sched_t *s    = req->sched;
+    hc_ops_pub_t     *p    = &c->ops_pub;
+    uint32_t          desc = (uint32_t)s->coll | (uint32_t)s->dtype << 8;
+    int coll = s->coll != HC_COLL_SEND && s->coll != HC_COLL_RECV && s->coll != HC_OP_GROUP &&
+               !c->ops_uncounted;
+    req->op.cseq = coll ? ++c->ops_cseq : 0;
+    hc_ops_pub_begin(p);
+    __atomic_store_n(&p->seq, req->op.seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->bytes, s->bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->desc, desc, __ATOMIC_RELAXED);
+    if (coll) {
+        __atomic_store_n(&p->ccount, req->op.cseq, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->c_bytes, s->bytes, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->c_desc, desc, __ATOMIC_RELAXED);
+    }
+    hc_ops_pub_end(p);
+}
+
 /* Numbers req and stamps its issue; what it does is its schedule's (sched.h),
  * read at its end. at_once: it is about to start (nothing queued before it,
  * no stream's gate). comm's lock held. */
@@ -39,12 +71,18 @@ static inline void hc_ops_issue(struct hcomm_comm *c, hcomm_request_t req, int a
     r->seq         = ++c->ops_seq;
     r->state       = HC_OP_QUEUED;
     r->clock       = k;
-    r->t_issue = r->t_start = 0;
+    r->t_start     = 0;
     if (k != HC_OP_CLOCK_COARSE) {
         r->t_issue = hc_ops_read(k);
         r->t_start = at_once ? r->t_issue : 0; /* kept by hc_ops_start */
+    } else {
+        /* when each rank got where, for the flight recorder: one that starts
+         * at once takes its start's reading (hc_ops_start); a queued one
+         * reads now (a load from the vDSO, no TSC read) */
+        r->t_issue = at_once ? 0 : (c->ops_coarse = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE));
     }
     req->prof_seen = 0;
+    hc_ops_publish_issue(c, req);
 }
 
 /* The record of req's operation as its schedule and state say now. */
@@ -64,9 +102,11 @@ static inline void hc_ops_start(hcomm_request_t req, uint64_t coarse_ns)
 {
     struct hcomm_comm *c = req->comm;
     hc_op_rec_t       *r = &req->op;
-    if (r->clock == HC_OP_CLOCK_COARSE)
+    if (r->clock == HC_OP_CLOCK_COARSE) {
         r->t_start = coarse_ns;
-    else if (r->t_start == 0)
+        if (r->t_issue == 0)
+            r->t_issue = coarse_ns;
+    } else if (r->t_start == 0)
         r->t_start = hc_ops_read(r->clock);
     r->state = HC_OP_RUNNING;
     r->sent  = c->bytes_sent;

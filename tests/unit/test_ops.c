@@ -100,7 +100,11 @@ static void test_records(void **st)
     assert_int_equal(hc_op_bytes(&v[0].rec), 44);
     assert_int_equal(v[0].rec.peer, -1);
     assert_string_equal(hc_ops_algo_name(&v[0].rec), "ring");
-    assert_true(v[0].rec.t_start == 1010 && v[0].rec.t_end == 1015 && v[0].rec.t_issue == 0);
+    /* queued at issue: a coarse clock reading of its own, not the executor's */
+    assert_true(v[0].rec.t_start == 1010 && v[0].rec.t_end == 1015 && v[0].rec.t_issue > 1015);
+    assert_int_equal(v[0].rec.cseq, 2); /* collectives numbered alike on every rank */
+    assert_int_equal(comm.ops_pub.ccount, 7);
+    assert_int_equal(comm.ops_pub.ended, 5);
     assert_int_equal(v[4].rec.state, HC_OP_RUNNING);
     assert_int_equal(v[4].rec.sent, 8); /* so far */
     assert_int_equal(v[4].nwaiting, 2);

@@ -1,0 +1,319 @@
+/* watch.c - the serving side of watch.h: one thread per process polls every
+ * watched communicator's listener and gate, and answers each proven query
+ * with where that communicator is; it also takes the dump signal. */
+#include "core/watch.h"
+#include "core/watch_wire.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "core/flight.h"
+
+#define WATCH_REPLY_TIMEOUT 0.2 /* seconds to hand a reply to the kernel */
+#define WATCH_POLL_MS 1000
+
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_watch_t    **watched;
+static int             nwatched, watched_cap;
+static unsigned long   watch_gen; /* bumped when the list changes: a poll round's fds are stale */
+static pthread_t       watch_thread;
+static int             watch_running, watch_stop;
+static int             watch_joining; /* the last close waits for the thread to end */
+static pthread_cond_t  watch_joined = PTHREAD_COND_INITIALIZER;
+static int             wake_fd[2]   = {-1, -1};
+static volatile sig_atomic_t dump_signalled;
+
+static void wake(void)
+{
+    int  saved = errno;
+    char b     = 1;
+    if (wake_fd[1] >= 0)
+        (void)!write(wake_fd[1], &b, 1);
+    errno = saved;
+}
+
+static void dump_handler(int sig)
+{
+    (void)sig;
+    dump_signalled = 1;
+    wake();
+}
+
+void hc_watch_read(hcomm_comm_t c, hc_rank_where_t *w)
+{
+    hc_ops_pub_t *p = &c->ops_pub;
+    for (int tries = 0; tries < 1000; tries++) {
+        uint64_t v = __atomic_load_n(&p->ver, __ATOMIC_ACQUIRE);
+        w->known   = 1;
+        w->seq     = __atomic_load_n(&p->seq, __ATOMIC_RELAXED);
+        w->ccount  = __atomic_load_n(&p->ccount, __ATOMIC_RELAXED);
+        w->ended   = __atomic_load_n(&p->ended, __ATOMIC_RELAXED);
+        w->c_bytes = __atomic_load_n(&p->c_bytes, __ATOMIC_RELAXED);
+        w->c_desc  = __atomic_load_n(&p->c_desc, __ATOMIC_RELAXED);
+        w->waiting = __atomic_load_n(&p->waiting, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if ((v & 1) == 0 && __atomic_load_n(&p->ver, __ATOMIC_RELAXED) == v)
+            return;
+    }
+}
+
+/* A proven query: the answer, then the connection closes. */
+static void watch_admit(void *arg, int fd, const void *hello, const char *peer)
+{
+    hc_watch_t      *w = arg;
+    hc_rank_where_t  where;
+    hc_watch_reply_t rep;
+    hc_watch_hello_t h;
+    memcpy(&h, hello, sizeof(h));
+    hc_watch_read(w->comm, &where);
+    hc_watch_reply_pack(&rep, w->comm->rank, &where);
+    hc_sock_peer_t p = {.subsys      = HC_SUBSYS(COLL),
+                        .rank        = (int32_t)ntohl((uint32_t)h.rank),
+                        .name        = peer,
+                        .quiet_close = 1};
+    (void)hc_sock_send_all(fd, &rep, sizeof(rep), hc_clock_now() + WATCH_REPLY_TIMEOUT, p);
+    close(fd);
+}
+
+/* One line per communicator from the dump signal; the rank that owns it
+ * writes its full report at its next wait (hc_flight_poll_dump). */
+static void watch_dump_all(void)
+{
+    for (int i = 0; i < nwatched; i++) {
+        hc_rank_where_t where;
+        hcomm_comm_t    c = watched[i]->comm;
+        hc_watch_read(c, &where);
+        hc_flight_where_line(c, &where, "dump signal");
+        __atomic_store_n(&c->dump_req, 1, __ATOMIC_RELAXED);
+    }
+}
+
+static void *watch_main(void *arg)
+{
+    struct pollfd *pfd = NULL;
+    size_t         cap = 0;
+    (void)arg;
+    pthread_mutex_lock(&watch_lock);
+    while (!watch_stop) {
+        size_t need = 1 + (size_t)nwatched * (1 + HC_GATE_MAX_PENDING);
+        if (need > cap) {
+            struct pollfd *p = realloc(pfd, need * sizeof(*pfd));
+            if (p == NULL) {
+                hc_error(COLL, "watch: out of memory for %zu poll entries; not answering", need);
+                break;
+            }
+            pfd = p, cap = need;
+        }
+        double        until = hc_clock_now() + WATCH_POLL_MS / 1000.0;
+        unsigned long gen   = watch_gen;
+        int           n     = 1;
+        pfd[0]              = (struct pollfd){.fd = wake_fd[0], .events = POLLIN};
+        for (int i = 0; i < nwatched; i++) {
+            watched[i]->pfd_first = n;
+            n += hc_gate_pollfds(&watched[i]->gate, pfd + n, &until);
+        }
+        pthread_mutex_unlock(&watch_lock);
+        double ms = (until - hc_clock_now()) * 1000.0 + 1.0;
+        if (poll(pfd, (nfds_t)n, ms < 0 ? 0 : (int)ms) < 0 && errno != EINTR)
+            hc_warn(COLL, "watch: poll: %s", strerror(errno));
+        if (pfd[0].revents & POLLIN) {
+            char b[64];
+            while (read(wake_fd[0], b, sizeof(b)) > 0) {
+            }
+        }
+        pthread_mutex_lock(&watch_lock);
+        if (dump_signalled) {
+            dump_signalled = 0;
+            watch_dump_all();
+        }
+        if (gen != watch_gen) /* a list changed under the poll: its fds may be others' */
+            continue;
+        for (int i = 0; i < nwatched; i++)
+            hc_gate_serve(&watched[i]->gate, pfd + watched[i]->pfd_first);
+    }
+    pthread_mutex_unlock(&watch_lock);
+    free(pfd);
+    return NULL;
+}
+
+/* "USR1", "SIGUSR2", "10": the signal; 0 for "" or "0"; -1 if unknown. */
+static int watch_signal_number(const char *s)
+{
+    static const struct {
+        const char *name;
+        int         sig;
+    } names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT}};
+    if (s == NULL || s[0] == '\0' || strcmp(s, "0") == 0)
+        return 0;
+    if (strncmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(s, names[i].name) == 0)
+            return names[i].sig;
+    char *end;
+    long  v = strtol(s, &end, 10);
+    return *end == '\0' && v > 0 && v < NSIG && v != SIGKILL && v != SIGSTOP ? (int)v : -1;
+}
+
+/* The dump signal's handler, once per process, where the program has none. */
+static void watch_install_signal(void)
+{
+    static int       done;
+    const char      *spec = hc_params_get()->dump_signal;
+    int              sig  = watch_signal_number(spec);
+    struct sigaction old, sa;
+    if (done++)
+        return;
+    if (sig < 0) {
+        hc_warn(COLL, "HCOMM_DUMP_SIGNAL=%s is not a signal (USR1, USR2, HUP, QUIT or a number)",
+                spec);
+        return;
+    }
+    if (sig == 0 || sigaction(sig, NULL, &old) != 0)
+        return;
+    if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) {
+        hc_warn(COLL, "HCOMM_DUMP_SIGNAL=%s: the program handles that signal; hcomm leaves it",
+                spec);
+        return;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = dump_handler;
+    sa.sa_flags   = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, NULL) == 0)
+        hc_info(COLL, "signal %d dumps every communicator's state", sig);
+}
+
+/* Starts the thread for the first watched communicator; watch_lock held. */
+static hcomm_status_t watch_thread_start(void)
+{
+    if (watch_running)
+        return HCOMM_SUCCESS;
+    if (wake_fd[0] < 0 && pipe2(wake_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
+        hc_error(COLL, "watch: pipe: %s", strerror(errno));
+        return HCOMM_ERR_SYSTEM;
+    }
+    watch_install_signal();
+    sigset_t all, old;
+    sigfillset(&all); /* signals go to the program's threads, not to this one */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&watch_thread, NULL, watch_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        hc_error(COLL, "watch: pthread_create: %s", strerror(rc));
+        return HCOMM_ERR_SYSTEM;
+    }
+    watch_stop = 0, watch_running = 1;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_watch_open(hcomm_comm_t c, hc_bootstrap_wire_addr_t *addr)
+{
+    struct sockaddr_storage ss, bound;
+    socklen_t               len, blen;
+    memset(addr, 0, sizeof(*addr));
+    if (!hc_params_get()->watch)
+        return HCOMM_SUCCESS;
+    hc_watch_t *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    char ip[HC_SOCK_ADDRSTRLEN + 8];
+    snprintf(ip, sizeof(ip), "%s:0", hc_bootstrap_local_ip(c->bs));
+    hcomm_status_t st = hc_sock_parse_addr(ip, HC_SUBSYS(COLL), &ss, &len);
+    if (st == HCOMM_SUCCESS)
+        st =
+            hc_sock_listen((struct sockaddr *)&ss, len, 0, HC_SUBSYS(COLL), &w->lfd, &bound, &blen);
+    if (st != HCOMM_SUCCESS) {
+        free(w);
+        return st;
+    }
+    if ((st = hc_bootstrap_addr_to_wire((struct sockaddr *)&bound, addr)) != HCOMM_SUCCESS) {
+        close(w->lfd);
+        free(w);
+        return st;
+    }
+    w->comm = c;
+    snprintf(w->what, sizeof(w->what), "rank %d's watch", c->rank);
+    hc_gate_init(&w->gate, w->lfd, c->cookie, HC_WATCH_HELLO_MAGIC, sizeof(hc_watch_hello_t),
+                 w->what, watch_admit, w);
+    c->watch = w;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_watch_start(hcomm_comm_t c, const hc_bootstrap_wire_addr_t *addrs)
+{
+    hc_watch_t *w = c->watch;
+    if (w == NULL)
+        return HCOMM_SUCCESS;
+    w->addrs = malloc((size_t)c->nranks * sizeof(*addrs));
+    if (w->addrs == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    memcpy(w->addrs, addrs, (size_t)c->nranks * sizeof(*addrs));
+    pthread_mutex_lock(&watch_lock);
+    while (watch_joining) /* a thread that is ending cannot take this one */
+        pthread_cond_wait(&watch_joined, &watch_lock);
+    hcomm_status_t st = HCOMM_SUCCESS;
+    if (nwatched == watched_cap) {
+        int   cap = watched_cap ? 2 * watched_cap : 8;
+        void *p   = realloc(watched, (size_t)cap * sizeof(*watched));
+        if (p == NULL)
+            st = HCOMM_ERR_NO_MEMORY;
+        else
+            watched = p, watched_cap = cap;
+    }
+    if (st == HCOMM_SUCCESS)
+        st = watch_thread_start();
+    if (st == HCOMM_SUCCESS) {
+        watched[nwatched++] = w;
+        w->serving          = 1;
+        watch_gen++;
+    }
+    pthread_mutex_unlock(&watch_lock);
+    wake();
+    return st;
+}
+
+void hc_watch_close(hcomm_comm_t c)
+{
+    hc_watch_t *w = c->watch;
+    pthread_t   t;
+    int         join = 0;
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&watch_lock);
+    for (int i = 0; i < nwatched && w->serving; i++)
+        if (watched[i] == w) {
+            watched[i] = watched[--nwatched];
+            watch_gen++;
+            w->serving = 0;
+        }
+    if (nwatched == 0 && watch_running) { /* the last one: the thread goes too */
+        watch_stop = 1, watch_running = 0, watch_joining = join = 1;
+        t = watch_thread;
+    }
+    pthread_mutex_unlock(&watch_lock);
+    if (join) {
+        wake();
+        pthread_join(t, NULL);
+        pthread_mutex_lock(&watch_lock);
+        watch_joining = 0;
+        pthread_cond_broadcast(&watch_joined);
+        pthread_mutex_unlock(&watch_lock);
+    }
+    hc_gate_close(&w->gate);
+    close(w->lfd);
+    free(w->addrs);
+    free(w);
+    c->watch = NULL;
+}

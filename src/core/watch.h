@@ -1,0 +1,35 @@
+/* watch.h - where every rank of a communicator is, asked over a channel that
+ * does not share the data path: each communicator listens on a socket of its
+ * own, served by one thread per process, which answers a peer that proves the
+ * communicator's secret (bootstrap_gate.h) with what the communicator
+ * published of itself (hc_ops_pub_t, read without its lock). A rank whose
+ * operation times out asks all the others at once, names in one warn line the
+ * ranks that have not reached it or do not answer (core/verdict.h), and writes
+ * its flight recorder (core/flight.h). The thread also takes a dump signal
+ * (HCOMM_DUMP_SIGNAL). HCOMM_WATCH=0: no socket, no thread. */
+#ifndef HC_CORE_WATCH_H
+#define HC_CORE_WATCH_H
+
+#include "bootstrap/bootstrap_wire.h"
+#include "core/comm.h"
+#include "core/verdict.h"
+
+/* Before the cards are exchanged: opens comm's listener on the bootstrap's
+ * interface and writes its address (family 0: watch off). */
+hcomm_status_t hc_watch_open(hcomm_comm_t comm, hc_bootstrap_wire_addr_t *addr);
+/* After: keeps every rank's address (addrs[r]) and starts serving comm. */
+hcomm_status_t hc_watch_start(hcomm_comm_t comm, const hc_bootstrap_wire_addr_t *addrs);
+/* Stops serving comm and closes its listener (before comm is freed). */
+void hc_watch_close(hcomm_comm_t comm);
+
+/* Where comm is now, as its peers would be told. Any thread. */
+void hc_watch_read(hcomm_comm_t comm, hc_rank_where_t *w);
+/* Asks every other rank where it is, all at once, for at most seconds;
+ * where[nranks]; comm's own entry from hc_watch_read. */
+void hc_watch_gather(hcomm_comm_t comm, hc_rank_where_t *where, double seconds);
+
+/* req timed out on comm: gathers, logs the verdict as one warn line and keeps
+ * it for the flight recorder. */
+void hc_watch_stuck(hcomm_comm_t comm, hcomm_request_t req);
+
+#endif

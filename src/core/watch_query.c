@@ -1,0 +1,156 @@
+/* watch_query.c - the asking side of watch.h: every other rank at once,
+ * bounded by one deadline, and the verdict when an operation times out. */
+#include "core/watch.h"
+#include "core/watch_wire.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "core/ops.h"
+
+#define QUERY_WINDOW 64 /* queries in flight at once: the fd budget of a big job */
+
+typedef struct query {
+    int              rank, fd, stage; /* stage 0: the gate's challenge, 1: the answer */
+    size_t           got;
+    hc_gate_client_t cl;
+    hc_watch_reply_t rep;
+} query_t;
+
+static hc_sock_peer_t query_peer(int rank)
+{
+    hc_sock_peer_t p = {.subsys = HC_SUBSYS(COLL), .rank = rank, .listening = 1, .quiet_close = 1};
+    return p;
+}
+
+/* Connects and sends the hello: 0; -2 when that rank's communicator is gone
+ * (refused), -1 when it cannot be asked. */
+static int query_start(hcomm_comm_t c, query_t *q, int rank, double deadline)
+{
+    const hc_bootstrap_wire_addr_t *a = &c->watch->addrs[rank];
+    struct sockaddr_storage         ss;
+    socklen_t                       len;
+    hc_watch_hello_t                h;
+    q->rank = rank, q->fd = -1, q->stage = 0, q->got = 0;
+    if (a->family == 0 || hc_bootstrap_addr_from_wire(a, &ss, &len) != HCOMM_SUCCESS)
+        return -1; /* that rank does not watch (HCOMM_WATCH=0) */
+    hcomm_status_t st =
+        hc_sock_connect((struct sockaddr *)&ss, len, 0, deadline, query_peer(rank), &q->fd);
+    if (st != HCOMM_SUCCESS) /* refused: its listener closed with its communicator */
+        return st == HCOMM_ERR_REMOTE ? -2 : -1;
+    memset(&h, 0, sizeof(h));
+    h.magic = htonl(HC_WATCH_HELLO_MAGIC);
+    h.rank  = (int32_t)htonl((uint32_t)c->rank);
+    if (hc_gate_client_start(&q->cl, q->fd, &h, sizeof(h), deadline, query_peer(rank))) {
+        close(q->fd);
+        return -1;
+    }
+    return 0;
+}
+
+/* Acts on what arrived: 1 while the query goes on, 0 once it ended. */
+static int query_step(hcomm_comm_t c, query_t *q, double deadline, hc_rank_where_t *where)
+{
+    if (q->stage == 0) {
+        hcomm_status_t st = hc_gate_client_step(&q->cl, c->cookie, deadline, query_peer(q->rank));
+        if (st == HCOMM_IN_PROGRESS)
+            return 1;
+        if (st != HCOMM_SUCCESS)
+            return 0;
+        q->stage = 1;
+    }
+    ssize_t n = recv(q->fd, (char *)&q->rep + q->got, sizeof(q->rep) - q->got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 1;
+    if (n <= 0)
+        return 0;
+    q->got += (size_t)n;
+    if (q->got < sizeof(q->rep))
+        return 1;
+    if (hc_watch_reply_unpack(&q->rep, q->rank, &where[q->rank]) != 0)
+        hc_warn(COLL, "watch: rank %d's answer is malformed; treated as none", q->rank);
+    return 0;
+}
+
+static void query_window(hcomm_comm_t c, int first, int end, double deadline,
+                         hc_rank_where_t *where)
+{
+    query_t       q[QUERY_WINDOW];
+    struct pollfd pfd[QUERY_WINDOW];
+    int           n = 0;
+    for (int r = first; r < end; r++) {
+        int rc = r != c->rank ? query_start(c, &q[n], r, deadline) : -1;
+        n += rc == 0;
+        where[r].left = rc == -2;
+    }
+    while (n > 0) {
+        double ms = (deadline - hc_clock_now()) * 1000.0;
+        if (ms <= 0)
+            break;
+        for (int i = 0; i < n; i++)
+            pfd[i] = (struct pollfd){.fd = q[i].fd, .events = POLLIN};
+        if (poll(pfd, (nfds_t)n, (int)ms + 1) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++)
+            if (pfd[i].revents != 0 && query_step(c, &q[i], deadline, where) == 0) {
+                close(q[i].fd);
+                q[i] = q[--n], pfd[i] = pfd[n];
+                i--;
+            }
+    }
+    for (int i = 0; i < n; i++) /* no answer in time: stopped, or hung with signals blocked */
+        close(q[i].fd);
+}
+
+void hc_watch_gather(hcomm_comm_t c, hc_rank_where_t *where, double seconds)
+{
+    double deadline = hc_clock_now() + seconds;
+    memset(where, 0, (size_t)c->nranks * sizeof(*where));
+    hc_watch_read(c, &where[c->rank]);
+    if (c->watch == NULL || c->watch->addrs == NULL)
+        return;
+    for (int r = 0; r < c->nranks; r += QUERY_WINDOW)
+        query_window(c, r, r + QUERY_WINDOW < c->nranks ? r + QUERY_WINDOW : c->nranks, deadline,
+                     where);
+}
+
+void hc_watch_stuck(hcomm_comm_t c, hcomm_request_t req)
+{
+    hc_op_rec_t r;
+    char        line[1024];
+    hc_ops_rec(req, &r);
+    if (c->watch == NULL) {
+        hc_warn(COLL,
+                "stuck: %s #%llu: HCOMM_WATCH=0, so the other ranks were not asked where "
+                "they are",
+                hc_ops_coll_name(&r), (unsigned long long)r.seq);
+        return;
+    }
+    hc_rank_where_t *where = calloc((size_t)c->nranks, sizeof(*where));
+    const char     **hosts = calloc((size_t)c->nranks, sizeof(*hosts));
+    if (where == NULL || hosts == NULL) {
+        free(where), free(hosts);
+        return;
+    }
+    double t0 = hc_clock_now();
+    hc_watch_gather(c, where, hc_params_get()->watch_timeout);
+    for (int i = 0; i < c->nranks; i++)
+        hosts[i] = c->peers[i].hostname;
+    hc_verdict_op_t op = {.coll  = r.coll,
+                          .seq   = r.seq,
+                          .cseq  = r.cseq,
+                          .bytes = r.bytes,
+                          .peer  = r.coll == HC_COLL_SEND || r.coll == HC_COLL_RECV ? r.peer : -1};
+    hc_verdict_format(&op, where, hosts, c->nranks, 0, line, sizeof(line));
+    hc_warn(COLL, "stuck: %s", line);
+    hc_debug(COLL, "stuck: the ranks answered in %.1f ms", (hc_clock_now() - t0) * 1e3);
+    if (c->verdict == NULL)
+        c->verdict = strdup(line);
+    free(where), free(hosts);
+}

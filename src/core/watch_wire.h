@@ -1,0 +1,68 @@
+/* watch_wire.h - a communicator's watch (private to watch*.c) and what its
+ * queries and answers look like on the wire (integers in network order). */
+#ifndef HC_CORE_WATCH_WIRE_H
+#define HC_CORE_WATCH_WIRE_H
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap_gate.h"
+#include "core/verdict.h"
+
+#define HC_WATCH_HELLO_MAGIC 0x68637771u /* "hcwq" */
+#define HC_WATCH_REPLY_MAGIC 0x68637772u /* "hcwr" */
+
+typedef struct hc_watch {
+    struct hcomm_comm        *comm;
+    int                       lfd;
+    int                       serving;   /* in the thread's list */
+    int                       pfd_first; /* its entries in the thread's poll round */
+    hc_bootstrap_wire_addr_t *addrs;     /* every rank's listener */
+    char                      what[32];
+    hc_gate_t                 gate;
+} hc_watch_t;
+
+/* A gate hello: the magic and nonce first (bootstrap_gate.h). */
+typedef struct hc_watch_hello {
+    uint32_t magic;
+    uint8_t  nonce[16];
+    int32_t  rank; /* who asks */
+} hc_watch_hello_t;
+
+typedef struct hc_watch_reply {
+    uint32_t magic;
+    int32_t  rank;
+    uint32_t c_desc;
+    int32_t  waiting;
+    uint64_t seq, ccount, ended, c_bytes;
+} hc_watch_reply_t;
+
+static inline void hc_watch_reply_pack(hc_watch_reply_t *r, int rank, const hc_rank_where_t *w)
+{
+    r->magic   = htonl(HC_WATCH_REPLY_MAGIC);
+    r->rank    = (int32_t)htonl((uint32_t)rank);
+    r->c_desc  = htonl(w->c_desc);
+    r->waiting = (int32_t)htonl((uint32_t)w->waiting);
+    r->seq     = htobe64(w->seq);
+    r->ccount  = htobe64(w->ccount);
+    r->ended   = htobe64(w->ended);
+    r->c_bytes = htobe64(w->c_bytes);
+}
+
+/* 0, or -1 when r is not rank's answer. */
+static inline int hc_watch_reply_unpack(const hc_watch_reply_t *r, int rank, hc_rank_where_t *w)
+{
+    if (ntohl(r->magic) != HC_WATCH_REPLY_MAGIC || (int32_t)ntohl((uint32_t)r->rank) != rank)
+        return -1;
+    w->known   = 1;
+    w->c_desc  = ntohl(r->c_desc);
+    w->waiting = (int32_t)ntohl((uint32_t)r->waiting);
+    w->seq     = be64toh(r->seq);
+    w->ccount  = be64toh(r->ccount);
+    w->ended   = be64toh(r->ended);
+    w->c_bytes = be64toh(r->c_bytes);
+    return 0;
+}
+
+#endif

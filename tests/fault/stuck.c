@@ -1,0 +1,83 @@
+/* stuck.c - one rank does not reach a collective; the others' errors must
+ * name it. Run under hcomm-run -n N: every rank sets the communicator's
+ * timeout to SET seconds, runs 5 allreduces and a broadcast (#1-#6), then
+ * allreduce #7, except rank STUCK, which first
+ *   sleep: sleeps SET + 3 s (its watch thread still answers: "is at #6"),
+ *   stop:  stops itself with SIGSTOP (nothing answers: "does not answer");
+ *          a child of its own sends SIGCONT SET + 4 s later.
+ * The others must fail #7 with HCOMM_ERR_TIMEOUT within SET + 5 s; the warn
+ * line that names the rank is checked by run_stuck.sh, which also merges the
+ * flight recorder files (HCOMM_TRACE_DIR) with tools/hcomm-trace. With
+ * "dump" as a last argument every rank calls hcomm_comm_dump_state after #6. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hcomm.h"
+
+#define N 1024
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The stuck rank's misstep before #7. */
+static void misstep(const char *mode, double set)
+{
+    if (strcmp(mode, "sleep") == 0) { /* through signals (the dump signal's) */
+        for (double end = now() + set + 3; now() < end;)
+            usleep(100000);
+        return;
+    }
+    pid_t self = getpid();
+    if (fork() == 0) {
+        usleep((useconds_t)((set + 4) * 1e6));
+        kill(self, SIGCONT);
+        _exit(0);
+    }
+    raise(SIGSTOP);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: stuck sleep|stop STUCK_RANK SET [dump]\n");
+        return 2;
+    }
+    const char  *mode  = argv[1];
+    int          stuck = atoi(argv[2]), dump = argc > 4 && strcmp(argv[4], "dump") == 0;
+    double       set = atof(argv[3]);
+    hcomm_comm_t comm;
+    int          rank;
+    static float x[N];
+    if (hcomm_comm_init_env(&comm) != HCOMM_SUCCESS ||
+        hcomm_comm_rank(comm, &rank) != HCOMM_SUCCESS)
+        return 3;
+    if (hcomm_comm_set_timeout(comm, set) != HCOMM_SUCCESS)
+        return 4;
+    for (int i = 0; i < 5; i++)
+        if (hcomm_allreduce(x, x, N, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL) != HCOMM_SUCCESS)
+            return 5;
+    if (hcomm_broadcast(x, x, 16, HCOMM_FLOAT32, 0, comm, NULL) != HCOMM_SUCCESS)
+        return 6;
+    if (dump && hcomm_comm_dump_state(comm) != HCOMM_SUCCESS)
+        return 7;
+    printf("stuck: rank %d is pid %d\n", rank, (int)getpid()); /* for the dump signal */
+    fflush(stdout);
+    if (rank == stuck)
+        misstep(mode, set);
+    double         t0     = now();
+    hcomm_status_t st     = hcomm_allreduce(x, x, N, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
+    double         waited = now() - t0;
+    printf("stuck: rank %d: %s after %.2f s\n", rank, hcomm_status_str(st), waited);
+    fflush(stdout);
+    int good = rank == stuck || (st == HCOMM_ERR_TIMEOUT && waited < set + 5);
+    hcomm_comm_abort(comm);
+    return good ? 0 : 1;
+}
