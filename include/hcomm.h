@@ -192,6 +192,30 @@ hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds);
  */
 hcomm_status_t hcomm_comm_dump_state(hcomm_comm_t comm);
 
+#define HCOMM_HEALTH_MAX 8
+
+/* Which ranks are slow, as rank 0 last judged them (docs/resilience.md). */
+typedef struct hcomm_health {
+    int evaluated;         /* 1: a verdict over the window below; 0: none (not
+                            * rank 0, fewer than 3 ranks, HCOMM_HEALTH=0, or
+                            * too few collectives yet) */
+    uint64_t window_first; /* the collectives (#) it looked at */
+    uint64_t window_last;
+    int      ncollectives; /* of them, those every rank reported */
+    double   interval_ms;  /* mean time between collectives there */
+    int      nslow;        /* ranks named slow, most extreme first */
+    int      slow_rank[HCOMM_HEALTH_MAX];
+    double   slow_late_ms[HCOMM_HEALTH_MAX]; /* mean time it entered after the median rank */
+    double   slow_score[HCOMM_HEALTH_MAX];   /* Grubbs' G / G_crit at detection */
+} hcomm_health_t;
+
+/*
+ * The last slow-rank verdict into *health. Rank 0 judges, every
+ * HCOMM_HEALTH_PERIOD seconds, when comm has 3 ranks or more; other ranks
+ * get evaluated = 0.
+ */
+hcomm_status_t hcomm_comm_get_health(hcomm_comm_t comm, hcomm_health_t *health);
+
 /** Payload bytes this rank has handed to transports on comm since its
  * creation (copies to itself excluded): what compression saves shows here. */
 hcomm_status_t hcomm_comm_bytes_sent(hcomm_comm_t comm, uint64_t *bytes);

@@ -15,6 +15,7 @@
 #include "bootstrap/launcher.h"
 #include "core/comm.h"
 #include "core/flight.h"
+#include "core/health.h"
 #include "overlap/overlap.h"
 
 hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_unique_id_t *id,
@@ -226,6 +227,20 @@ hcomm_status_t hcomm_comm_dump_state(hcomm_comm_t comm)
     hc_comm_lock(comm);
     hc_flight_report(comm, "hcomm_comm_dump_state");
     hc_comm_unlock(comm);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_get_health(hcomm_comm_t comm, hcomm_health_t *health)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_get_health: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    if (health == NULL) {
+        hc_error(INIT, "hcomm_comm_get_health: NULL output");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    hc_health_get(comm, health);
     return HCOMM_SUCCESS;
 }
 

@@ -337,6 +337,7 @@ int hc_comm_wait_released(hcomm_comm_t c)
 void hc_comm_free(hcomm_comm_t c)
 {
     hc_watch_close(c);
+    hc_health_free(c);
     free(c->verdict);
     hc_trace_close(c);
     hc_ops_fini(c);

@@ -12,6 +12,7 @@
 #include "algorithms/algo.h"
 #include "bootstrap/bootstrap.h"
 #include "core/handles.h"
+#include "core/health.h"
 #include "core/request.h"
 #include "topology/plan.h"
 #include "transport/transport.h"
@@ -84,6 +85,8 @@ struct hcomm_comm {
     struct hc_watch *watch;    /* peers ask it where this rank is (core/watch.h) */
     int              dump_req; /* a dump signal asked for a report (core/flight.h) */
     char            *verdict;  /* who a timed-out operation waited for (core/verdict.h) */
+    hc_arrival_t      arrivals[HC_ARRIVALS]; /* when it entered its last collectives */
+    struct hc_health *health;                /* rank 0's slow-rank test (core/health.h) */
     /* streams: once a request has gone to a stream (threaded = 1, set by the
      * issuing thread before any stream thread sees the comm), every access to
      * the queue and the executor holds lock; until then the comm stays lock-free */

@@ -68,22 +68,102 @@ void hc_watch_read(hcomm_comm_t c, hc_rank_where_t *w)
     }
 }
 
+/* The answer to HC_WATCH_ARRIVALS into buf; its length. */
+static size_t watch_pack_arrivals(hcomm_comm_t c, uint8_t *buf)
+{
+    hc_arrival_t        a[HC_ARRIVALS];
+    int                 n = hc_arrivals_read(c->arrivals, a);
+    hc_watch_arrivals_t h = {.magic = htonl(HC_WATCH_ARRIVALS_MAGIC),
+                             .rank  = (int32_t)htonl((uint32_t)c->rank),
+                             .n     = htonl((uint32_t)n),
+                             .now   = htobe64(hc_clock_now_ns())};
+    memcpy(buf, &h, sizeof(h));
+    for (int i = 0; i < n; i++) {
+        uint64_t e[2] = {htobe64(a[i].cseq), htobe64(a[i].t)};
+        memcpy(buf + sizeof(h) + (size_t)i * sizeof(e), e, sizeof(e));
+    }
+    return sizeof(h) + (size_t)n * sizeof(hc_arrival_t);
+}
+
 /* A proven query: the answer, then the connection closes. */
 static void watch_admit(void *arg, int fd, const void *hello, const char *peer)
 {
+    static uint8_t   buf[HC_WATCH_ANSWER_MAX]; /* the thread's, under watch_lock */
     hc_watch_t      *w = arg;
-    hc_rank_where_t  where;
-    hc_watch_reply_t rep;
     hc_watch_hello_t h;
+    size_t           len;
     memcpy(&h, hello, sizeof(h));
-    hc_watch_read(w->comm, &where);
-    hc_watch_reply_pack(&rep, w->comm->rank, &where);
+    if (ntohl(h.kind) == HC_WATCH_ARRIVALS) {
+        len = watch_pack_arrivals(w->comm, buf);
+    } else {
+        hc_rank_where_t  where;
+        hc_watch_reply_t rep;
+        hc_watch_read(w->comm, &where);
+        hc_watch_reply_pack(&rep, w->comm->rank, &where);
+        memcpy(buf, &rep, len = sizeof(rep));
+    }
     hc_sock_peer_t p = {.subsys      = HC_SUBSYS(COLL),
                         .rank        = (int32_t)ntohl((uint32_t)h.rank),
                         .name        = peer,
                         .quiet_close = 1};
-    (void)hc_sock_send_all(fd, &rep, sizeof(rep), hc_clock_now() + WATCH_REPLY_TIMEOUT, p);
+    (void)hc_sock_send_all(fd, buf, len, hc_clock_now() + WATCH_REPLY_TIMEOUT, p);
     close(fd);
+}
+
+/* ---- rank 0's slow-rank evaluations (core/health.h) ---- */
+
+#define HEALTH_ASK_SECONDS 0.2 /* the watch thread serves nobody meanwhile */
+
+static void watch_arrivals_answer(void *arg, int rank, const void *buf, size_t len, double t0,
+                                  double t1)
+{
+    hcomm_comm_t        c = arg;
+    hc_watch_arrivals_t h;
+    hc_arrival_t        a[HC_ARRIVALS];
+    memcpy(&h, buf, sizeof(h));
+    uint32_t n = ntohl(h.n);
+    if (ntohl(h.magic) != HC_WATCH_ARRIVALS_MAGIC || (int32_t)ntohl((uint32_t)h.rank) != rank ||
+        n > HC_ARRIVALS || len != sizeof(h) + n * sizeof(hc_arrival_t))
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t e[2];
+        memcpy(e, (const uint8_t *)buf + sizeof(h) + i * sizeof(e), sizeof(e));
+        a[i] = (hc_arrival_t){be64toh(e[0]), be64toh(e[1])};
+    }
+    /* its clock read between the proof leaving and the answer coming */
+    double mid = (t0 + t1) * 0.5e9;
+    hc_health_feed(c, rank, a, (int)n, (double)be64toh(h.now) - mid, (t1 - t0) * 1e9);
+}
+
+/* A rank of c's served by this process (ranks as threads): read, not asked. */
+static hcomm_comm_t watch_local_peer(hcomm_comm_t c, int rank)
+{
+    for (int i = 0; i < nwatched; i++) {
+        hcomm_comm_t p = watched[i]->comm;
+        if (p->rank == rank && memcmp(p->cookie, c->cookie, sizeof(c->cookie)) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+/* One evaluation of c (rank 0); watch_lock held. */
+static void watch_health(hcomm_comm_t c)
+{
+    hc_arrival_t   a[HC_ARRIVALS];
+    unsigned char *skip = calloc((size_t)c->nranks, 1);
+    if (skip == NULL)
+        return;
+    hc_health_begin(c);
+    for (int r = 0; r < c->nranks; r++) {
+        hcomm_comm_t p = watch_local_peer(c, r);
+        if (p != NULL) {
+            hc_health_feed(c, r, a, hc_arrivals_read(p->arrivals, a), 0, 0);
+            skip[r] = 1;
+        }
+    }
+    hc_watch_ask(c, HC_WATCH_ARRIVALS, skip, HEALTH_ASK_SECONDS, watch_arrivals_answer, c, NULL);
+    free(skip);
+    hc_health_judge(c);
 }
 
 /* One line per communicator from the dump signal; the rank that owns it
@@ -101,8 +181,10 @@ static void watch_dump_all(void)
 
 static void *watch_main(void *arg)
 {
-    struct pollfd *pfd = NULL;
-    size_t         cap = 0;
+    struct pollfd *pfd         = NULL;
+    size_t         cap         = 0;
+    double         period      = hc_params_get()->health_period;
+    double         next_health = hc_clock_now() + period;
     (void)arg;
     pthread_mutex_lock(&watch_lock);
     while (!watch_stop) {
@@ -116,6 +198,8 @@ static void *watch_main(void *arg)
             pfd = p, cap = need;
         }
         double        until = hc_clock_now() + WATCH_POLL_MS / 1000.0;
+        if (period > 0 && until > next_health)
+            until = next_health;
         unsigned long gen   = watch_gen;
         int           n     = 1;
         pfd[0]              = (struct pollfd){.fd = wake_fd[0], .events = POLLIN};
@@ -141,6 +225,12 @@ static void *watch_main(void *arg)
             continue;
         for (int i = 0; i < nwatched; i++)
             hc_gate_serve(&watched[i]->gate, pfd + watched[i]->pfd_first);
+        if (period > 0 && hc_clock_now() >= next_health) {
+            for (int i = 0; i < nwatched; i++)
+                if (watched[i]->comm->health != NULL)
+                    watch_health(watched[i]->comm);
+            next_health = hc_clock_now() + period;
+        }
     }
     pthread_mutex_unlock(&watch_lock);
     free(pfd);
@@ -260,6 +350,9 @@ hcomm_status_t hc_watch_start(hcomm_comm_t c, const hc_bootstrap_wire_addr_t *ad
     if (w->addrs == NULL)
         return HCOMM_ERR_NO_MEMORY;
     memcpy(w->addrs, addrs, (size_t)c->nranks * sizeof(*addrs));
+    hcomm_status_t hs = hc_health_create(c);
+    if (hs != HCOMM_SUCCESS)
+        return hs;
     pthread_mutex_lock(&watch_lock);
     while (watch_joining) /* a thread that is ending cannot take this one */
         pthread_cond_wait(&watch_joined, &watch_lock);

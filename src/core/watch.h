@@ -22,6 +22,16 @@ hcomm_status_t hc_watch_start(hcomm_comm_t comm, const hc_bootstrap_wire_addr_t 
 /* Stops serving comm and closes its listener (before comm is freed). */
 void hc_watch_close(hcomm_comm_t comm);
 
+/* Asks every rank but comm's own and those marked in skip (may be NULL)
+ * the question kind (watch_wire.h), all at once, for at most seconds; fn
+ * gets each whole answer with the time the proof left and the answer came
+ * (hc_clock_now); left[r] (may be NULL) = 1 where a rank refused (its
+ * communicator is gone). */
+typedef void (*hc_watch_answer_fn)(void *arg, int rank, const void *answer, size_t len,
+                                   double t_proof, double t_answer);
+void hc_watch_ask(hcomm_comm_t comm, int kind, const unsigned char *skip, double seconds,
+                  hc_watch_answer_fn fn, void *arg, unsigned char *left);
+
 /* Where comm is now, as its peers would be told. Any thread. */
 void hc_watch_read(hcomm_comm_t comm, hc_rank_where_t *w);
 /* Asks every other rank where it is, all at once, for at most seconds;

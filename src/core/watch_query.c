@@ -1,5 +1,6 @@
-/* watch_query.c - the asking side of watch.h: every other rank at once,
- * bounded by one deadline, and the verdict when an operation times out. */
+/* watch_query.c - the asking side of watch.h: many ranks at once, bounded by
+ * one deadline; where every rank is, and the verdict when an operation times
+ * out; every rank's arrivals, for rank 0's slow-rank test (core/health.h). */
 #include "core/watch.h"
 #include "core/watch_wire.h"
 
@@ -18,9 +19,11 @@
 
 typedef struct query {
     int              rank, fd, stage; /* stage 0: the gate's challenge, 1: the answer */
-    size_t           got;
+    int              closed;          /* it hung up before answering */
+    size_t           got, want;
+    double           t_proof; /* when the proof left: the answer comes after it */
     hc_gate_client_t cl;
-    hc_watch_reply_t rep;
+    uint8_t          buf[HC_WATCH_ANSWER_MAX];
 } query_t;
 
 static hc_sock_peer_t query_peer(int rank)
@@ -29,15 +32,29 @@ static hc_sock_peer_t query_peer(int rank)
     return p;
 }
 
+/* How many bytes the answer to kind has, from what arrived (got bytes). */
+static size_t answer_len(int kind, const uint8_t *buf, size_t got)
+{
+    hc_watch_arrivals_t h;
+    if (kind == HC_WATCH_WHERE)
+        return sizeof(hc_watch_reply_t);
+    if (got < sizeof(h))
+        return sizeof(h);
+    memcpy(&h, buf, sizeof(h));
+    uint32_t n = ntohl(h.n);
+    return sizeof(h) + (n <= HC_ARRIVALS ? n : 0) * sizeof(hc_arrival_t);
+}
+
 /* Connects and sends the hello: 0; -2 when that rank's communicator is gone
  * (refused), -1 when it cannot be asked. */
-static int query_start(hcomm_comm_t c, query_t *q, int rank, double deadline)
+static int query_start(hcomm_comm_t c, query_t *q, int rank, int kind, double deadline)
 {
     const hc_bootstrap_wire_addr_t *a = &c->watch->addrs[rank];
     struct sockaddr_storage         ss;
     socklen_t                       len;
     hc_watch_hello_t                h;
-    q->rank = rank, q->fd = -1, q->stage = 0, q->got = 0;
+    q->rank = rank, q->fd = -1, q->stage = 0, q->closed = 0, q->got = 0;
+    q->want = answer_len(kind, NULL, 0);
     if (a->family == 0 || hc_bootstrap_addr_from_wire(a, &ss, &len) != HCOMM_SUCCESS)
         return -1; /* that rank does not watch (HCOMM_WATCH=0) */
     hcomm_status_t st =
@@ -47,6 +64,7 @@ static int query_start(hcomm_comm_t c, query_t *q, int rank, double deadline)
     memset(&h, 0, sizeof(h));
     h.magic = htonl(HC_WATCH_HELLO_MAGIC);
     h.rank  = (int32_t)htonl((uint32_t)c->rank);
+    h.kind  = htonl((uint32_t)kind);
     if (hc_gate_client_start(&q->cl, q->fd, &h, sizeof(h), deadline, query_peer(rank))) {
         close(q->fd);
         return -1;
@@ -54,40 +72,53 @@ static int query_start(hcomm_comm_t c, query_t *q, int rank, double deadline)
     return 0;
 }
 
-/* Acts on what arrived: 1 while the query goes on, 0 once it ended. */
-static int query_step(hcomm_comm_t c, query_t *q, double deadline, hc_rank_where_t *where)
+/* Acts on what arrived: 1 while the query goes on, 0 once it ended (the
+ * answer handed to fn when whole). */
+static int query_step(hcomm_comm_t c, query_t *q, int kind, double deadline, hc_watch_answer_fn fn,
+                      void *arg)
 {
     if (q->stage == 0) {
         hcomm_status_t st = hc_gate_client_step(&q->cl, c->cookie, deadline, query_peer(q->rank));
         if (st == HCOMM_IN_PROGRESS)
             return 1;
+        q->closed = st == HCOMM_ERR_REMOTE;
         if (st != HCOMM_SUCCESS)
             return 0;
-        q->stage = 1;
+        q->stage   = 1;
+        q->t_proof = hc_clock_now();
     }
-    ssize_t n = recv(q->fd, (char *)&q->rep + q->got, sizeof(q->rep) - q->got, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return 1;
-    if (n <= 0)
+    for (;;) {
+        ssize_t n = recv(q->fd, q->buf + q->got, q->want - q->got, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return 1;
+        if (n <= 0) { /* hung up: its communicator went as it was asked */
+            q->closed = 1;
+            return 0;
+        }
+        q->got += (size_t)n;
+        size_t want = answer_len(kind, q->buf, q->got);
+        if (q->got < want) {
+            q->want = want;
+            continue;
+        }
+        fn(arg, q->rank, q->buf, q->got, q->t_proof, hc_clock_now());
         return 0;
-    q->got += (size_t)n;
-    if (q->got < sizeof(q->rep))
-        return 1;
-    if (hc_watch_reply_unpack(&q->rep, q->rank, &where[q->rank]) != 0)
-        hc_warn(COLL, "watch: rank %d's answer is malformed; treated as none", q->rank);
-    return 0;
+    }
 }
 
-static void query_window(hcomm_comm_t c, int first, int end, double deadline,
-                         hc_rank_where_t *where)
+static void query_window(hcomm_comm_t c, int kind, int first, int end, const unsigned char *skip,
+                         double deadline, hc_watch_answer_fn fn, void *arg, unsigned char *left)
 {
-    query_t       q[QUERY_WINDOW];
+    query_t      *q = malloc(QUERY_WINDOW * sizeof(*q));
     struct pollfd pfd[QUERY_WINDOW];
     int           n = 0;
+    if (q == NULL)
+        return;
     for (int r = first; r < end; r++) {
-        int rc = r != c->rank ? query_start(c, &q[n], r, deadline) : -1;
+        int rc = r != c->rank && !(skip && skip[r]) ? query_start(c, &q[n], r, kind, deadline) : -1;
         n += rc == 0;
-        where[r].left = rc == -2;
+        if (left != NULL)
+            left[r] = rc == -2;
     }
     while (n > 0) {
         double ms = (deadline - hc_clock_now()) * 1000.0;
@@ -98,7 +129,9 @@ static void query_window(hcomm_comm_t c, int first, int end, double deadline,
         if (poll(pfd, (nfds_t)n, (int)ms + 1) < 0 && errno != EINTR)
             break;
         for (int i = 0; i < n; i++)
-            if (pfd[i].revents != 0 && query_step(c, &q[i], deadline, where) == 0) {
+            if (pfd[i].revents != 0 && query_step(c, &q[i], kind, deadline, fn, arg) == 0) {
+                if (left != NULL && q[i].closed)
+                    left[q[i].rank] = 1;
                 close(q[i].fd);
                 q[i] = q[--n], pfd[i] = pfd[n];
                 i--;
@@ -106,18 +139,39 @@ static void query_window(hcomm_comm_t c, int first, int end, double deadline,
     }
     for (int i = 0; i < n; i++) /* no answer in time: stopped, or hung with signals blocked */
         close(q[i].fd);
+    free(q);
+}
+
+void hc_watch_ask(hcomm_comm_t c, int kind, const unsigned char *skip, double seconds,
+                  hc_watch_answer_fn fn, void *arg, unsigned char *left)
+{
+    double deadline = hc_clock_now() + seconds;
+    if (c->watch == NULL || c->watch->addrs == NULL)
+        return;
+    for (int r = 0; r < c->nranks; r += QUERY_WINDOW)
+        query_window(c, kind, r, r + QUERY_WINDOW < c->nranks ? r + QUERY_WINDOW : c->nranks, skip,
+                     deadline, fn, arg, left);
+}
+
+static void where_answer(void *arg, int rank, const void *buf, size_t len, double t0, double t1)
+{
+    hc_rank_where_t *where = arg;
+    hc_watch_reply_t rep;
+    (void)len, (void)t0, (void)t1;
+    memcpy(&rep, buf, sizeof(rep)); /* buf has no alignment to speak of */
+    if (hc_watch_reply_unpack(&rep, rank, &where[rank]) != 0)
+        hc_warn(COLL, "watch: rank %d's answer is malformed; treated as none", rank);
 }
 
 void hc_watch_gather(hcomm_comm_t c, hc_rank_where_t *where, double seconds)
 {
-    double deadline = hc_clock_now() + seconds;
+    unsigned char *left = calloc((size_t)c->nranks, 1);
     memset(where, 0, (size_t)c->nranks * sizeof(*where));
     hc_watch_read(c, &where[c->rank]);
-    if (c->watch == NULL || c->watch->addrs == NULL)
-        return;
-    for (int r = 0; r < c->nranks; r += QUERY_WINDOW)
-        query_window(c, r, r + QUERY_WINDOW < c->nranks ? r + QUERY_WINDOW : c->nranks, deadline,
-                     where);
+    hc_watch_ask(c, HC_WATCH_WHERE, NULL, seconds, where_answer, where, left);
+    for (int r = 0; left != NULL && r < c->nranks; r++)
+        where[r].left = left[r];
+    free(left);
 }
 
 void hc_watch_stuck(hcomm_comm_t c, hcomm_request_t req)

@@ -8,10 +8,15 @@
 #include <stdint.h>
 
 #include "bootstrap/bootstrap_gate.h"
+#include "core/health.h"
 #include "core/verdict.h"
 
-#define HC_WATCH_HELLO_MAGIC 0x68637771u /* "hcwq" */
-#define HC_WATCH_REPLY_MAGIC 0x68637772u /* "hcwr" */
+#define HC_WATCH_HELLO_MAGIC 0x68637771u    /* "hcwq" */
+#define HC_WATCH_REPLY_MAGIC 0x68637772u    /* "hcwr" */
+#define HC_WATCH_ARRIVALS_MAGIC 0x68637761u /* "hcwa" */
+
+/* What a query asks for. */
+enum { HC_WATCH_WHERE = 0, HC_WATCH_ARRIVALS = 1 };
 
 typedef struct hc_watch {
     struct hcomm_comm        *comm;
@@ -28,7 +33,21 @@ typedef struct hc_watch_hello {
     uint32_t magic;
     uint8_t  nonce[16];
     int32_t  rank; /* who asks */
+    uint32_t kind; /* HC_WATCH_* */
 } hc_watch_hello_t;
+
+/* The answer to HC_WATCH_ARRIVALS: this header, then n pairs of big-endian
+ * u64 (cseq, t), oldest first. now: the answerer's CLOCK_MONOTONIC ns as
+ * it answered, for the asker's estimate of the clock offset. */
+typedef struct hc_watch_arrivals {
+    uint32_t magic;
+    int32_t  rank;
+    uint32_t n;
+    uint32_t pad;
+    uint64_t now;
+} hc_watch_arrivals_t;
+
+#define HC_WATCH_ANSWER_MAX (sizeof(hc_watch_arrivals_t) + HC_ARRIVALS * sizeof(hc_arrival_t))
 
 typedef struct hc_watch_reply {
     uint32_t magic;
