@@ -142,6 +142,11 @@ static void exec_sink(void *arg, size_t off, const void *data, size_t len)
 
 static void exec_fail(hcomm_request_t req, hcomm_status_t status)
 {
+    /* the communicator's first failure for want of a peer: who, and where
+     * the others are, before the transports close */
+    if ((status == HCOMM_ERR_TIMEOUT || status == HCOMM_ERR_REMOTE) &&
+        req->comm->error == HCOMM_SUCCESS)
+        hc_watch_verdict(req->comm, req, status);
     req->status = status;
     hc_comm_fail(req->comm, status);
 }
@@ -325,7 +330,6 @@ static void exec_check_health(hcomm_request_t req)
         hc_error(EXEC,
                  "no progress for %.1f s (timeout %g s): waiting on %s of %zu bytes with rank %d",
                  now - req->last_progress, comm->timeout, step_names[st->kind], st->len, st->peer);
-        hc_watch_stuck(comm, req); /* who it waits for, before the transports close */
         exec_fail(req, HCOMM_ERR_TIMEOUT);
     }
 }

@@ -38,8 +38,9 @@ void hc_watch_read(hcomm_comm_t comm, hc_rank_where_t *w);
  * where[nranks]; comm's own entry from hc_watch_read. */
 void hc_watch_gather(hcomm_comm_t comm, hc_rank_where_t *where, double seconds);
 
-/* req timed out on comm: gathers, logs the verdict as one warn line and keeps
- * it for the flight recorder. */
-void hc_watch_stuck(hcomm_comm_t comm, hcomm_request_t req);
+/* req failed on comm for want of a peer (status: it timed out, or a peer
+ * failed or left): gathers, logs the verdict as one warn line ("stuck: ..."
+ * or "failed: ...") and keeps it for the flight recorder. */
+void hc_watch_verdict(hcomm_comm_t comm, hcomm_request_t req, hcomm_status_t status);
 
 #endif

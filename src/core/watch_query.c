@@ -174,16 +174,16 @@ void hc_watch_gather(hcomm_comm_t c, hc_rank_where_t *where, double seconds)
     free(left);
 }
 
-void hc_watch_stuck(hcomm_comm_t c, hcomm_request_t req)
+void hc_watch_verdict(hcomm_comm_t c, hcomm_request_t req, hcomm_status_t status)
 {
+    const char *what = status == HCOMM_ERR_TIMEOUT ? "stuck" : "failed";
     hc_op_rec_t r;
     char        line[1024];
     hc_ops_rec(req, &r);
     if (c->watch == NULL) {
         hc_warn(COLL,
-                "stuck: %s #%llu: HCOMM_WATCH=0, so the other ranks were not asked where "
-                "they are",
-                hc_ops_coll_name(&r), (unsigned long long)r.seq);
+                "%s: %s #%llu: HCOMM_WATCH=0, so the other ranks were not asked where they are",
+                what, hc_ops_coll_name(&r), (unsigned long long)r.seq);
         return;
     }
     hc_rank_where_t *where = calloc((size_t)c->nranks, sizeof(*where));
@@ -202,8 +202,8 @@ void hc_watch_stuck(hcomm_comm_t c, hcomm_request_t req)
                           .bytes = r.bytes,
                           .peer  = r.coll == HC_COLL_SEND || r.coll == HC_COLL_RECV ? r.peer : -1};
     hc_verdict_format(&op, where, hosts, c->nranks, 0, line, sizeof(line));
-    hc_warn(COLL, "stuck: %s", line);
-    hc_debug(COLL, "stuck: the ranks answered in %.1f ms", (hc_clock_now() - t0) * 1e3);
+    hc_warn(COLL, "%s: %s", what, line);
+    hc_debug(COLL, "%s: the ranks answered in %.1f ms", what, (hc_clock_now() - t0) * 1e3);
     if (c->verdict == NULL)
         c->verdict = strdup(line);
     free(where), free(hosts);
