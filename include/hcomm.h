@@ -51,6 +51,7 @@ extern "C" {
     X(HCOMM_ERR_AUTH, -42, "authentication failed: wrong job secret (cookie)")                     \
     X(HCOMM_ERR_ABORTED, -43, "communicator aborted")                                              \
     X(HCOMM_ERR_PROTOCOL, -44, "protocol error: unexpected message")                               \
+    X(HCOMM_ERR_REVOKED, -45, "communicator revoked (hcomm_comm_revoke)")                          \
     X(HCOMM_ERR_TIMEOUT, -60, "timed out")
 
 typedef enum {
@@ -183,6 +184,18 @@ hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm);
  * already running see the new value at their next progress check.
  */
 hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds);
+
+/*
+ * Revokes comm on every rank: each operation of comm pending or blocked on any
+ * rank, in any thread (streams included), returns HCOMM_ERR_REVOKED promptly
+ * (within milliseconds where its rank is in hcomm), and so does every later
+ * call on it; the communicator is then failed (hcomm_comm_get_error) and can
+ * only be destroyed or aborted. The other ranks learn it over the watch
+ * channel (HCOMM_WATCH; without it, only this rank is revoked, logged); a
+ * rank that is gone is not waited for. Call it from any thread, on any rank,
+ * as often as wanted.
+ */
+hcomm_status_t hcomm_comm_revoke(hcomm_comm_t comm);
 
 /*
  * Reports where comm is on this rank: its last operations (number, collective,

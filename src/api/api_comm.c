@@ -16,6 +16,7 @@
 #include "core/comm.h"
 #include "core/flight.h"
 #include "core/health.h"
+#include "core/watch.h"
 #include "overlap/overlap.h"
 
 hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_unique_id_t *id,
@@ -198,7 +199,10 @@ hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm)
         hc_error(INIT, "hcomm_comm_get_error: invalid communicator %p", (void *)comm);
         return HCOMM_ERR_INVALID_COMM;
     }
-    return comm->error;
+    hcomm_status_t st = comm->error;
+    return st == HCOMM_SUCCESS && __atomic_load_n(&comm->revoked, __ATOMIC_RELAXED)
+               ? HCOMM_ERR_REVOKED
+               : st;
 }
 
 hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds)
@@ -215,6 +219,19 @@ hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds)
     hc_comm_lock(comm);
     comm->timeout = seconds;
     hc_comm_unlock(comm);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hcomm_comm_revoke(hcomm_comm_t comm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_revoke: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    /* a flag, not the failure itself: another thread may be progressing comm;
+     * whichever progresses next fails it, here and on the peers */
+    __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELAXED);
+    hc_watch_revoke(comm);
     return HCOMM_SUCCESS;
 }
 

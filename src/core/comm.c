@@ -88,10 +88,11 @@ hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what)
         hc_error(COLL, "%s: communicator %p is NULL, destroyed or aborted", what, (void *)comm);
         return HCOMM_ERR_INVALID_COMM;
     }
-    if (comm->error != HCOMM_SUCCESS) {
+    if (comm->error != HCOMM_SUCCESS || __atomic_load_n(&comm->revoked, __ATOMIC_RELAXED)) {
+        hcomm_status_t st = comm->error != HCOMM_SUCCESS ? comm->error : HCOMM_ERR_REVOKED;
         hc_error(COLL, "%s: communicator failed earlier (%s); destroy or abort it", what,
-                 hcomm_status_str(comm->error));
-        return comm->error;
+                 hcomm_status_str(st));
+        return st;
     }
     return HCOMM_SUCCESS;
 }

@@ -49,6 +49,11 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
 {
     hcomm_status_t st = HCOMM_SUCCESS;
 
+    if (__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED) && comm->error == HCOMM_SUCCESS) {
+        hc_warn(COLL, "rank %d: the communicator is revoked: its operations end", comm->rank);
+        hc_comm_fail(comm, HCOMM_ERR_REVOKED);
+    }
+
     while (comm->req_head != NULL) {
         hcomm_request_t req = comm->req_head;
         if (comm_gate_closed(comm, req) || hc_exec_progress(req) == HCOMM_IN_PROGRESS) {

@@ -146,7 +146,9 @@ static void exec_fail(hcomm_request_t req, hcomm_status_t status)
      * the others are, before the transports close */
     if ((status == HCOMM_ERR_TIMEOUT || status == HCOMM_ERR_REMOTE) &&
         req->comm->error == HCOMM_SUCCESS)
-        hc_watch_verdict(req->comm, req, status);
+        status = __atomic_load_n(&req->comm->revoked, __ATOMIC_RELAXED)
+                     ? HCOMM_ERR_REVOKED
+                     : hc_watch_verdict(req->comm, req, status);
     req->status = status;
     hc_comm_fail(req->comm, status);
 }

@@ -22,6 +22,7 @@ typedef struct hc_rank_where {
     uint64_t c_bytes; /* the last collective's */
     uint32_t c_desc;  /* the last collective's coll | dtype << 8 */
     int32_t  waiting; /* its running operation waits for this rank; -1 */
+    int      revoked; /* it knows the communicator revoked */
 } hc_rank_where_t;
 
 /* The operation that did not finish, as the rank that reports saw it. */

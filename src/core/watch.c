@@ -62,6 +62,7 @@ void hc_watch_read(hcomm_comm_t c, hc_rank_where_t *w)
         w->c_bytes = __atomic_load_n(&p->c_bytes, __ATOMIC_RELAXED);
         w->c_desc  = __atomic_load_n(&p->c_desc, __ATOMIC_RELAXED);
         w->waiting = __atomic_load_n(&p->waiting, __ATOMIC_RELAXED);
+        w->revoked = __atomic_load_n(&c->revoked, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if ((v & 1) == 0 && __atomic_load_n(&p->ver, __ATOMIC_RELAXED) == v)
             return;
@@ -96,6 +97,10 @@ static void watch_admit(void *arg, int fd, const void *hello, const char *peer)
     if (ntohl(h.kind) == HC_WATCH_ARRIVALS) {
         len = watch_pack_arrivals(w->comm, buf);
     } else {
+        if (ntohl(h.kind) == HC_WATCH_REVOKE &&
+            !__atomic_exchange_n(&w->comm->revoked, 1, __ATOMIC_RELAXED))
+            hc_warn(COLL, "rank %d: rank %d revoked the communicator", w->comm->rank,
+                    (int)ntohl((uint32_t)h.rank));
         hc_rank_where_t  where;
         hc_watch_reply_t rep;
         hc_watch_read(w->comm, &where);

@@ -32,6 +32,10 @@ typedef void (*hc_watch_answer_fn)(void *arg, int rank, const void *answer, size
 void hc_watch_ask(hcomm_comm_t comm, int kind, const unsigned char *skip, double seconds,
                   hc_watch_answer_fn fn, void *arg, unsigned char *left);
 
+/* Tells every other rank that comm is revoked (hcomm_comm_revoke); waits at
+ * most HCOMM_WATCH_TIMEOUT for their answers. */
+void hc_watch_revoke(hcomm_comm_t comm);
+
 /* Where comm is now, as its peers would be told. Any thread. */
 void hc_watch_read(hcomm_comm_t comm, hc_rank_where_t *w);
 /* Asks every other rank where it is, all at once, for at most seconds;
@@ -40,7 +44,10 @@ void hc_watch_gather(hcomm_comm_t comm, hc_rank_where_t *where, double seconds);
 
 /* req failed on comm for want of a peer (status: it timed out, or a peer
  * failed or left): gathers, logs the verdict as one warn line ("stuck: ..."
- * or "failed: ...") and keeps it for the flight recorder. */
-void hc_watch_verdict(hcomm_comm_t comm, hcomm_request_t req, hcomm_status_t status);
+ * or "failed: ...") and keeps it for the flight recorder. Returns the status
+ * req fails with: status, or HCOMM_ERR_REVOKED when a rank that answered
+ * knows comm revoked (a peer that left because of a revoke looks like a
+ * failure from here). */
+hcomm_status_t hc_watch_verdict(hcomm_comm_t comm, hcomm_request_t req, hcomm_status_t status);
 
 #endif

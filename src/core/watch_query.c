@@ -163,6 +163,33 @@ static void where_answer(void *arg, int rank, const void *buf, size_t len, doubl
         hc_warn(COLL, "watch: rank %d's answer is malformed; treated as none", rank);
 }
 
+static void revoke_answer(void *arg, int rank, const void *buf, size_t len, double t0, double t1)
+{
+    (void)buf, (void)len, (void)t0, (void)t1;
+    ((unsigned char *)arg)[rank] = 1;
+}
+
+void hc_watch_revoke(hcomm_comm_t c)
+{
+    unsigned char *told = calloc((size_t)c->nranks, 1), *left = calloc((size_t)c->nranks, 1);
+    if (c->watch == NULL || told == NULL || left == NULL) {
+        hc_warn(COLL, "hcomm_comm_revoke: %s: the other ranks are not told",
+                c->watch == NULL ? "HCOMM_WATCH=0" : "out of memory");
+        free(told), free(left);
+        return;
+    }
+    told[c->rank] = 1;
+    hc_watch_ask(c, HC_WATCH_REVOKE, NULL, hc_params_get()->watch_timeout, revoke_answer, told,
+                 left);
+    int n = 0;
+    for (int r = 0; r < c->nranks; r++)
+        n += !told[r] && !left[r];
+    if (n > 0)
+        hc_warn(COLL, "hcomm_comm_revoke: %d ranks did not confirm in %g s (stopped or dead)", n,
+                hc_params_get()->watch_timeout);
+    free(told), free(left);
+}
+
 void hc_watch_gather(hcomm_comm_t c, hc_rank_where_t *where, double seconds)
 {
     unsigned char *left = calloc((size_t)c->nranks, 1);
@@ -174,7 +201,7 @@ void hc_watch_gather(hcomm_comm_t c, hc_rank_where_t *where, double seconds)
     free(left);
 }
 
-void hc_watch_verdict(hcomm_comm_t c, hcomm_request_t req, hcomm_status_t status)
+hcomm_status_t hc_watch_verdict(hcomm_comm_t c, hcomm_request_t req, hcomm_status_t status)
 {
     const char *what = status == HCOMM_ERR_TIMEOUT ? "stuck" : "failed";
     hc_op_rec_t r;
@@ -184,16 +211,22 @@ void hc_watch_verdict(hcomm_comm_t c, hcomm_request_t req, hcomm_status_t status
         hc_warn(COLL,
                 "%s: %s #%llu: HCOMM_WATCH=0, so the other ranks were not asked where they are",
                 what, hc_ops_coll_name(&r), (unsigned long long)r.seq);
-        return;
+        return status;
     }
     hc_rank_where_t *where = calloc((size_t)c->nranks, sizeof(*where));
     const char     **hosts = calloc((size_t)c->nranks, sizeof(*hosts));
     if (where == NULL || hosts == NULL) {
         free(where), free(hosts);
-        return;
+        return status;
     }
     double t0 = hc_clock_now();
     hc_watch_gather(c, where, hc_params_get()->watch_timeout);
+    for (int i = 0; i < c->nranks; i++)
+        if (where[i].revoked) { /* not a failure: the revoke reached others first */
+            __atomic_store_n(&c->revoked, 1, __ATOMIC_RELAXED);
+            free(where), free(hosts);
+            return HCOMM_ERR_REVOKED;
+        }
     for (int i = 0; i < c->nranks; i++)
         hosts[i] = c->peers[i].hostname;
     hc_verdict_op_t op = {.coll  = r.coll,
@@ -207,4 +240,5 @@ void hc_watch_verdict(hcomm_comm_t c, hcomm_request_t req, hcomm_status_t status
     if (c->verdict == NULL)
         c->verdict = strdup(line);
     free(where), free(hosts);
+    return status;
 }

@@ -16,7 +16,7 @@
 #define HC_WATCH_ARRIVALS_MAGIC 0x68637761u /* "hcwa" */
 
 /* What a query asks for. */
-enum { HC_WATCH_WHERE = 0, HC_WATCH_ARRIVALS = 1 };
+enum { HC_WATCH_WHERE = 0, HC_WATCH_ARRIVALS = 1, HC_WATCH_REVOKE = 2 /* answered as WHERE */ };
 
 typedef struct hc_watch {
     struct hcomm_comm        *comm;
@@ -54,8 +54,12 @@ typedef struct hc_watch_reply {
     int32_t  rank;
     uint32_t c_desc;
     int32_t  waiting;
+    uint32_t flags; /* HC_WATCH_REVOKED */
+    uint32_t pad;
     uint64_t seq, ccount, ended, c_bytes;
 } hc_watch_reply_t;
+
+#define HC_WATCH_REVOKED 1u
 
 static inline void hc_watch_reply_pack(hc_watch_reply_t *r, int rank, const hc_rank_where_t *w)
 {
@@ -63,6 +67,8 @@ static inline void hc_watch_reply_pack(hc_watch_reply_t *r, int rank, const hc_r
     r->rank    = (int32_t)htonl((uint32_t)rank);
     r->c_desc  = htonl(w->c_desc);
     r->waiting = (int32_t)htonl((uint32_t)w->waiting);
+    r->flags   = htonl(w->revoked ? HC_WATCH_REVOKED : 0);
+    r->pad     = 0;
     r->seq     = htobe64(w->seq);
     r->ccount  = htobe64(w->ccount);
     r->ended   = htobe64(w->ended);
@@ -77,6 +83,7 @@ static inline int hc_watch_reply_unpack(const hc_watch_reply_t *r, int rank, hc_
     w->known   = 1;
     w->c_desc  = ntohl(r->c_desc);
     w->waiting = (int32_t)ntohl((uint32_t)r->waiting);
+    w->revoked = (ntohl(r->flags) & HC_WATCH_REVOKED) != 0;
     w->seq     = be64toh(r->seq);
     w->ccount  = be64toh(r->ccount);
     w->ended   = be64toh(r->ended);

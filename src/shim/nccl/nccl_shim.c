@@ -31,6 +31,7 @@ static ncclResult_t map_status(hcomm_status_t st)
     case HCOMM_SUCCESS: return ncclSuccess;
     case HCOMM_IN_PROGRESS: return ncclInProgress;
     case HCOMM_ERR_INVALID_USAGE:
+    case HCOMM_ERR_REVOKED:
     case HCOMM_ERR_UNSUPPORTED: return ncclInvalidUsage;
     case HCOMM_ERR_NO_MEMORY:
     case HCOMM_ERR_SYSTEM:
@@ -274,7 +275,9 @@ ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
     return unwrap_done(ext, hcomm_comm_abort(hc_of(comm)), "ncclCommAbort");
 }
 
-/* Nothing is ever in flight between calls; revoking only forbids further use. */
+/* NCCL's revoke is local: each rank revokes its own (the peers are not told,
+ * unlike hcomm_comm_revoke); nothing of this rank's is in flight between
+ * calls, and later calls end with ncclInvalidUsage. */
 ncclResult_t hcomm_nccl_CommRevoke(ncclComm_t comm, int revokeFlags)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommRevoke");
@@ -284,6 +287,7 @@ ncclResult_t hcomm_nccl_CommRevoke(ncclComm_t comm, int revokeFlags)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommRevoke: flags must be 0");
     __atomic_store_n(&hc_of(comm)->frontend_state, HC_NCCL_COMM_REVOKED,
                      __ATOMIC_RELEASE); /* read by calls on other threads */
+    __atomic_store_n(&hc_of(comm)->revoked, 1, __ATOMIC_RELAXED);
     return ncclSuccess;
 }
 

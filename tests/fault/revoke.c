@@ -1,0 +1,62 @@
+/* revoke.c - hcomm_comm_revoke ends every pending and blocked call on every
+ * rank, in every thread. Run under hcomm-run -n N (N >= 3): the last rank
+ * never joins; each other rank queues an allreduce on a stream (run by the
+ * stream's thread) and then blocks in another allreduce on its own thread.
+ * After 1 s the last rank revokes the communicator. Both calls on every rank
+ * must end with HCOMM_ERR_REVOKED within 3 s of the start (the timeout is 60
+ * s), and so must a later call and hcomm_comm_get_error. Prints "revoke: rank
+ * R: OK after S s" or what went wrong. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hcomm.h"
+#include "hcomm_stream.h"
+
+#define N (1 << 16)
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(void)
+{
+    hcomm_comm_t   comm;
+    hcomm_stream_t s;
+    int            rank, nranks;
+    static float   a[N], b[N];
+    if (hcomm_comm_init_env(&comm) != HCOMM_SUCCESS || hcomm_comm_rank(comm, &rank) ||
+        hcomm_comm_size(comm, &nranks) || hcomm_comm_set_timeout(comm, 60))
+        return 3;
+    double t0 = now();
+    if (rank == nranks - 1) { /* the one that never joins: it revokes */
+        usleep(1000000);
+        hcomm_status_t st = hcomm_comm_revoke(comm);
+        printf("revoke: rank %d: revoked (%s)\n", rank, hcomm_status_str(st));
+        int ok = st == HCOMM_SUCCESS && hcomm_comm_get_error(comm) == HCOMM_ERR_REVOKED;
+        hcomm_comm_abort(comm);
+        return ok ? 0 : 1;
+    }
+    if (hcomm_stream_create(&s) != HCOMM_SUCCESS)
+        return 4;
+    hcomm_status_t qs = hcomm_allreduce(b, b, N, HCOMM_FLOAT32, HCOMM_SUM, comm, s);
+    hcomm_status_t bs = hcomm_allreduce(a, a, N, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
+    double         t1 = now() - t0;
+    hcomm_status_t ss = hcomm_stream_synchronize(s);
+    double         t2 = now() - t0;
+    hcomm_status_t ns = hcomm_allreduce(a, a, 1, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
+    hcomm_status_t es = hcomm_comm_get_error(comm);
+    int            ok = qs == HCOMM_SUCCESS && bs == HCOMM_ERR_REVOKED && ss == HCOMM_ERR_REVOKED &&
+             ns == HCOMM_ERR_REVOKED && es == HCOMM_ERR_REVOKED && t1 < 3 && t2 < 3;
+    printf("revoke: rank %d: %s after %.2f s (blocked call: %s; stream: %s after %.2f s; "
+           "later call: %s; get_error: %s)\n",
+           rank, ok ? "OK" : "FAILED", t1, hcomm_status_str(bs), hcomm_status_str(ss), t2,
+           hcomm_status_str(ns), hcomm_status_str(es));
+    hcomm_stream_destroy(s);
+    hcomm_comm_abort(comm);
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,19 @@
+#!/bin/sh
+# run_revoke.sh - hcomm_comm_revoke on one rank ends, on every other rank, the
+# allreduce its own thread is blocked in and the one its stream's thread
+# runs, within 2 s (the timeout is 60 s), with HCOMM_ERR_REVOKED; later calls
+# and hcomm_comm_get_error say so too (tests/fault/revoke.c). Over shared
+# memory and over tcp.
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
+run="$top/tools/hcomm-run" prog="$top/tests/fault/revoke"
+need "$run" "$prog"
+scratch revoke
+for tl in shm tcp; do
+    for n in 3 4; do
+        try 60 HCOMM_TRANSPORT=$tl "$run" -n $n "$prog"
+        test $? = 0 && [ "$(grep -c '^revoke: rank [0-9]*: OK after' "$out")" = $((n - 1)) ]
+        result "$tl, $n ranks: every blocked and streamed call of the others ends revoked" $?
+    done
+done
+finish
