@@ -242,9 +242,15 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
 
 /*
  * Shrinks comm: every rank not in exclude[0..nexclude) joins a new communicator,
- * keeping its order; the excluded ranks do not call (they may be gone). Only the
- * survivors talk, over comm, so comm must not have failed (hcomm_comm_get_error).
- * A caller listed in exclude gets HCOMM_ERR_INVALID_USAGE.
+ * keeping its order; the excluded ranks do not call (they may be gone). A
+ * caller listed in exclude gets HCOMM_ERR_INVALID_USAGE.
+ * On a healthy comm the survivors talk over comm. On a comm that failed (a
+ * peer died, an operation timed out, hcomm_comm_revoke; what is still in flight
+ * has failed with it), they agree over the watch channel (HCOMM_WATCH) on who
+ * is alive: a rank that refuses or hangs up is dead, one that stays silent
+ * for 4 x HCOMM_WATCH_TIMEOUT too, and one that dies during the agreement
+ * does not hang it; the dead need not be listed. At most comm's timeout. The
+ * new communicator has the ranks alive, in their order (docs/resilience.md).
  */
 hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexclude,
                                  hcomm_comm_t *newcomm);

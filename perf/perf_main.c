@@ -132,7 +132,7 @@ static int run_fork(const perf_args_t *a)
             return 1;
         }
     }
-    rc = launch_wait(pids, a->fork_ranks, 0, PERF_TAG);
+    rc = launch_wait(pids, a->fork_ranks, 0, PERF_TAG, 0);
     free(pids);
     return rc;
 }

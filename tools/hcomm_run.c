@@ -35,7 +35,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: hcomm-run -n N [--timeout SEC] [--nccl] PROGRAM [ARGS...]\n"
+            "Usage: hcomm-run -n N [--timeout SEC] [--nccl] [-k] PROGRAM [ARGS...]\n"
             "Starts N ranks of PROGRAM on this host, each with the environment of\n"
             "hcomm-run plus:\n"
             "  HCOMM_RANK    the rank, 0 .. N-1\n"
@@ -48,11 +48,14 @@ static void usage(FILE *f)
             "  -t, --timeout SEC  kill every rank after SEC seconds and exit 124\n"
             "      --nccl         run a program built for NCCL on hcomm's libnccl.so.2:\n"
             "                     puts %s first on LD_LIBRARY_PATH\n"
+            "  -k, --keep-going   a rank that fails leaves the others running (jobs\n"
+            "                     that survive a failure: hcomm_comm_shrink)\n"
             "  -h, --help         show this help\n"
             "SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank exits\n"
             "non-zero or dies by a signal, the others get SIGTERM, then SIGKILL %.0f s\n"
-            "later, and hcomm-run exits with that rank's status (128 + signal number\n"
-            "for a signal). Exit status: 0 when every rank exited 0; 124 on timeout;\n"
+            "later (with -k they go on), and hcomm-run exits with that rank's status\n"
+            "(128 + signal number for a signal). Exit status: 0 when every rank exited 0; 124 on "
+            "timeout;\n"
             "127 when PROGRAM cannot be executed; 2 on bad usage.\n",
             MAX_RANKS, HCOMM_NCCL_LIBDIR, LAUNCH_GRACE_S);
 }
@@ -61,6 +64,7 @@ typedef struct {
     int    nranks;
     int    nccl; /* --nccl: hcomm's libnccl.so.2 first on the library path */
     double timeout_s;
+    int    keep_going; /* -k: a failed rank does not bring the others down */
     char **argv; /* program and its arguments, NULL-terminated */
 } run_opts_t;
 
@@ -80,11 +84,9 @@ static int parse_int(const char *s, long lo, long hi, long *out)
 static int parse_opts(int argc, char **argv, run_opts_t *o)
 {
     static const struct option longopts[] = {
-        {"np", required_argument, NULL, 'n'},
-        {"timeout", required_argument, NULL, 't'},
-        {"nccl", no_argument, NULL, 'N'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"np", required_argument, NULL, 'n'}, {"timeout", required_argument, NULL, 't'},
+        {"nccl", no_argument, NULL, 'N'},     {"keep-going", no_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},     {NULL, 0, NULL, 0},
     };
     int   c;
     long  v;
@@ -92,9 +94,10 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
 
     o->nranks    = 0;
     o->nccl      = 0;
-    o->timeout_s = 0;
+    o->timeout_s  = 0;
+    o->keep_going = 0;
     /* '+': stop at the program name, its options are its own. */
-    while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+n:t:kh", longopts, NULL)) != -1) {
         switch (c) {
         case 'n':
             if (parse_int(optarg, 1, MAX_RANKS, &v) != 0) {
@@ -116,6 +119,9 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
         case 'N':
             o->nccl = 1;
             break;
+        case 'k':
+            o->keep_going = 1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -126,7 +132,7 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
     }
     if (o->nranks == 0 || optind >= argc) {
         fprintf(stderr, TAG ": %s\n", o->nranks == 0 ? "-n N is required" : "no program given");
-        fprintf(stderr, "Usage: hcomm-run -n N [--timeout SEC] [--nccl] PROGRAM [ARGS...]\n");
+        fprintf(stderr, "Usage: hcomm-run -n N [--timeout SEC] [--nccl] [-k] PROGRAM [ARGS...]\n");
         return 2;
     }
     o->argv = argv + optind;
@@ -335,7 +341,7 @@ int main(int argc, char **argv)
         }
     }
     close(root_fd); /* rank 0 has it */
-    rc = launch_wait(pids, o.nranks, o.timeout_s, TAG);
+    rc = launch_wait(pids, o.nranks, o.timeout_s, TAG, o.keep_going);
     sweep_shm(cookie, pids, o.nranks);
     free(pids);
     return rc;

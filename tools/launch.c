@@ -30,6 +30,7 @@ typedef struct {
     int          killed;      /* SIGKILL sent */
     double       kill_at;
     const char  *tag;
+    int          keep_going; /* a failed rank leaves the others running */
 } launch_state_t;
 
 static void fill_sigset(sigset_t *set)
@@ -111,7 +112,8 @@ static void report_exit(launch_state_t *s, int rank, int wstatus)
         return;
     }
     s->failed = 1;
-    terminate_all(s);
+    if (!s->keep_going)
+        terminate_all(s);
 }
 
 /* Reaps every child that has exited; returns -1 when none are left to wait for. */
@@ -178,9 +180,10 @@ static void wait_loop(launch_state_t *s, double deadline)
     }
 }
 
-static int run_wait(const pid_t *pids, int n, double timeout_s, const char *tag, int abort_now)
+static int run_wait(const pid_t *pids, int n, double timeout_s, const char *tag, int abort_now,
+                    int keep_going)
 {
-    launch_state_t s        = {.pids = pids, .n = n, .tag = tag};
+    launch_state_t s        = {.pids = pids, .n = n, .tag = tag, .keep_going = keep_going};
     double         deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
 
     s.alive = calloc((size_t)(n > 0 ? n : 1), 1);
@@ -212,12 +215,12 @@ static int run_wait(const pid_t *pids, int n, double timeout_s, const char *tag,
     return s.status;
 }
 
-int launch_wait(const pid_t *pids, int n, double timeout_s, const char *tag)
+int launch_wait(const pid_t *pids, int n, double timeout_s, const char *tag, int keep_going)
 {
-    return run_wait(pids, n, timeout_s, tag, 0);
+    return run_wait(pids, n, timeout_s, tag, 0, keep_going);
 }
 
 void launch_abort(const pid_t *pids, int n, const char *tag)
 {
-    run_wait(pids, n, 0, tag, 1);
+    run_wait(pids, n, 0, tag, 1, 0);
 }

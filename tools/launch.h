@@ -27,13 +27,14 @@ void launch_child_restore(const sigset_t *old);
  * Waits until the n processes in pids (rank i = pids[i]; entries <= 0 are
  * ignored) have all exited. SIGINT/SIGTERM/SIGHUP received meanwhile are
  * forwarded to every live rank. The first rank to exit non-zero or die by a
- * signal is reported on stderr ("TAG: rank R exited with status S") and the
- * others get SIGTERM, then SIGKILL after LAUNCH_GRACE_S. timeout_s > 0 tears
- * everything down after that many seconds.
+ * signal is reported on stderr ("TAG: rank R exited with status S") and,
+ * unless keep_going, the others get SIGTERM, then SIGKILL after
+ * LAUNCH_GRACE_S. timeout_s > 0 tears everything down after that many
+ * seconds.
  * Returns 0 when all exited 0, the first failure's status (128 + signo for a
  * signal), or 124 on timeout.
  */
-int launch_wait(const pid_t *pids, int n, double timeout_s, const char *tag);
+int launch_wait(const pid_t *pids, int n, double timeout_s, const char *tag, int keep_going);
 
 /* Tears down the n already started ranks (SIGTERM, grace, SIGKILL) and reaps them. */
 void launch_abort(const pid_t *pids, int n, const char *tag);

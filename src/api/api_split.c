@@ -5,10 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/group.h"
+#include "core/watch.h"
 
 typedef struct split_entry {
     int32_t color, key, rank;
@@ -22,17 +24,6 @@ static int split_cmp(const void *a, const void *b)
     if (x->key != y->key)
         return x->key < y->key ? -1 : 1;
     return x->rank < y->rank ? -1 : (x->rank > y->rank);
-}
-
-/* Starts a rendezvous root on this process for a communicator split off comm. */
-static hcomm_status_t split_root_start(hcomm_comm_t comm, hcomm_unique_id_t *id)
-{
-    uint8_t     cookie[16];
-    char        bind[80];
-    const char *ip = hc_bootstrap_local_ip(comm->bs);
-    snprintf(bind, sizeof(bind), strchr(ip, ':') ? "[%s]:0" : "%s:0", ip);
-    hcomm_status_t st = hc_bootstrap_random(cookie, sizeof(cookie));
-    return st != HCOMM_SUCCESS ? st : hc_bootstrap_root_start(bind, cookie, id);
 }
 
 hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_comm_t *newcomm)
@@ -75,7 +66,7 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
     hcomm_unique_id_t mine;
     memset(&mine, 0, sizeof(mine));
     if (color != HCOMM_SPLIT_NOCOLOR && first == comm->rank)
-        st = split_root_start(comm, &mine);
+        st = hc_comm_root_start(comm, &mine);
     /* every rank takes part in the exchange, even after a local failure, so
      * that no peer is left waiting; the failure is returned after it */
     hcomm_status_t xst = hcomm_allgather(&mine, ids, sizeof(mine), HCOMM_UINT8, comm, NULL);
@@ -129,12 +120,44 @@ static hcomm_status_t shrink_survivors(hcomm_comm_t comm, const int *exclude, in
     return HCOMM_SUCCESS;
 }
 
+/* comm failed (or was revoked): its data path is gone, so the survivors
+ * agree over the watch channel on who is alive and on the new rendezvous
+ * (core/watch.h); the dead need not be listed in keep's complement. */
+static hcomm_status_t shrink_failed(hcomm_comm_t comm, const uint8_t *keep, uint64_t *host_ids,
+                                    hcomm_comm_t *newcomm)
+{
+    hcomm_unique_id_t id;
+    int               n = comm->nranks, size = 0, myrank = -1;
+    uint8_t          *alive = calloc((size_t)n, 1);
+    double            t0    = hc_clock_now();
+    if (alive == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    hcomm_status_t st = hc_watch_shrink_agree(comm, keep, alive, &id);
+    for (int r = 0; st == HCOMM_SUCCESS && r < n; r++)
+        if (alive[r]) {
+            myrank           = r == comm->rank ? size : myrank;
+            host_ids[size++] = comm->peers[r].host_hash;
+        }
+    free(alive);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    hc_info(INIT,
+            "hcomm_comm_shrink: %d of %d ranks survive the failure (agreed in %.1f ms); "
+            "this one is rank %d of the new communicator",
+            size, n, (hc_clock_now() - t0) * 1e3, myrank);
+    return hc_comm_create(newcomm, size, &id, myrank, host_ids);
+}
+
 hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexclude,
                                  hcomm_comm_t *newcomm)
 {
-    hcomm_status_t st = hc_comm_check(comm, "hcomm_comm_shrink");
-    if (st != HCOMM_SUCCESS)
-        return st;
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_shrink: communicator %p is NULL, destroyed or aborted",
+                 (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    hcomm_status_t st     = HCOMM_SUCCESS;
+    int            failed = hcomm_comm_get_error(comm) != HCOMM_SUCCESS;
     if (newcomm == NULL || hc_group_active()) {
         hc_error(INIT, "hcomm_comm_shrink: %s",
                  newcomm == NULL ? "NULL newcomm" : "not allowed inside a group");
@@ -149,6 +172,10 @@ hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexc
     }
     if ((st = shrink_survivors(comm, exclude, nexclude, keep)) != HCOMM_SUCCESS)
         goto out;
+    if (failed) {
+        st = shrink_failed(comm, keep, host_ids, newcomm);
+        goto out;
+    }
     int first = -1, size = 0, myrank = -1;
     for (int r = 0; r < n; r++) {
         if (!keep[r])
@@ -168,7 +195,7 @@ hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexc
         uint64_t          digest;
     } msg, mine = {.digest = hc_hash_bytes(HC_HASH_FNV_SEED, keep, (size_t)n)};
     if (comm->rank == first) {
-        if ((st = split_root_start(comm, &mine.id)) != HCOMM_SUCCESS)
+        if ((st = hc_comm_root_start(comm, &mine.id)) != HCOMM_SUCCESS)
             memset(&mine.id, 0, sizeof(mine.id));
         for (int r = first + 1; r < n; r++) {
             hcomm_status_t sst = keep[r] ? hcomm_send(&mine, sizeof(mine), HCOMM_UINT8, r, comm, NULL)

@@ -117,6 +117,16 @@ void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status)
     hc_comm_unlock(comm);
 }
 
+hcomm_status_t hc_comm_root_start(hcomm_comm_t comm, hcomm_unique_id_t *id)
+{
+    uint8_t     cookie[16];
+    char        bind[80];
+    const char *ip = hc_bootstrap_local_ip(comm->bs);
+    snprintf(bind, sizeof(bind), strchr(ip, ':') ? "[%s]:0" : "%s:0", ip);
+    hcomm_status_t st = hc_bootstrap_random(cookie, sizeof(cookie));
+    return st != HCOMM_SUCCESS ? st : hc_bootstrap_root_start(bind, cookie, id);
+}
+
 int hc_comm_rank(hcomm_comm_t comm)
 {
     return comm->rank;
@@ -338,6 +348,7 @@ int hc_comm_wait_released(hcomm_comm_t c)
 void hc_comm_free(hcomm_comm_t c)
 {
     hc_watch_close(c);
+    hc_watch_shrink_free(c);
     hc_health_free(c);
     free(c->verdict);
     hc_trace_close(c);

@@ -89,6 +89,7 @@ struct hcomm_comm {
     char            *verdict;  /* who a timed-out operation waited for (core/verdict.h) */
     hc_arrival_t      arrivals[HC_ARRIVALS]; /* when it entered its last collectives */
     struct hc_health *health;                /* rank 0's slow-rank test (core/health.h) */
+    struct hc_shrink *shrink; /* while this rank coordinates a shrink (watch_shrink.c) */
     /* streams: once a request has gone to a stream (threaded = 1, set by the
      * issuing thread before any stream thread sees the comm), every access to
      * the queue and the executor holds lock; until then the comm stays lock-free */
@@ -187,6 +188,9 @@ void           hc_comm_free(hcomm_comm_t comm);
  * that no late message can write into a buffer the caller got back; comm's
  * lock held (hc_comm_set_failed takes it). */
 void           hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status);
+/* Starts a rendezvous root in this process, on comm's bootstrap interface,
+ * for a communicator made from comm (split, shrink): its id. */
+hcomm_status_t hc_comm_root_start(hcomm_comm_t comm, hcomm_unique_id_t *id);
 
 /* Connections (comm_transports.c): the pair's endpoint, made on first use.
  * HCOMM_SUCCESS, HCOMM_IN_PROGRESS (the peer has not acted yet: call again

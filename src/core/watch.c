@@ -50,6 +50,16 @@ static void dump_handler(int sig)
     wake();
 }
 
+void hc_watch_lock(void)
+{
+    pthread_mutex_lock(&watch_lock);
+}
+
+void hc_watch_unlock(void)
+{
+    pthread_mutex_unlock(&watch_lock);
+}
+
 void hc_watch_read(hcomm_comm_t c, hc_rank_where_t *w)
 {
     hc_ops_pub_t *p = &c->ops_pub;
@@ -96,6 +106,8 @@ static void watch_admit(void *arg, int fd, const void *hello, const char *peer)
     memcpy(&h, hello, sizeof(h));
     if (ntohl(h.kind) == HC_WATCH_ARRIVALS) {
         len = watch_pack_arrivals(w->comm, buf);
+    } else if (ntohl(h.kind) == HC_WATCH_SHRINK) {
+        len = hc_watch_shrink_answer(w->comm, (int32_t)ntohl((uint32_t)h.rank), buf);
     } else {
         if (ntohl(h.kind) == HC_WATCH_REVOKE &&
             !__atomic_exchange_n(&w->comm->revoked, 1, __ATOMIC_RELAXED))

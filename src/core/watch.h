@@ -36,6 +36,19 @@ void hc_watch_ask(hcomm_comm_t comm, int kind, const unsigned char *skip, double
  * most HCOMM_WATCH_TIMEOUT for their answers. */
 void hc_watch_revoke(hcomm_comm_t comm);
 
+/* Shrinking a failed communicator (watch_shrink.c). hc_watch_shrink_agree:
+ * the candidates cand[r] = 1 (not excluded) agree over the watch channel
+ * on who is alive (alive[r] = 1) and on the new rendezvous; at most comm's
+ * timeout. The others answer the watch thread's questions: */
+hcomm_status_t hc_watch_shrink_agree(hcomm_comm_t comm, const uint8_t *cand, uint8_t *alive,
+                                     hcomm_unique_id_t *id);
+size_t         hc_watch_shrink_answer(hcomm_comm_t comm, int asker, uint8_t *buf);
+size_t         hc_watch_shrink_answer_len(int nranks);
+void           hc_watch_shrink_free(hcomm_comm_t comm);
+/* The lock the watch thread answers under. */
+void hc_watch_lock(void);
+void hc_watch_unlock(void);
+
 /* Where comm is now, as its peers would be told. Any thread. */
 void hc_watch_read(hcomm_comm_t comm, hc_rank_where_t *w);
 /* Asks every other rank where it is, all at once, for at most seconds;

@@ -33,10 +33,12 @@ static hc_sock_peer_t query_peer(int rank)
 }
 
 /* How many bytes the answer to kind has, from what arrived (got bytes). */
-static size_t answer_len(int kind, const uint8_t *buf, size_t got)
+static size_t answer_len(hcomm_comm_t c, int kind, const uint8_t *buf, size_t got)
 {
     hc_watch_arrivals_t h;
-    if (kind == HC_WATCH_WHERE)
+    if (kind == HC_WATCH_SHRINK)
+        return hc_watch_shrink_answer_len(c->nranks);
+    if (kind != HC_WATCH_ARRIVALS)
         return sizeof(hc_watch_reply_t);
     if (got < sizeof(h))
         return sizeof(h);
@@ -54,7 +56,7 @@ static int query_start(hcomm_comm_t c, query_t *q, int rank, int kind, double de
     socklen_t                       len;
     hc_watch_hello_t                h;
     q->rank = rank, q->fd = -1, q->stage = 0, q->closed = 0, q->got = 0;
-    q->want = answer_len(kind, NULL, 0);
+    q->want = answer_len(c, kind, NULL, 0);
     if (a->family == 0 || hc_bootstrap_addr_from_wire(a, &ss, &len) != HCOMM_SUCCESS)
         return -1; /* that rank does not watch (HCOMM_WATCH=0) */
     hcomm_status_t st =
@@ -96,7 +98,7 @@ static int query_step(hcomm_comm_t c, query_t *q, int kind, double deadline, hc_
             return 0;
         }
         q->got += (size_t)n;
-        size_t want = answer_len(kind, q->buf, q->got);
+        size_t want = answer_len(c, kind, q->buf, q->got);
         if (q->got < want) {
             q->want = want;
             continue;

@@ -16,7 +16,26 @@
 #define HC_WATCH_ARRIVALS_MAGIC 0x68637761u /* "hcwa" */
 
 /* What a query asks for. */
-enum { HC_WATCH_WHERE = 0, HC_WATCH_ARRIVALS = 1, HC_WATCH_REVOKE = 2 /* answered as WHERE */ };
+enum {
+    HC_WATCH_WHERE    = 0,
+    HC_WATCH_ARRIVALS = 1,
+    HC_WATCH_REVOKE   = 2, /* answered as WHERE */
+    HC_WATCH_SHRINK   = 3  /* watch_shrink.c */
+};
+
+#define HC_WATCH_SHRINK_MAGIC 0x68637773u /* "hcws" */
+#define HC_WATCH_SHRINK_MAX 65536         /* ranks a failed communicator may have to shrink */
+
+/* The answer to HC_WATCH_SHRINK: this header, then a bitmap of the ranks
+ * alive (bit r of byte r / 8), nranks bits, meaningful once decided. */
+enum { HC_SHRINK_NOT_YET = 0, HC_SHRINK_JOINED = 1, HC_SHRINK_DECIDED = 2 };
+typedef struct hc_watch_shrink {
+    uint32_t          magic;
+    int32_t           rank;
+    uint32_t          status; /* HC_SHRINK_* */
+    uint32_t          pad;
+    hcomm_unique_id_t id; /* the new communicator's, once decided */
+} hc_watch_shrink_t;
 
 typedef struct hc_watch {
     struct hcomm_comm        *comm;
@@ -47,7 +66,11 @@ typedef struct hc_watch_arrivals {
     uint64_t now;
 } hc_watch_arrivals_t;
 
-#define HC_WATCH_ANSWER_MAX (sizeof(hc_watch_arrivals_t) + HC_ARRIVALS * sizeof(hc_arrival_t))
+#define HC_WATCH_ARRIVALS_MAX (sizeof(hc_watch_arrivals_t) + HC_ARRIVALS * sizeof(hc_arrival_t))
+#define HC_WATCH_SHRINK_ANSWER_MAX (sizeof(hc_watch_shrink_t) + HC_WATCH_SHRINK_MAX / 8)
+#define HC_WATCH_ANSWER_MAX                                                                        \
+    (HC_WATCH_ARRIVALS_MAX > HC_WATCH_SHRINK_ANSWER_MAX ? HC_WATCH_ARRIVALS_MAX                    \
+                                                        : HC_WATCH_SHRINK_ANSWER_MAX)
 
 typedef struct hc_watch_reply {
     uint32_t magic;

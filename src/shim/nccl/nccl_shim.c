@@ -317,7 +317,9 @@ ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_
 }
 
 /* The excluded ranks do not call; survivors keep their order (hcomm_comm_shrink).
- * NCCL_SHRINK_ABORT would first abort work in flight: none is, between calls. */
+ * NCCL_SHRINK_ABORT first fails the parent (nothing of this rank's is in
+ * flight between calls; the peers' operations end), so that the survivors
+ * agree over the watch channel, as after a failure. */
 ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                                    ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
@@ -332,6 +334,8 @@ ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int e
     if ((res = read_config(config, what)) != ncclSuccess)
         return res;
     hcomm_comm_t hc = NULL;
+    if (shrinkFlags == NCCL_SHRINK_ABORT)
+        hc_comm_set_failed(hc_of(comm), HCOMM_ERR_ABORTED);
     res = hc_nccl_status(hcomm_comm_shrink(hc_of(comm), excludeRanksList, excludeRanksCount, &hc),
                          what);
     return res != ncclSuccess ? res : wrap_comm(hc, newcomm, config, what);
