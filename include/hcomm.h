@@ -186,6 +186,21 @@ hcomm_status_t hcomm_comm_get_error(hcomm_comm_t comm);
 hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds);
 
 /*
+ * Grows a communicator by new processes: a new communicator of nranks ranks
+ * in which comm's ranks keep their numbers and the new processes take ranks
+ * size(comm) .. nranks - 1 (as NCCL's ncclCommGrow). One process makes id
+ * with hcomm_get_unique_id (it becomes the rendezvous root) and sends it to
+ * every member of comm (hcomm_broadcast over comm will do) and to every new
+ * process (any means: it carries the job's new secret). Members call
+ * hcomm_comm_grow(comm, nranks, &id, -1, &newcomm), new processes
+ * hcomm_comm_grow(NULL, nranks, &id, rank, &newcomm). Collective over all
+ * nranks, bounded by HCOMM_TIMEOUT; comm stays as it was (destroy it once
+ * done with it).
+ */
+hcomm_status_t hcomm_comm_grow(hcomm_comm_t comm, int nranks, const hcomm_unique_id_t *id, int rank,
+                               hcomm_comm_t *newcomm);
+
+/*
  * Revokes comm on every rank: each operation of comm pending or blocked on any
  * rank, in any thread (streams included), returns HCOMM_ERR_REVOKED promptly
  * (within milliseconds where its rank is in hcomm), and so does every later

@@ -25,6 +25,29 @@ hcomm_status_t hcomm_comm_init(hcomm_comm_t *comm, int nranks, const hcomm_uniqu
     return hc_comm_create(comm, nranks, id, rank, NULL);
 }
 
+hcomm_status_t hcomm_comm_grow(hcomm_comm_t comm, int nranks, const hcomm_unique_id_t *id, int rank,
+                               hcomm_comm_t *newcomm)
+{
+    if (comm != NULL && !hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_grow: communicator %p is destroyed or aborted", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    if (id == NULL || newcomm == NULL) {
+        hc_error(INIT, "hcomm_comm_grow: NULL %s", id == NULL ? "id" : "newcomm");
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    if (comm != NULL ? nranks <= comm->nranks : rank < 0 || rank >= nranks) {
+        if (comm != NULL)
+            hc_error(INIT, "hcomm_comm_grow: %d ranks do not grow a communicator of %d", nranks,
+                     comm->nranks);
+        else
+            hc_error(INIT, "hcomm_comm_grow: new rank %d is not in [0, %d)", rank, nranks);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    /* members keep their numbers; everyone discovers the new set afresh */
+    return hc_comm_create(newcomm, nranks, id, comm != NULL ? comm->rank : rank, NULL);
+}
+
 hcomm_status_t hcomm_get_unique_id(hcomm_unique_id_t *id)
 {
     uint8_t cookie[16];
