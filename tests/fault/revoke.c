@@ -2,12 +2,16 @@
  * rank, in every thread. Run under hcomm-run -n N (N >= 3): the last rank
  * never joins; each other rank queues an allreduce on a stream (run by the
  * stream's thread) and then blocks in another allreduce on its own thread.
- * After 1 s the last rank revokes the communicator. Both calls on every rank
- * must end with HCOMM_ERR_REVOKED within 3 s of the start (the timeout is 60
- * s), and so must a later call and hcomm_comm_get_error. Prints "revoke: rank
- * R: OK after S s" or what went wrong. */
+ * After 1 s the last rank revokes the communicator ("revoke rank"), or a
+ * thread of rank 0's own does while the last rank just waits ("revoke
+ * thread"). Both calls on every other rank must end with HCOMM_ERR_REVOKED
+ * within 3 s of the start (the timeout is 60 s), and so must a later call and
+ * hcomm_comm_get_error. Prints "revoke: rank R: OK after S s" or what went
+ * wrong. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,8 +27,19 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int main(void)
+static void *revoker(void *arg)
 {
+    usleep(1000000);
+    hcomm_status_t st = hcomm_comm_revoke(arg);
+    printf("revoke: a thread of rank 0 revoked (%s)\n", hcomm_status_str(st));
+    fflush(stdout);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int            by_thread = argc > 1 && strcmp(argv[1], "thread") == 0;
+    pthread_t      t;
     hcomm_comm_t   comm;
     hcomm_stream_t s;
     int            rank, nranks;
@@ -33,6 +48,13 @@ int main(void)
         hcomm_comm_size(comm, &nranks) || hcomm_comm_set_timeout(comm, 60))
         return 3;
     double t0 = now();
+    if (rank == nranks - 1 && by_thread) { /* never joins; told by rank 0 */
+        usleep(3000000);
+        int ok = hcomm_comm_get_error(comm) == HCOMM_ERR_REVOKED;
+        printf("revoke: rank %d: %s\n", rank, ok ? "told" : "NOT told");
+        hcomm_comm_abort(comm);
+        return ok ? 0 : 1;
+    }
     if (rank == nranks - 1) { /* the one that never joins: it revokes */
         usleep(1000000);
         hcomm_status_t st = hcomm_comm_revoke(comm);
@@ -43,6 +65,8 @@ int main(void)
     }
     if (hcomm_stream_create(&s) != HCOMM_SUCCESS)
         return 4;
+    if (by_thread && rank == 0 && pthread_create(&t, NULL, revoker, comm) != 0)
+        return 5;
     hcomm_status_t qs = hcomm_allreduce(b, b, N, HCOMM_FLOAT32, HCOMM_SUM, comm, s);
     hcomm_status_t bs = hcomm_allreduce(a, a, N, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
     double         t1 = now() - t0;
@@ -56,6 +80,8 @@ int main(void)
            "later call: %s; get_error: %s)\n",
            rank, ok ? "OK" : "FAILED", t1, hcomm_status_str(bs), hcomm_status_str(ss), t2,
            hcomm_status_str(ns), hcomm_status_str(es));
+    if (by_thread && rank == 0)
+        pthread_join(t, NULL);
     hcomm_stream_destroy(s);
     hcomm_comm_abort(comm);
     return ok ? 0 : 1;

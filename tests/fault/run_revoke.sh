@@ -3,7 +3,8 @@
 # allreduce its own thread is blocked in and the one its stream's thread
 # runs, within 2 s (the timeout is 60 s), with HCOMM_ERR_REVOKED; later calls
 # and hcomm_comm_get_error say so too (tests/fault/revoke.c). Over shared
-# memory and over tcp.
+# memory and over tcp; and revoked by a thread of rank 0's own while its main
+# thread is blocked, the last rank told over the watch channel.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" prog="$top/tests/fault/revoke"
@@ -15,5 +16,9 @@ for tl in shm tcp; do
         test $? = 0 && [ "$(grep -c '^revoke: rank [0-9]*: OK after' "$out")" = $((n - 1)) ]
         result "$tl, $n ranks: every blocked and streamed call of the others ends revoked" $?
     done
+    try 60 HCOMM_TRANSPORT=$tl "$run" -n 4 "$prog" thread
+    test $? = 0 && [ "$(grep -c '^revoke: rank [0-2]: OK after' "$out")" = 3 ] &&
+        has '^revoke: rank 3: told'
+    result "$tl, 4 ranks: a thread of rank 0 revokes; its blocked main thread and the others end" $?
 done
 finish
