@@ -184,7 +184,7 @@ static void watch_health(hcomm_comm_t c)
 }
 
 /* One line per communicator from the dump signal; the rank that owns it
- * writes its full report at its next wait (hc_flight_poll_dump). */
+ * writes its full report at its next wait (hc_flight_dump_requested). */
 static void watch_dump_all(void)
 {
     for (int i = 0; i < nwatched; i++) {

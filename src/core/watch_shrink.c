@@ -63,6 +63,8 @@ size_t hc_watch_shrink_answer(hcomm_comm_t c, int asker, uint8_t *buf)
     hc_watch_shrink_t h    = {.magic = htonl(HC_WATCH_SHRINK_MAGIC),
                               .rank  = (int32_t)htonl((uint32_t)c->rank)};
     uint8_t          *bits = buf + sizeof(h);
+    if (c->nranks > HC_WATCH_SHRINK_MAX) /* hc_watch_shrink_agree refuses it */
+        return 0;
     memset(bits, 0, shrink_bitmap_len(c->nranks));
     if (s == NULL) {
         h.status = htonl(HC_SHRINK_NOT_YET);
@@ -82,7 +84,7 @@ size_t hc_watch_shrink_answer(hcomm_comm_t c, int asker, uint8_t *buf)
 }
 
 typedef struct shrink_reply {
-    int               got, status;
+    int               got, status, nranks;
     hcomm_unique_id_t id;
     uint8_t          *alive;
 } shrink_reply_t;
@@ -98,7 +100,7 @@ static void shrink_reply(void *arg, int rank, const void *buf, size_t len, doubl
     r->got    = 1;
     r->status = (int)ntohl(h.status);
     r->id     = h.id;
-    for (size_t i = 0; r->alive != NULL && i < (len - sizeof(h)) * 8; i++)
+    for (size_t i = 0; i < (len - sizeof(h)) * 8 && i < (size_t)r->nranks; i++)
         r->alive[i] = (((const uint8_t *)buf)[sizeof(h) + i / 8] >> (i % 8)) & 1;
 }
 
@@ -191,6 +193,12 @@ hcomm_status_t hc_watch_shrink_agree(hcomm_comm_t c, const uint8_t *cand, uint8_
     uint8_t       *left     = calloc((size_t)c->nranks, 1);
     uint8_t       *skip     = malloc((size_t)c->nranks);
     hcomm_status_t st       = HCOMM_ERR_TIMEOUT;
+    if (c->nranks > HC_WATCH_SHRINK_MAX) {
+        hc_error(INIT, "hcomm_comm_shrink: a failed communicator of more than %d ranks cannot "
+                       "shrink (its answers would not fit)", HC_WATCH_SHRINK_MAX);
+        free(left), free(skip);
+        return HCOMM_ERR_UNSUPPORTED;
+    }
     if (c->watch == NULL || left == NULL || skip == NULL) {
         hc_error(INIT,
                  "hcomm_comm_shrink: a failed communicator shrinks over the watch channel, "
@@ -206,7 +214,7 @@ hcomm_status_t hc_watch_shrink_agree(hcomm_comm_t c, const uint8_t *cand, uint8_
             st = shrink_coordinate(c, cand, alive, id, deadline, silent);
             break;
         }
-        shrink_reply_t rep         = {.alive = alive};
+        shrink_reply_t rep         = {.alive = alive, .nranks = c->nranks};
         double         quiet_since = 0;
         memset(skip, 1, (size_t)c->nranks);
         skip[k] = 0;
