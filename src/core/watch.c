@@ -32,7 +32,7 @@ static int             watch_running, watch_stop;
 static int             watch_joining; /* the last close waits for the thread to end */
 static pthread_cond_t  watch_joined = PTHREAD_COND_INITIALIZER;
 static int             wake_fd[2]   = {-1, -1};
-static volatile sig_atomic_t dump_signalled;
+static int             dump_signalled; /* an atomic: the handler sets it */
 
 static void wake(void)
 {
@@ -45,9 +45,13 @@ static void wake(void)
 
 static void dump_handler(int sig)
 {
+    int  saved = errno;
+    char b     = 1;
     (void)sig;
-    dump_signalled = 1;
-    wake();
+    __atomic_store_n(&dump_signalled, 1, __ATOMIC_RELAXED);
+    if (wake_fd[1] >= 0)
+        (void)!write(wake_fd[1], &b, 1);
+    errno = saved;
 }
 
 void hc_watch_lock(void)
@@ -234,10 +238,8 @@ static void *watch_main(void *arg)
             }
         }
         pthread_mutex_lock(&watch_lock);
-        if (dump_signalled) {
-            dump_signalled = 0;
+        if (__atomic_exchange_n(&dump_signalled, 0, __ATOMIC_RELAXED))
             watch_dump_all();
-        }
         if (gen != watch_gen) /* a list changed under the poll: its fds may be others' */
             continue;
         for (int i = 0; i < nwatched; i++)
