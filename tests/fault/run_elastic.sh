@@ -40,7 +40,7 @@ result "shm, 4 ranks, rank 3 killed at step 20: 3 go on: $(summary)" $?
 # grow TL: killed at 20, grown back to 4 at 30 by one newcomer, which must
 # be gone (reaped by rank 0) when the job is.
 grow() {
-    try 60 HCOMM_TRANSPORT=$1 "$run" -k -n 4 "$prog" 60 --kill-at 20 --grow-at 30
+    try 60 HCOMM_TRANSPORT="$1" "$run" -k -n 4 "$prog" 60 --kill-at 20 --grow-at 30
     st=$?
     pid=$(sed -n 's/^elastic: rank 0 starts pid \([0-9]*\) as rank 3 for shard 3$/\1/p' "$out")
     [ $st = 137 ] && [ -n "$pid" ] && ! kill -0 "$pid" 2> /dev/null &&
