@@ -68,7 +68,7 @@ class HcommWork : public c10d::Work
     std::vector<at::Tensor>                 outputs_;
     c10::SmallVector<at::Tensor, 2>         kept_; // most operations keep one or two
     std::vector<Copy>                       stageIn_, copyBack_;
-    std::exception_ptr                      stageError_; // set and read on the stream's thread
+    std::exception_ptr                      stageError_; // on the thread that runs the operation
     c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
