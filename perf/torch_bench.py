@@ -1,7 +1,8 @@
 """torch_bench.py - the "hcomm" torch.distributed backend beside torch's own
 "gloo", through torch's API, in one run (issue 20's figures, perf/RESULTS.md).
 
-usage: torch_bench.py [--ranks 2,4] [--quick] [--hcomm-perf PATH --hcomm-run PATH]
+usage: torch_bench.py [--ranks 2,4] [--quick] [--max-size BYTES] [--parts LIST]
+                      [--hcomm-perf PATH]
 
 For each rank count it launches that many local ranks; each makes an "hcomm"
 and a "gloo" group over the same ranks and measures, alternating the backends
@@ -15,19 +16,25 @@ so that both see the same machine:
              steps, beside the same step without DDP (the compute alone);
   small      an 8 B all_reduce through torch (mean of 2000 calls), beside
              hcomm_allreduce of 8 B from C (hcomm-perf -b 8 -e 8 -z 1 on as
-             many ranks) and the same torch call on a group of one rank,
-             which moves nothing: torch's and the backend's own cost per call.
+             many ranks), the same torch call on a group of one rank, which
+             moves nothing, and on a backend that does nothing (torch_null.cpp,
+             built by torch.utils.cpp_extension: its Work is complete at
+             once): torch's own cost per call, the floor under any backend.
 Rank 0 prints the tables. One thread of torch per rank (torch.set_num_threads),
 as ranks share this machine's cores.
 """
 import argparse
+import contextlib
 import datetime
+import io
+import json
 import os
 import re
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 SIZES = [1 << k for k in range(10, 27)]  # 1 KiB .. 64 MiB
@@ -55,6 +62,7 @@ def bench_allreduce(groups, n, quick):
     import torch.distributed as dist
     rows = []
     sizes = SIZES[::4] if quick else SIZES
+    sizes = [s for s in sizes if s <= int(os.environ["HC_BENCH_MAX"])]
     for size in sizes:
         t = torch.ones(size // 4)
         iters = max(5, min(1000, (256 << 20) // size))  # 256 MiB a round, 5 calls at least
@@ -114,23 +122,43 @@ def bench_ddp(groups, rank, quick, batch):
     return params, med
 
 
+def load_null():
+    """torch_null.cpp's module (compiled on first use, then cached)."""
+    with contextlib.redirect_stderr(io.StringIO()):  # "No CUDA runtime is found"
+        from torch.utils import cpp_extension
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_null.cpp")
+    return cpp_extension.load("hcomm_bench_null", [src], extra_cflags=["-O2"])
+
+
 def bench_small(groups, rank, n):
     import torch
     import torch.distributed as dist
+    null = load_null()
+    if not hasattr(dist.Backend, "NULL"):
+        dist.Backend.register_backend("null", lambda store, r, size, timeout:
+                                      null.NullGroup(r, size))
     t = torch.zeros(2)
     out, solo = {}, None
     for r in range(n):  # every rank makes every one-rank group, in the same order
         g = dist.new_group([r], backend="hcomm")
         if r == rank:
             solo = g
+    extra = [("hcomm, 1 rank", solo), ("null backend (torch's floor)", dist.new_group(backend="null"))]
+    hc = groups["hcomm"]
+    counts = getattr(hc, "_inline_counts", lambda: (0, 0))
+    before, calls = counts(), 0
     for rnd in range(3):
-        for name, g in list(groups.items()) + [("hcomm, 1 rank", solo)]:
+        for name, g in list(groups.items()) + extra:
             for _ in range(200):
                 dist.all_reduce(t, group=g)
             dist.barrier(group=groups["gloo"])
             sec = slowest(timed(lambda: dist.all_reduce(t, group=g), 2000), groups["gloo"])
             out[name] = min(out.get(name, sec), sec)
-    return out
+            calls += 2200 if g is hc else 0
+    after = counts()
+    # how rank 0's calls on hcomm ran (pg_inline.cpp): on the caller's thread,
+    # handed to the stream unfinished, or queued on it
+    return out, (after[0] - before[0], after[1] - before[1], calls) if hasattr(hc, "_inline_counts") else None
 
 
 def rank_main():
@@ -147,7 +175,7 @@ def rank_main():
               "hcomm": dist.group.WORLD}
     parts = os.environ["HC_BENCH_PARTS"].split(",")
     ar = bench_allreduce(groups, n, quick) if "allreduce" in parts else []
-    small = bench_small(groups, rank, n) if "small" in parts else {}
+    small, how = bench_small(groups, rank, n) if "small" in parts else ({}, None)
     ddp = [(b,) + bench_ddp(groups, rank, quick, b) for b in DDP_BATCHES] if "ddp" in parts else []
     if rank == 0 and ar:
         print("## %d ranks: dist.all_reduce, float32, sum" % n)
@@ -161,6 +189,11 @@ def rank_main():
         print("\n## %d ranks: 8 B dist.all_reduce (us per call)" % n)
         for name, sec in small.items():
             print("- %s: %.1f" % (name, sec * 1e6))
+        if how is not None:
+            print("- hcomm's %d calls on rank 0: %d on the caller's thread, %d handed over "
+                  "unfinished, %d queued" % (how[2], how[0], how[1], how[2] - how[0] - how[1]))
+        with open(os.environ["HC_BENCH_SMALL"], "w") as f:  # for the launcher's bound
+            json.dump(small, f)
     if rank == 0 and ddp:
         print("\n## %d ranks: DDP step, %.1f M parameters, 25 MiB buckets (ms, median)"
               % (n, ddp[0][1] / 1e6))
@@ -198,14 +231,29 @@ def c_small(args, n):
 
 
 def launch(args, n):
+    if "small" in args.parts:
+        load_null()  # compiled here once, not by every rank at once
+    fd, small_out = tempfile.mkstemp(prefix="torch_bench.")
+    os.close(fd)
     env = dict(os.environ, WORLD_SIZE=str(n), HC_BENCH_INIT="tcp://127.0.0.1:%d" % free_port(),
-               HC_BENCH_QUICK="1" if args.quick else "0", HC_BENCH_PARTS=args.parts)
+               HC_BENCH_QUICK="1" if args.quick else "0", HC_BENCH_PARTS=args.parts,
+               HC_BENCH_MAX=str(args.max_size),
+               HC_BENCH_SMALL=small_out)
     procs = [subprocess.Popen([sys.executable, "-W", "ignore", __file__],
                               env=dict(env, RANK=str(r))) for r in range(n)]
     codes = [p.wait(timeout=1800) for p in procs]
     c = c_small(args, n) if "small" in args.parts else None
+    with open(small_out) as f:
+        small = json.loads(f.read() or "{}")
+    os.unlink(small_out)
     if c is not None:
-        print("- hcomm_allreduce from C (hcomm-perf -b 8 -e 8 -z 1, best of 3 runs): %.1f\n" % c)
+        print("- hcomm_allreduce from C (hcomm-perf -b 8 -e 8 -z 1, best of 3 runs): %.2f" % c)
+    floor = small.get("null backend (torch's floor)")
+    if c and floor is not None and "hcomm" in small:
+        own = small["hcomm"] * 1e6 - floor * 1e6
+        print("- the backend's own cost, hcomm - null: %.1f us, %.1fx the C call (bound: 2x)"
+              % (own, own / c))
+    print()
     return 0 if all(x == 0 for x in codes) else 1
 
 
@@ -213,6 +261,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations")
+    ap.add_argument("--max-size", type=int, default=SIZES[-1], help="allreduce: largest size")
     ap.add_argument("--hcomm-perf", default="")
     ap.add_argument("--parts", default="allreduce,small,ddp", help="what to measure")
     args = ap.parse_args()

@@ -5,7 +5,8 @@
  * on one, the collective that needs its output on the other); many streams
  * and several communicators at once; the request of a stream's last
  * operation; destroying a stream waits for its work; destroying a
- * communicator after its stream work, before the stream; bad arguments.
+ * communicator after its stream work, before the stream; a nonblocking
+ * request handed to a stream unfinished; bad arguments.
  * With --kill-peer: the last rank exits without a word after a barrier, and
  * the others' stream operation must fail, on its stream and on its request.
  * Exit: 0 all passed, 1 a check failed, 2 init failure.
@@ -240,6 +241,87 @@ static void check_many(hcomm_comm_t comm)
     free(bufs);
 }
 
+/* A nonblocking request issued from this thread while a stream runs the same
+ * communicator: tested a little, then handed to the stream unfinished (a
+ * host function waits for it there), a stream allreduce queued behind it, and
+ * one more nonblocking allreduce waited for here while the stream's thread
+ * progresses the communicator too. The PyTorch backend runs small operations
+ * so (python/hcomm_torch/csrc/pg_inline.cpp). Rank 0 is late every other
+ * round, so that the others hand theirs over. */
+#define HROUNDS 20
+typedef struct {
+    hcomm_request_t req;
+    hcomm_status_t  status;
+} handed_t;
+
+static void wait_handed(void *arg)
+{
+    handed_t *h = arg;
+    h->status   = hcomm_wait(&h->req);
+}
+
+static void check_handover(hcomm_comm_t comm)
+{
+    hcomm_comm_t   c;
+    hcomm_stream_t s;
+    handed_t       h[HROUNDS];
+    float          small[HROUNDS][2], tail[HROUNDS], x = 1;
+    float         *big    = malloc((size_t)HROUNDS * COUNT * sizeof(float));
+    int            handed = 0;
+
+    if (hcomm_comm_split(comm, 0, g_rank, &c) != HCOMM_SUCCESS) {
+        CHECK(0, "split");
+        free(big);
+        return;
+    }
+    hcomm_stream_create(&s);
+    hcomm_allreduce(&x, &x, 1, HCOMM_FLOAT32, HCOMM_SUM, c, s); /* c locks from here on */
+    CHECK(hcomm_stream_synchronize(s) == HCOMM_SUCCESS && x == (float)g_nranks, "first op");
+    for (int r = 0; r < HROUNDS; r++) {
+        float          *b = big + (size_t)r * COUNT;
+        hcomm_request_t req, req2;
+        int             done = 0;
+        if (g_rank == 0 && r % 2 == 1) {
+            struct timespec late = {0, 2000000L};
+            nanosleep(&late, NULL);
+        }
+        small[r][0] = small[r][1] = (float)(g_rank + 1);
+        tail[r]                   = (float)(g_rank + r);
+        for (int i = 0; i < COUNT; i++)
+            b[i] = (float)(g_rank + 1) + (float)(i % 7);
+        h[r].status = HCOMM_SUCCESS;
+        CHECK(hcomm_iallreduce(small[r], small[r], 2, HCOMM_FLOAT32, HCOMM_SUM, c, &req) ==
+                  HCOMM_SUCCESS,
+              "iallreduce");
+        for (int k = 0; k < 50 && !done; k++)
+            h[r].status = hcomm_test(&req, &done);
+        if (!done) {
+            h[r].req = req;
+            handed++;
+            CHECK(hcomm_launch_host_func(s, wait_handed, &h[r]) == HCOMM_SUCCESS, "hand over");
+        }
+        hcomm_allreduce(b, b, COUNT, HCOMM_FLOAT32, HCOMM_SUM, c, s);
+        CHECK(hcomm_iallreduce(&tail[r], &tail[r], 1, HCOMM_FLOAT32, HCOMM_SUM, c, &req2) ==
+                      HCOMM_SUCCESS &&
+                  hcomm_wait(&req2) == HCOMM_SUCCESS,
+              "nonblocking allreduce behind stream work, round %d", r);
+    }
+    CHECK(hcomm_stream_synchronize(s) == HCOMM_SUCCESS, "synchronize");
+    int bad = 0;
+    for (int r = 0; r < HROUNDS; r++) {
+        float want = (float)(g_nranks * (g_nranks + 1) / 2);
+        bad += h[r].status != HCOMM_SUCCESS || small[r][0] != want || small[r][1] != want ||
+               tail[r] != (float)(g_nranks * (g_nranks - 1) / 2 + g_nranks * r) ||
+               !buf_ok(big + (size_t)r * COUNT, COUNT, 1);
+    }
+    CHECK(bad == 0, "%d of %d rounds with a handed-over request wrong", bad, HROUNDS);
+    /* late by 2 ms against 50 tests: the others cannot have finished */
+    CHECK(g_rank == 0 || handed > 0, "no request was handed over: the check tested nothing");
+    hcomm_stream_destroy(s);
+    hcomm_comm_destroy(c);
+    free(big);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -394,6 +476,7 @@ int main(int argc, char **argv)
     check_event_records();
     check_many(comm);
     check_group(comm);
+    check_handover(comm);
     check_comm_destroy(comm);
     check_bad(comm);
     printf("stream_check rank %d: %d checks, %d failed\n", g_rank, g_checks, g_failed);

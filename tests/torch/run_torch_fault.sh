@@ -3,14 +3,15 @@
 # shared memory, then over tcp) or stopped: the survivors' next all_reduce
 # raises a RuntimeError naming the failure within the group's 5 s timeout
 # (HCOMM_TIMEOUT is 300: the group's own timeout must bound the wait), and
-# they exit (torch_kill.py). SKIPs as torch_lib.sh says.
+# they exit (torch_kill.py); with 256 KiB allreduces (queued on the group's
+# stream), then 8 B ones (run on the caller's thread). SKIPs as torch_lib.sh says.
 # shellcheck source=tests/torch/torch_lib.sh
 . "$(dirname "$0")/torch_lib.sh"
 export HCOMM_TIMEOUT=300
 scratch torch_fault
-for run in "kill auto" "kill tcp" "stop auto"; do
+for run in "kill auto 65536" "kill tcp 65536" "stop auto 65536" "kill auto 2" "stop auto 2"; do
     set -- $run
-    try 150 env HCOMM_TRANSPORT="$2" "$py" -W ignore::UserWarning "$here/torch_kill.py" "$1" 3 5
-    result "hcomm_torch: rank 2 of 3 gets SIG$(echo "$1" | tr a-z A-Z) (transport $2): the others raise within the timeout" $?
+    try 150 env HCOMM_TRANSPORT="$2" "$py" -W ignore::UserWarning "$here/torch_kill.py" "$1" 3 5 "$3"
+    result "hcomm_torch: rank 2 of 3 gets SIG$(echo "$1" | tr a-z A-Z) (transport $2, $3 floats): the others raise within the timeout" $?
 done
 finish

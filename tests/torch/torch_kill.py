@@ -3,9 +3,10 @@ hangs (SIGSTOP) in the middle of training: the others' next collective must
 raise a RuntimeError that names the failure, within the group's timeout, and
 each survivor must then exit.
 
-usage: torch_kill.py kill|stop NRANKS TIMEOUT_S   (the launcher)
-Each rank runs this file with HC_KILL_RANK set. Exit status 0: every survivor
-raised in time and exited.
+usage: torch_kill.py kill|stop NRANKS TIMEOUT_S [FLOATS]   (the launcher)
+FLOATS: the allreduce's size (default 65536, queued on the group's stream; 2
+runs on the caller's thread, pg_inline.cpp). Each rank runs this file with
+RANK set. Exit status 0: every survivor raised in time and exited.
 """
 import datetime
 import os
@@ -25,7 +26,7 @@ def rank_main():
     how, limit = os.environ["HC_KILL_HOW"], float(os.environ["HC_KILL_TIMEOUT"])
     dist.init_process_group("hcomm", init_method=os.environ["HC_KILL_INIT"], rank=rank,
                             world_size=n, timeout=datetime.timedelta(seconds=limit))
-    t = torch.ones(1 << 16)
+    t = torch.ones(int(os.environ["HC_KILL_FLOATS"]))
     for _ in range(3):
         dist.all_reduce(t)
     victim = n - 1
@@ -50,11 +51,12 @@ def rank_main():
     return 1
 
 
-def launch(how, n, limit):
+def launch(how, n, limit, floats):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, WORLD_SIZE=str(n), HC_KILL_HOW=how, HC_KILL_TIMEOUT=str(limit),
+               HC_KILL_FLOATS=str(floats),
                HC_KILL_INIT="tcp://127.0.0.1:%d" % port)
     procs = [subprocess.Popen([sys.executable, __file__], env=dict(env, RANK=str(r)),
                               start_new_session=True) for r in range(n)]
@@ -75,4 +77,5 @@ def launch(how, n, limit):
 if __name__ == "__main__":
     if "RANK" in os.environ and "HC_KILL_HOW" in os.environ:
         sys.exit(rank_main())
-    sys.exit(launch(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
+    sys.exit(launch(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]),
+                    int(sys.argv[4]) if len(sys.argv) > 4 else 1 << 16))

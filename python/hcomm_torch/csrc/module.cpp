@@ -44,6 +44,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
                int64_t bucket) { return pg.allreduceCompressed(tensor, spec, owner, bucket); },
             py::arg("tensor"), py::arg("spec"), py::arg("owner"), py::arg("bucket"),
             py::call_guard<py::gil_scoped_release>())
-        .def("_compression_states", &ProcessGroupHcomm::compressionStates);
+        .def("_compression_states", &ProcessGroupHcomm::compressionStates)
+        // (operations finished on the caller's thread, operations handed to the stream)
+        .def("_inline_counts", &ProcessGroupHcomm::inlineCounts);
     m.def("hcomm_version", [] { return std::string(hcomm_version_str()); });
 }

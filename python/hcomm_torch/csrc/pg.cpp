@@ -29,6 +29,7 @@ ProcessGroupHcomm::ProcessGroupHcomm(const c10::intrusive_ptr<c10d::Store> &stor
                                      int size, std::chrono::milliseconds timeout)
     : c10d::ProcessGroup(rank, size)
 {
+    readInlineSettings(); // throws on a bad value, before anything is made
     // each group has a store prefix of its own, so one key serves them all
     static const std::string key = "hcomm_unique_id";
     hcomm_unique_id_t        id;
@@ -93,6 +94,8 @@ c10::intrusive_ptr<HcommWork> ProcessGroupHcomm::makeWork(c10d::OpType type, con
 
 void ProcessGroupHcomm::queueCompletion(Completion *c)
 {
+    pending_.fetch_add(1, std::memory_order_relaxed);
+    c->pending = &pending_;
     if (hcomm_launch_host_func(stream_, Completion::run, c) == HCOMM_SUCCESS)
         return;
     // cannot queue it (out of memory): complete it once the stream is idle
@@ -104,6 +107,12 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launch(const c10::intrusive_ptr<Hc
                                                      const Issue                         &issue)
 {
     std::lock_guard<std::mutex> lock(mu_);
+    return launchLocked(w, issue);
+}
+
+ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchLocked(const c10::intrusive_ptr<HcommWork> &w,
+                                                           const Issue &issue)
+{
     TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
     // w outlives this host function: its completion is always queued after it
     hcomm_status_t st = HCOMM_SUCCESS;
@@ -121,6 +130,8 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launch(const c10::intrusive_ptr<Hc
     }
     if (st == HCOMM_SUCCESS)
         st = hcomm_stream_last_request(stream_, &c->req);
+    // a request went to the stream: comm_ takes its lock from now on
+    streamed_ = streamed_ || st == HCOMM_SUCCESS;
     c->status = st;
     queueCompletion(c);
     if (coalescing_)
@@ -138,18 +149,22 @@ void ProcessGroupHcomm::startCoalescing()
     TORCH_CHECK(st == HCOMM_SUCCESS, "hcomm backend: hcomm_group_start: ", statusText(st));
     coalescing_    = true;
     coalesceError_ = HCOMM_SUCCESS;
+    coalescingHere_++;
 }
 
 void ProcessGroupHcomm::endCoalescing(std::vector<WorkPtr> & /* reqs: the works we hold */)
 {
     std::lock_guard<std::mutex> lock(mu_);
     TORCH_CHECK(coalescing_, "hcomm backend: endCoalescing without startCoalescing");
-    coalescing_       = false;
+    coalescing_ = false;
+    coalescingHere_--;
     hcomm_status_t st = hcomm_group_end();
     auto           c  = new Completion;
     c->works.swap(coalesced_);
-    if (st == HCOMM_SUCCESS && !c->works.empty())
-        st = hcomm_stream_last_request(stream_, &c->req);
+    if (st == HCOMM_SUCCESS && !c->works.empty()) {
+        st        = hcomm_stream_last_request(stream_, &c->req);
+        streamed_ = streamed_ || st == HCOMM_SUCCESS;
+    }
     c->status = st;
     queueCompletion(c);
     TORCH_CHECK(st == HCOMM_SUCCESS && coalesceError_ == HCOMM_SUCCESS,

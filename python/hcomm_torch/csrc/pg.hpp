@@ -1,13 +1,19 @@
 // pg.hpp - ProcessGroupHcomm: torch's c10d::ProcessGroup on an hcomm
 // communicator. Every operation is queued on one hcomm stream per group, so
 // hcomm runs them in torch's issue order (the same on every rank) while the
-// caller goes on computing; a Work completes when the stream has run it.
+// caller goes on computing; a Work completes when the stream has run it. A
+// small one issued while none of the group's earlier ones is outstanding
+// runs on the caller's thread instead, for a bounded time (pg_inline.cpp).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <c10/util/FunctionRef.h>
+
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -34,6 +40,12 @@ std::string statusText(hcomm_status_t st);
 // Runs body's hcomm calls inside one hcomm group: one fused operation, so one
 // request completes them all, and sends and receives among them cannot deadlock.
 hcomm_status_t inGroup(const std::function<hcomm_status_t()> &body);
+
+// In an IssueOn: hcomm operation OP on the group's stream when req is null,
+// else its nonblocking form hcomm_iOP into req.
+#define HCOMM_ISSUE_ON(req, OP, ...)                                                               \
+    ((req) != nullptr ? hcomm_i##OP(__VA_ARGS__, comm_, (req))                                     \
+                      : hcomm_##OP(__VA_ARGS__, comm_, stream_))
 
 class ProcessGroupHcomm : public c10d::ProcessGroup
 {
@@ -103,15 +115,30 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
                                 int64_t bucket);
     // How many compression states the group holds (tests).
     size_t compressionStates();
+    // Small operations run on the caller's thread: how many finished there,
+    // and how many were handed to the stream unfinished (tests).
+    std::pair<uint64_t, uint64_t> inlineCounts();
 
   private:
-    using Issue   = std::function<hcomm_status_t()>;
+    // launch calls them before it returns: references, no copy on the heap
+    using Issue = c10::function_ref<hcomm_status_t()>;
+    // One hcomm operation: on stream_ when req is null, else nonblocking
+    // (hcomm_i*) into *req.
+    using IssueOn = c10::function_ref<hcomm_status_t(hcomm_request_t *req)>;
     using Tensors = std::vector<at::Tensor>;
 
     c10::intrusive_ptr<HcommWork> makeWork(c10d::OpType type, const char *name, Tensors outputs);
     // Queues w's stage-in copies, then issue() (hcomm calls on stream_), then
     // w's completion; throws when the issue failed.
     WorkPtr launch(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue);
+    WorkPtr launchLocked(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue);
+    // launch, or, for an operation of at most inlineBytes_ while no
+    // earlier one is outstanding, on the caller's thread (pg_inline.cpp).
+    WorkPtr launchSmall(const c10::intrusive_ptr<HcommWork> &w, size_t bytes, const IssueOn &issue);
+    bool    canInline(size_t bytes);
+    // Tests req until it finishes or inlineSpin_ passes; *done as hcomm_test's.
+    hcomm_status_t spin(hcomm_request_t *req, int *done);
+    void           readInlineSettings();
     void    queueCompletion(Completion *c);
     // t itself when contiguous, else a contiguous twin that w fills from t
     // before the operation (in) and copies back into t after it (out).
@@ -142,6 +169,16 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     std::vector<c10::intrusive_ptr<HcommWork>> coalesced_;
     hcomm_status_t                             coalesceError_ = HCOMM_SUCCESS;
     std::map<SlotKey, CompressSlot>            compress_;
+    // inline runs (pg_inline.cpp); under mu_
+    size_t                   inlineBytes_ = 0;
+    std::chrono::nanoseconds inlineSpin_{0};
+    bool                     inlineYield_ = false; // more ranks than CPUs: yield between tests
+    bool                     streamed_    = false; // an operation went to stream_: comm_ is locked
+    std::atomic<int>         pending_{0}; // Completions queued and not yet run to their end
+    // Coalescing has an hcomm group open on this thread, where nonblocking
+    // calls are refused: no group runs inline on it meanwhile.
+    static thread_local int coalescingHere_;
+    uint64_t                inlined_ = 0, handedOver_ = 0;
 };
 
 } // namespace hcomm_torch

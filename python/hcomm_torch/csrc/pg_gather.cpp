@@ -32,9 +32,9 @@ ProcessGroupHcomm::allgather(std::vector<std::vector<at::Tensor>> &outputs,
     auto       w    = makeWork(c10d::OpType::ALLGATHER, name, outputs[0]);
     at::Tensor in   = contiguous(*w, inputs[0], true, false);
     at::Tensor flat = gatherInto(*w, in, outputs[0]);
-    return launch(w, [=] {
-        return hcomm_allgather(in.data_ptr(), flat.data_ptr(), byteCount(in), HCOMM_UINT8, comm_,
-                               stream_);
+    return launchSmall(w, byteCount(flat), [&](hcomm_request_t *req) {
+        return HCOMM_ISSUE_ON(req, allgather, in.data_ptr(), flat.data_ptr(), byteCount(in),
+                              HCOMM_UINT8);
     });
 }
 
@@ -51,9 +51,9 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::_allgather_base(at::Tensor &output
     auto       w   = makeWork(c10d::OpType::_ALLGATHER_BASE, name, {output});
     at::Tensor in  = contiguous(*w, input, true, false);
     at::Tensor out = contiguous(*w, output, false, true);
-    return launch(w, [=] {
-        return hcomm_allgather(in.data_ptr(), out.data_ptr(), byteCount(in), HCOMM_UINT8, comm_,
-                               stream_);
+    return launchSmall(w, byteCount(out), [&](hcomm_request_t *req) {
+        return HCOMM_ISSUE_ON(req, allgather, in.data_ptr(), out.data_ptr(), byteCount(in),
+                              HCOMM_UINT8);
     });
 }
 

@@ -22,9 +22,9 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::allreduce(std::vector<at::Tensor> 
     Reduction         r    = toReduction(opts.reduceOp, t.scalar_type(), name);
     auto              w    = makeWork(c10d::OpType::ALLREDUCE, name, tensors);
     at::Tensor        recv = contiguous(*w, t, !r.premul, true), send = reduceInput(*w, t, recv, r);
-    return launch(w, [=] {
-        return hcomm_allreduce(send.data_ptr(), recv.data_ptr(), recv.numel(), r.dtype, r.op, comm_,
-                               stream_);
+    return launchSmall(w, byteCount(recv), [&](hcomm_request_t *req) {
+        return HCOMM_ISSUE_ON(req, allreduce, send.data_ptr(), recv.data_ptr(), recv.numel(),
+                              r.dtype, r.op);
     });
 }
 
@@ -69,9 +69,9 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::reduce(std::vector<at::Tensor>   &
     int               root = static_cast<int>(opts.rootRank);
     at::Tensor        recv = contiguous(*w, t, !r.premul, rank_ == root),
                send        = reduceInput(*w, t, recv, r);
-    return launch(w, [=] {
-        return hcomm_reduce(send.data_ptr(), recv.data_ptr(), recv.numel(), r.dtype, r.op, root,
-                            comm_, stream_);
+    return launchSmall(w, byteCount(recv), [&](hcomm_request_t *req) {
+        return HCOMM_ISSUE_ON(req, reduce, send.data_ptr(), recv.data_ptr(), recv.numel(), r.dtype,
+                              r.op, root);
     });
 }
 
@@ -86,9 +86,9 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::broadcast(std::vector<at::Tensor> 
     auto       w    = makeWork(c10d::OpType::BROADCAST, name, tensors);
     at::Tensor buf  = contiguous(*w, tensors[0], rank_ == root, rank_ != root);
     // data moves as bytes: every dtype broadcasts
-    return launch(w, [=] {
-        return hcomm_broadcast(buf.data_ptr(), buf.data_ptr(), byteCount(buf), HCOMM_UINT8, root,
-                               comm_, stream_);
+    return launchSmall(w, byteCount(buf), [&](hcomm_request_t *req) {
+        return HCOMM_ISSUE_ON(req, broadcast, buf.data_ptr(), buf.data_ptr(), byteCount(buf),
+                              HCOMM_UINT8, root);
     });
 }
 
@@ -112,9 +112,9 @@ ProcessGroupHcomm::reduce_scatter(std::vector<at::Tensor>              &outputs,
     for (int p = 0; p < size_; p++)
         w->stageIn(flat.narrow(0, p * n, n), inputs[0][p], r.premul ? &r : nullptr);
     at::Tensor recv = contiguous(*w, out, false, true);
-    return launch(w, [=] {
-        return hcomm_reduce_scatter(flat.data_ptr(), recv.data_ptr(), n, r.dtype, r.op, comm_,
-                                    stream_);
+    return launchSmall(w, byteCount(flat), [&](hcomm_request_t *req) {
+        return HCOMM_ISSUE_ON(req, reduce_scatter, flat.data_ptr(), recv.data_ptr(), n, r.dtype,
+                              r.op);
     });
 }
 
@@ -134,16 +134,18 @@ ProcessGroupHcomm::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
     at::Tensor in   = contiguous(*w, input, !r.premul, false);
     at::Tensor send = reduceInput(*w, input, in, r);
     at::Tensor recv = contiguous(*w, output, false, true);
-    return launch(w, [=] {
-        return hcomm_reduce_scatter(send.data_ptr(), recv.data_ptr(), recv.numel(), r.dtype, r.op,
-                                    comm_, stream_);
+    return launchSmall(w, byteCount(send), [&](hcomm_request_t *req) {
+        return HCOMM_ISSUE_ON(req, reduce_scatter, send.data_ptr(), recv.data_ptr(), recv.numel(),
+                              r.dtype, r.op);
     });
 }
 
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::barrier(const c10d::BarrierOptions &)
 {
     auto w = makeWork(c10d::OpType::BARRIER, "barrier", {});
-    return launch(w, [=] { return hcomm_barrier(comm_, stream_); });
+    return launchSmall(w, 0, [&](hcomm_request_t *req) {
+        return req != nullptr ? hcomm_ibarrier(comm_, req) : hcomm_barrier(comm_, stream_);
+    });
 }
 
 } // namespace hcomm_torch

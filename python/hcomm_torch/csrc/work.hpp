@@ -1,10 +1,13 @@
-// work.hpp - HcommWork: one torch collective queued on the group's hcomm
-// stream, and Completion, the stream's host function that ends one or more.
+// work.hpp - HcommWork: one torch collective, queued on the group's hcomm
+// stream (or run on the caller's thread: pg_inline.cpp), and Completion, the
+// stream's host function that ends one or more.
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <exception>
 #include <string>
 #include <vector>
@@ -44,6 +47,13 @@ class HcommWork : public c10d::Work
 
     // Ends the work: status of its hcomm operation (or of its issue).
     void complete(hcomm_status_t st);
+    // complete in two steps: the copy-backs and the Future (its callbacks
+    // run), then the Work's own end, which wakes wait(); settle's error to end.
+    std::exception_ptr settle(hcomm_status_t st);
+    void               end(const std::exception_ptr &err)
+    {
+        finish(err);
+    }
 
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
     std::vector<at::Tensor>                 result() override;
@@ -56,9 +66,9 @@ class HcommWork : public c10d::Work
     };
     const char                             *name_;
     std::vector<at::Tensor>                 outputs_;
-    std::vector<at::Tensor>                 kept_;
+    c10::SmallVector<at::Tensor, 2>         kept_; // most operations keep one or two
     std::vector<Copy>                       stageIn_, copyBack_;
-    std::exception_ptr                      stageError_; // set and read on the stream's thread
+    std::exception_ptr                      stageError_; // on the thread that runs the operation
     c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -68,6 +78,7 @@ struct Completion {
     std::vector<c10::intrusive_ptr<HcommWork>> works;
     hcomm_request_t                            req    = nullptr;
     hcomm_status_t                             status = HCOMM_SUCCESS;
+    std::atomic<int> *pending = nullptr; // the group's count of these, decremented when done
 
     // The stream's host function; arg is a Completion made with new, freed here.
     static void run(void *arg);

@@ -1,0 +1,122 @@
+// pg_inline.cpp - small operations on the caller's thread. Through the
+// stream an 8 B allreduce pays two thread hand-offs (to the stream's thread
+// and back to the waiter), ~10 us against hcomm's 0.35. So while no earlier
+// operation of the group is outstanding (pending_: each one ends with a
+// Completion on the stream, counted until it has run), an operation of at
+// most TORCH_HCOMM_INLINE_BYTES is issued nonblocking from the caller and
+// tested for at most TORCH_HCOMM_INLINE_US; finished, its Work returns
+// complete. Unfinished, its request goes to the stream in a Completion, and
+// the caller returns: a rank never waits here for a peer that may be spinning
+// on another group (two groups used in opposite orders). The group's later
+// operations queue behind that Completion; the communicator runs operations
+// in issue order anyway.
+#include "pg.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <sched.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace hcomm_torch
+{
+
+thread_local int ProcessGroupHcomm::coalescingHere_ = 0;
+
+// name's value, an integer in [0, max]; dflt when unset.
+static uint64_t envCount(const char *name, uint64_t dflt, uint64_t max)
+{
+    const char *v = std::getenv(name);
+    if (v == nullptr || *v == '\0')
+        return dflt;
+    char *end            = nullptr;
+    errno                = 0;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    TORCH_CHECK(errno == 0 && *end == '\0' && *v != '-' && n <= max, "hcomm backend: ", name, "=",
+                v, " is not an integer in [0, ", max, "]");
+    return n;
+}
+
+// TORCH_HCOMM_*, not HCOMM_*: hcomm warns of HCOMM_ variables it does not know.
+void ProcessGroupHcomm::readInlineSettings()
+{
+    inlineBytes_ = envCount("TORCH_HCOMM_INLINE_BYTES", 65536, uint64_t(1) << 40);
+    inlineSpin_  = std::chrono::microseconds(envCount("TORCH_HCOMM_INLINE_US", 50, 1000000));
+    // more ranks than CPUs: a spinning caller holds the CPU a peer needs
+    cpu_set_t set;
+    int       ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    inlineYield_   = ncpu > 0 && size_ > ncpu;
+}
+
+bool ProcessGroupHcomm::canInline(size_t bytes)
+{
+    // streamed_: before any request went to the stream, comm_ takes no lock,
+    // and a hand-over would share it between two threads unlocked. pending_,
+    // not hcomm_stream_query: the stream counts a task done only after its
+    // host function returned, so a caller woken by the last Completion would
+    // find it busy and queue, and the operation after that likewise.
+    return bytes <= inlineBytes_ && inlineSpin_.count() > 0 && streamed_ && !coalescing_ &&
+           coalescingHere_ == 0 && pending_.load(std::memory_order_acquire) == 0;
+}
+
+// Spins 10 us, then yields the CPU between tests: a peer later than that
+// may be waiting for this CPU (another process holds the other ones). Without
+// the yields, 2 ranks on 2 cores beside one busy process fell into handing
+// every other operation over: 85 us a call, where the stream path took 40-80.
+hcomm_status_t ProcessGroupHcomm::spin(hcomm_request_t *req, int *done)
+{
+    hcomm_status_t st = hcomm_test(req, done);
+    if (*done) // a one-rank group's: no clock read
+        return st;
+    auto now = std::chrono::steady_clock::now(), until = now + inlineSpin_,
+         yieldFrom = now + std::chrono::microseconds(10);
+    for (;;) {
+        if (inlineYield_ || now >= yieldFrom)
+            sched_yield();
+        st  = hcomm_test(req, done);
+        now = std::chrono::steady_clock::now();
+        if (*done || now >= until)
+            return st;
+    }
+}
+
+ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchSmall(const c10::intrusive_ptr<HcommWork> &w,
+                                                          size_t bytes, const IssueOn &issue)
+{
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
+    if (!canInline(bytes))
+        return launchLocked(w, [&] { return issue(nullptr); });
+    // no earlier operation is outstanding: none reads or writes these tensors
+    if (w->hasStageIn())
+        HcommWork::runStageIn(w.get());
+    hcomm_request_t req = nullptr;
+    hcomm_status_t  st  = issue(&req);
+    if (st != HCOMM_SUCCESS) {
+        w->complete(st);
+        TORCH_CHECK(false, "hcomm backend: ", w->name(), " on rank ", rank_,
+                    " failed: ", statusText(st));
+    }
+    int done = 0;
+    st       = spin(&req, &done);
+    if (done) {
+        inlined_++;
+        w->complete(st); // a failure reaches the caller through wait(), as from the stream
+        return w;
+    }
+    handedOver_++;
+    auto c = new Completion;
+    c->works.push_back(w);
+    c->req = req;
+    queueCompletion(c);
+    return w;
+}
+
+std::pair<uint64_t, uint64_t> ProcessGroupHcomm::inlineCounts()
+{
+    std::lock_guard<std::mutex> lock(mu_);
+    return {inlined_, handedOver_};
+}
+
+} // namespace hcomm_torch
