@@ -161,8 +161,9 @@ def rank_main():
 
     dist.barrier(group=gloo)
     dist.destroy_process_group()
-    print("rank %d: %s (%d failed)" % (rank, "PASS" if not failed else "FAIL", len(failed)),
-          flush=True)
+    # one write: ranks share the output, and a line split in two runs into another's
+    sys.stdout.write("rank %d: %s (%d failed)\n" % (rank, "PASS" if not failed else "FAIL", len(failed)))
+    sys.stdout.flush()
     return 1 if failed else 0
 
 
