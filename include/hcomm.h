@@ -222,7 +222,7 @@ hcomm_status_t hcomm_comm_dump_state(hcomm_comm_t comm);
 
 #define HCOMM_HEALTH_MAX 8
 
-/* Which ranks are slow, as rank 0 last judged them (docs/resilience.md). */
+/* Which ranks and links are slow, as rank 0 last judged them (docs/resilience.md). */
 typedef struct hcomm_health {
     int evaluated;         /* 1: a verdict over the window below; 0: none (not
                             * rank 0, fewer than 3 ranks, HCOMM_HEALTH=0, or
@@ -235,10 +235,19 @@ typedef struct hcomm_health {
     int      slow_rank[HCOMM_HEALTH_MAX];
     double   slow_late_ms[HCOMM_HEALTH_MAX]; /* mean time it entered after the median rank */
     double   slow_score[HCOMM_HEALTH_MAX];   /* Grubbs' G / G_crit at detection */
+    /* Slow links: throughput measured by the receiver, tcp links only
+     * (docs/resilience.md); tested once 3 links of a class have a measure. */
+    int    nlinks; /* links judged in the last evaluation */
+    int    nslow_links;
+    int    slow_link_src[HCOMM_HEALTH_MAX];         /* the sending rank */
+    int    slow_link_dst[HCOMM_HEALTH_MAX];         /* the receiving rank */
+    double slow_link_gbps[HCOMM_HEALTH_MAX];        /* its throughput, GB/s */
+    double slow_link_median_gbps[HCOMM_HEALTH_MAX]; /* its class's median */
+    double slow_link_score[HCOMM_HEALTH_MAX];
 } hcomm_health_t;
 
 /*
- * The last slow-rank verdict into *health. Rank 0 judges, every
+ * The last slow-rank and slow-link verdict into *health. Rank 0 judges, every
  * HCOMM_HEALTH_PERIOD seconds, when comm has 3 ranks or more; other ranks
  * get evaluated = 0.
  */

@@ -272,7 +272,8 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
 
     comm_card_t *cards = calloc((size_t)c->nranks, sizeof(*cards));
     c->peers           = calloc((size_t)c->nranks, sizeof(*c->peers));
-    if (cards == NULL || c->peers == NULL) {
+    c->links           = calloc((size_t)c->nranks, sizeof(*c->links));
+    if (cards == NULL || c->peers == NULL || c->links == NULL) {
         free(cards);
         return HCOMM_ERR_NO_MEMORY;
     }
@@ -366,6 +367,7 @@ void hc_comm_free(hcomm_comm_t c)
     }
     free(c->scratch);
     free(c->peers);
+    free(c->links);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }

@@ -88,6 +88,7 @@ struct hcomm_comm {
     int              dump_req; /* a dump signal asked for a report (core/flight.h) */
     char            *verdict;  /* who a timed-out operation waited for (core/verdict.h) */
     hc_arrival_t      arrivals[HC_ARRIVALS]; /* when it entered its last collectives */
+    hc_link_stat_t   *links;                 /* [nranks]: throughput of what each peer sent here */
     struct hc_health *health;                /* rank 0's slow-rank test (core/health.h) */
     struct hc_shrink *shrink; /* while this rank coordinates a shrink (watch_shrink.c) */
     /* streams: once a request has gone to a stream (threaded = 1, set by the

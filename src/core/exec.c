@@ -264,6 +264,9 @@ static int exec_scan(hcomm_request_t req)
                 exec_fail(req, req->tl_reqs[i].status);
                 return -1;
             }
+            if (req->tl_reqs[i].timed_ns != 0) /* a timed receive (core/health.h) */
+                hc_link_note(req->comm, st->peer, req->tl_reqs[i].timed_bytes,
+                             req->tl_reqs[i].timed_ns);
             req->state[i] = STEP_DONE;
             req->ndone++;
             finished++;

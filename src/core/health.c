@@ -25,6 +25,7 @@ struct hc_health {
     double         *late;   /* mean lateness (ns), this evaluation */
     int            *streak, *named;
     double          tick_ns; /* the coarse clock's resolution */
+    hc_links_t     *links;   /* the slow-link test (health_link.c) */
     hcomm_health_t  last;
 };
 
@@ -73,6 +74,8 @@ hcomm_status_t hc_health_create(struct hcomm_comm *c)
         h->late   = health_calloc((size_t)n, sizeof(double), &bad);
         h->streak = health_calloc((size_t)n, sizeof(int), &bad);
         h->named  = health_calloc((size_t)n, sizeof(int), &bad);
+        h->links  = hc_links_create(n);
+        bad |= h->links == NULL;
         pthread_mutex_init(&h->lock, NULL);
         h->tick_ns = clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0
                          ? (double)res.tv_sec * 1e9 + (double)res.tv_nsec
@@ -87,6 +90,12 @@ hcomm_status_t hc_health_create(struct hcomm_comm *c)
 void hc_health_begin(struct hcomm_comm *c)
 {
     memset(c->health->narr, 0, (size_t)c->health->nranks * sizeof(int));
+    hc_links_begin(c->health->links);
+}
+
+void hc_health_feed_links(struct hcomm_comm *c, int rank, const hc_link_report_t *l, int n)
+{
+    hc_links_feed(c->health->links, rank, l, n);
 }
 
 void hc_health_feed(struct hcomm_comm *c, int rank, const hc_arrival_t *a, int n, double offset_ns,
@@ -175,18 +184,14 @@ static int health_lateness(hc_health_t *h, uint64_t lo, uint64_t hi, double *int
     return used;
 }
 
-void hc_health_judge(struct hcomm_comm *c)
+/* The slow-rank part of the verdict into *v. */
+static void health_judge_ranks(struct hcomm_comm *c, hcomm_health_t *v, uint64_t lo, uint64_t hi,
+                               int used, double interval)
 {
     const hc_params_t *p = hc_params_get();
     hc_health_t       *h = c->health;
-    uint64_t           lo, hi;
-    double             interval = 0;
-    int                n = h->nranks, used = 0, idx[HCOMM_HEALTH_MAX];
+    int                n = h->nranks, idx[HCOMM_HEALTH_MAX];
     double             score[HCOMM_HEALTH_MAX];
-    if (health_window(h, &lo, &hi))
-        used = health_lateness(h, lo, hi, &interval);
-    if (used < HEALTH_MIN_COMMON)
-        return; /* too few collectives yet: the last verdict stands */
     int max_out = n / 2 < HCOMM_HEALTH_MAX ? n / 2 : HCOMM_HEALTH_MAX;
     int k       = hc_grubbs_outliers(h->late, n, p->health_alpha, max_out, 1, idx, score);
     /* an outlier must also matter: late by a share of the time between
@@ -197,11 +202,12 @@ void hc_health_judge(struct hcomm_comm *c)
     for (int i = 0; i < k; i++)
         if (h->late[idx[i]] >= floor_ns)
             flag[idx[i]] = 1;
-    hcomm_health_t v = {.evaluated    = 1,
-                        .window_first = lo,
-                        .window_last  = hi,
-                        .ncollectives = used,
-                        .interval_ms  = interval * 1e-6};
+    v->evaluated    = 1;
+    v->window_first = lo;
+    v->window_last  = hi;
+    v->ncollectives = used;
+    v->interval_ms  = interval * 1e-6;
+    v->nslow        = 0;
     for (int r = 0; r < n; r++) {
         int s        = h->streak[r]; /* > 0: evaluations in a row flagged; < 0: not */
         h->streak[r] = flag[r] ? (s > 0 ? s + 1 : 1) : (s < 0 ? s - 1 : -1);
@@ -225,13 +231,30 @@ void hc_health_judge(struct hcomm_comm *c)
             hc_warn(COLL, "rank %d (host %s) is no longer slow (%.1f ms late over #%llu-#%llu)", r,
                     c->peers[r].hostname, h->late[r] * 1e-6, (unsigned long long)lo,
                     (unsigned long long)hi);
-        if (h->named[r] && v.nslow < HCOMM_HEALTH_MAX) {
-            v.slow_rank[v.nslow]    = r;
-            v.slow_late_ms[v.nslow] = h->late[r] * 1e-6;
-            v.slow_score[v.nslow]   = sc;
-            v.nslow++;
+        if (h->named[r] && v->nslow < HCOMM_HEALTH_MAX) {
+            v->slow_rank[v->nslow]    = r;
+            v->slow_late_ms[v->nslow] = h->late[r] * 1e-6;
+            v->slow_score[v->nslow]   = sc;
+            v->nslow++;
         }
     }
+}
+
+void hc_health_judge(struct hcomm_comm *c)
+{
+    hc_health_t   *h = c->health;
+    uint64_t       lo, hi;
+    double         interval = 0;
+    int            used     = 0;
+    hcomm_health_t v;
+    pthread_mutex_lock(&h->lock);
+    v = h->last;
+    pthread_mutex_unlock(&h->lock);
+    hc_links_judge(h->links, c, &v);
+    if (health_window(h, &lo, &hi))
+        used = health_lateness(h, lo, hi, &interval);
+    if (used >= HEALTH_MIN_COMMON) /* else too few collectives yet: the ranks' verdict stands */
+        health_judge_ranks(c, &v, lo, hi, used, interval);
     pthread_mutex_lock(&h->lock);
     h->last = v;
     pthread_mutex_unlock(&h->lock);
@@ -256,6 +279,7 @@ void hc_health_free(struct hcomm_comm *c)
     pthread_mutex_destroy(&h->lock);
     free(h->arr), free(h->narr), free(h->offset), free(h->rtt), free(h->late);
     free(h->streak), free(h->named);
+    hc_links_free(h->links);
     free(h);
     c->health = NULL;
 }

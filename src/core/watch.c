@@ -87,17 +87,28 @@ void hc_watch_read(hcomm_comm_t c, hc_rank_where_t *w)
 static size_t watch_pack_arrivals(hcomm_comm_t c, uint8_t *buf)
 {
     hc_arrival_t        a[HC_ARRIVALS];
-    int                 n = hc_arrivals_read(c->arrivals, a);
-    hc_watch_arrivals_t h = {.magic = htonl(HC_WATCH_ARRIVALS_MAGIC),
-                             .rank  = (int32_t)htonl((uint32_t)c->rank),
-                             .n     = htonl((uint32_t)n),
-                             .now   = htobe64(hc_clock_now_ns())};
-    memcpy(buf, &h, sizeof(h));
+    hc_link_report_t    l[HC_LINKS_REPORTED];
+    int                 n = hc_arrivals_read(c->arrivals, a), nl = hc_links_read(c, l);
+    hc_watch_arrivals_t h = {.magic  = htonl(HC_WATCH_ARRIVALS_MAGIC),
+                             .rank   = (int32_t)htonl((uint32_t)c->rank),
+                             .n      = htonl((uint32_t)n),
+                             .nlinks = htonl((uint32_t)nl),
+                             .now    = htobe64(hc_clock_now_ns())};
+    uint8_t            *p = buf;
+    memcpy(p, &h, sizeof(h)), p += sizeof(h);
     for (int i = 0; i < n; i++) {
         uint64_t e[2] = {htobe64(a[i].cseq), htobe64(a[i].t)};
-        memcpy(buf + sizeof(h) + (size_t)i * sizeof(e), e, sizeof(e));
+        memcpy(p, e, sizeof(e)), p += sizeof(e);
     }
-    return sizeof(h) + (size_t)n * sizeof(hc_arrival_t);
+    for (int i = 0; i < nl; i++) {
+        hc_watch_link_t e = {.peer  = (int32_t)htonl((uint32_t)l[i].peer),
+                             .cls   = htonl(l[i].cls),
+                             .n     = htobe64(l[i].n),
+                             .bytes = htobe64(l[i].bytes),
+                             .ns    = htobe64(l[i].ns)};
+        memcpy(p, &e, sizeof(e)), p += sizeof(e);
+    }
+    return (size_t)(p - buf);
 }
 
 /* A proven query: the answer, then the connection closes. */
@@ -141,16 +152,29 @@ static void watch_arrivals_answer(void *arg, int rank, const void *buf, size_t l
     hcomm_comm_t        c = arg;
     hc_watch_arrivals_t h;
     hc_arrival_t        a[HC_ARRIVALS];
-    memcpy(&h, buf, sizeof(h));
-    uint32_t n = ntohl(h.n);
+    hc_link_report_t    l[HC_LINKS_REPORTED];
+    const uint8_t      *p = buf;
+    memcpy(&h, p, sizeof(h)), p += sizeof(h);
+    uint32_t n = ntohl(h.n), nl = ntohl(h.nlinks);
+    size_t   want = hc_watch_arrivals_len(n, nl);
     if (ntohl(h.magic) != HC_WATCH_ARRIVALS_MAGIC || (int32_t)ntohl((uint32_t)h.rank) != rank ||
-        n > HC_ARRIVALS || len != sizeof(h) + n * sizeof(hc_arrival_t))
+        want == 0 || len != want)
         return;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t e[2];
-        memcpy(e, (const uint8_t *)buf + sizeof(h) + i * sizeof(e), sizeof(e));
+        memcpy(e, p, sizeof(e)), p += sizeof(e);
         a[i] = (hc_arrival_t){be64toh(e[0]), be64toh(e[1])};
     }
+    for (uint32_t i = 0; i < nl; i++) {
+        hc_watch_link_t e;
+        memcpy(&e, p, sizeof(e)), p += sizeof(e);
+        l[i] = (hc_link_report_t){.peer  = (int32_t)ntohl((uint32_t)e.peer),
+                                  .cls   = ntohl(e.cls),
+                                  .n     = be64toh(e.n),
+                                  .bytes = be64toh(e.bytes),
+                                  .ns    = be64toh(e.ns)};
+    }
+    hc_health_feed_links(c, rank, l, (int)nl);
     /* its clock read between the proof leaving and the answer coming */
     double mid = (t0 + t1) * 0.5e9;
     hc_health_feed(c, rank, a, (int)n, (double)be64toh(h.now) - mid, (t1 - t0) * 1e9);
@@ -170,8 +194,9 @@ static hcomm_comm_t watch_local_peer(hcomm_comm_t c, int rank)
 /* One evaluation of c (rank 0); watch_lock held. */
 static void watch_health(hcomm_comm_t c)
 {
-    hc_arrival_t   a[HC_ARRIVALS];
-    unsigned char *skip = calloc((size_t)c->nranks, 1);
+    hc_arrival_t     a[HC_ARRIVALS];
+    hc_link_report_t l[HC_LINKS_REPORTED];
+    unsigned char   *skip = calloc((size_t)c->nranks, 1);
     if (skip == NULL)
         return;
     hc_health_begin(c);
@@ -179,6 +204,7 @@ static void watch_health(hcomm_comm_t c)
         hcomm_comm_t p = watch_local_peer(c, r);
         if (p != NULL) {
             hc_health_feed(c, r, a, hc_arrivals_read(p->arrivals, a), 0, 0);
+            hc_health_feed_links(c, r, l, hc_links_read(p, l));
             skip[r] = 1;
         }
     }

@@ -43,8 +43,8 @@ static size_t answer_len(hcomm_comm_t c, int kind, const uint8_t *buf, size_t go
     if (got < sizeof(h))
         return sizeof(h);
     memcpy(&h, buf, sizeof(h));
-    uint32_t n = ntohl(h.n);
-    return sizeof(h) + (n <= HC_ARRIVALS ? n : 0) * sizeof(hc_arrival_t);
+    size_t len = hc_watch_arrivals_len(ntohl(h.n), ntohl(h.nlinks));
+    return len > 0 ? len : sizeof(h); /* too large: the header alone, refused as it is read */
 }
 
 /* Connects and sends the hello: 0; -2 when that rank's communicator is gone

@@ -56,17 +56,36 @@ typedef struct hc_watch_hello {
 } hc_watch_hello_t;
 
 /* The answer to HC_WATCH_ARRIVALS: this header, then n pairs of big-endian
- * u64 (cseq, t), oldest first. now: the answerer's CLOCK_MONOTONIC ns as
- * it answered, for the asker's estimate of the clock offset. */
+ * u64 (cseq, t), oldest first, then nlinks hc_watch_link_t. now: the
+ * answerer's CLOCK_MONOTONIC ns as it answered, for the asker's estimate of
+ * the clock offset. */
 typedef struct hc_watch_arrivals {
     uint32_t magic;
     int32_t  rank;
     uint32_t n;
-    uint32_t pad;
+    uint32_t nlinks;
     uint64_t now;
 } hc_watch_arrivals_t;
 
-#define HC_WATCH_ARRIVALS_MAX (sizeof(hc_watch_arrivals_t) + HC_ARRIVALS * sizeof(hc_arrival_t))
+/* What the answerer measured of one peer's link to it (core/health.h). */
+typedef struct hc_watch_link {
+    int32_t  peer;
+    uint32_t cls;
+    uint64_t n, bytes, ns;
+} hc_watch_link_t;
+
+/* The answer's length, from its header's counts; 0 when they are too large. */
+static inline size_t hc_watch_arrivals_len(uint32_t n, uint32_t nlinks)
+{
+    if (n > HC_ARRIVALS || nlinks > HC_LINKS_REPORTED)
+        return 0;
+    return sizeof(hc_watch_arrivals_t) + n * sizeof(hc_arrival_t) +
+           nlinks * sizeof(hc_watch_link_t);
+}
+
+#define HC_WATCH_ARRIVALS_MAX                                                                      \
+    (sizeof(hc_watch_arrivals_t) + HC_ARRIVALS * sizeof(hc_arrival_t) +                            \
+     HC_LINKS_REPORTED * sizeof(hc_watch_link_t))
 #define HC_WATCH_SHRINK_ANSWER_MAX (sizeof(hc_watch_shrink_t) + HC_WATCH_SHRINK_MAX / 8)
 #define HC_WATCH_ANSWER_MAX                                                                        \
     (HC_WATCH_ARRIVALS_MAX > HC_WATCH_SHRINK_ANSWER_MAX ? HC_WATCH_ARRIVALS_MAX                    \

@@ -89,8 +89,16 @@ typedef struct hc_tl_req {
     void              *sink_arg;
     size_t             len;      /* bytes of the message */
     size_t             done;     /* bytes moved so far */
+    /* Set at completion of a receive the transport timed (tcp): timed_bytes
+     * of it arrived over timed_ns while the receiver was waiting for them,
+     * for the link-throughput test (core/health.h); bytes that were already
+     * there when it looked say nothing of the link. 0: not timed. */
+    uint64_t           timed_ns;
+    size_t             timed_bytes;
     uint64_t           priv[4];  /* transport scratch */
 } hc_tl_req_t;
+
+#define HC_TL_TIMED_MIN 65536 /* bytes timed, at least, for a measure */
 
 /* The checks every isend (sink NULL) and irecv make before their own: an
  * endpoint and a request, and a buffer (or, receiving, a sink) for len > 0. */
@@ -116,6 +124,8 @@ static inline void hc_tl_req_init(hc_tl_req_t *req, hc_tl_ep_t *ep, size_t len)
     req->sink_arg = NULL;
     req->len      = len;
     req->done     = 0;
+    req->timed_ns    = 0;
+    req->timed_bytes = 0;
     req->priv[0]  = 0;
 }
 

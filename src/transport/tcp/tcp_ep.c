@@ -92,8 +92,9 @@ hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep)
 
 static void req_init(hc_tl_req_t *req, hc_tl_ep_t *ep, size_t len)
 {
-    hc_tl_req_init(req, ep, len); /* priv[0]: header bytes moved */
+    hc_tl_req_init(req, ep, len); /* priv[0]: header bytes moved; [2], [3]: tcp_rx.c */
     hc_tcp_put64((uint8_t *)&req->priv[1], len);
+    req->priv[2] = req->priv[3] = 0;
 }
 
 static void enqueue(hc_tl_req_t **head, hc_tl_req_t **tail, hc_tl_req_t *req)

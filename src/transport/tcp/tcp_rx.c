@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 /* Receives into iov on socket s. Returns bytes received, 0 when none are
@@ -171,22 +172,59 @@ static int rx_striped_any(hc_tl_ep_t *ep, hc_tl_req_t *r, int *nc)
     return 1;
 }
 
+/* Timing a receive for the link test (hc_tl_req_t.timed_ns): priv[2] the
+ * clock's start (0: not started), priv[3] the bytes done then, or
+ * RX_STARVED when the receiver found nothing before the header came. Only
+ * what arrives while the receiver waits is timed: what the kernel held
+ * before it looked came at no rate it can see. */
+#define RX_STARVED (1ull << 63)
+
+static void rx_time_start(hc_tl_req_t *r)
+{
+    if (r->priv[2] == 0 && r->len - r->done >= HC_TL_TIMED_MIN) {
+        r->priv[2] = hc_clock_now_ns();
+        r->priv[3] = r->done;
+    }
+}
+
+/* r's turn found no more bytes. */
+static void rx_starved(hc_tl_req_t *r)
+{
+    if (r->priv[0] == HC_TCP_HDR_BYTES)
+        rx_time_start(r);
+    else if (r->len >= HC_TL_TIMED_MIN)
+        r->priv[3] = RX_STARVED;
+}
+
+static void rx_time_end(hc_tl_req_t *r)
+{
+    if (r->priv[2] != 0 && r->len - r->priv[3] >= HC_TL_TIMED_MIN) {
+        r->timed_ns    = hc_clock_now_ns() - r->priv[2];
+        r->timed_bytes = r->len - r->priv[3];
+    }
+}
+
 int hc_tcp_rx_progress(hc_tl_ep_t *ep)
 {
     int nc = 0;
     while (ep->rx_head != NULL && ep->status == HCOMM_SUCCESS) {
         hc_tl_req_t *r  = ep->rx_head;
         int          rc = rx_header(ep, r, &nc);
+        if (rc > 0 && (r->priv[3] & RX_STARVED)) /* waited for this header */
+            rx_time_start(r);
         if (rc > 0 && !hc_tcp_striped(ep, r->len))
             rc = rx_plain(ep, r, &nc);
         else if (rc > 0)
             rc = r->sink != NULL ? rx_striped_seq(ep, r, &nc) : rx_striped_any(ep, r, &nc);
+        if (rc == 0)
+            rx_starved(r);
         if (rc <= 0)
             break;
         ep->rx_head = r->next;
         if (ep->rx_head == NULL)
             ep->rx_tail = NULL;
         r->next   = NULL;
+        rx_time_end(r);
         r->status = HCOMM_SUCCESS;
         nc++;
     }

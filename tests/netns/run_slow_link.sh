@@ -1,0 +1,39 @@
+#!/bin/sh
+# run_slow_link.sh - which link is slow (docs/resilience.md): 4 namespaces as
+# nodes, one rank each, every link limited to 1 Gbit/s by tc tbf; node 1's
+# link then to SLOW_RATE. Rank 0's slow-link test must name links from rank
+# 1, and only those, in its warn line and through hcomm_comm_get_health; with
+# every link alike it must name none. Rank 0 judges every 0.2 s here (1 s
+# by default). Skips without root or ip.
+# shellcheck source=tests/test_lib.sh
+. "$(dirname "$0")/../test_lib.sh"
+prog="$top/tests/netns/.libs/slow_link"
+[ -x "$prog" ] || prog="$top/tests/netns/slow_link"
+need "$prog"
+# a small bucket: tbf's default here (256 KB) lets a link that idled send
+# that much at the veth's speed, which no wire does
+NODES=4 PPN=1 RATE=1gbit BURST=64kb
+: "${SLOW_RATE:=400mbit}" "${STEPS:=300}" "${BYTES:=1048576}"
+# shellcheck source=tests/netns/netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
+netns_setup
+export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=60 \
+    HCOMM_TRANSPORT=tcp HCOMM_HEALTH_PERIOD=0.2
+dir=$netns_dir
+on_fail() { tail -n 5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -n 40; }
+
+netns_launch timeout 300 "$prog" "$STEPS" "$BYTES" -1
+rc=$?
+cp "$dir/out.0" "$out"
+test $rc = 0 && ! has 'slow link' "$dir/log.0"
+result "4 nodes, every link 1 Gbit/s: no link named ($(sed -n 's/^slow_link: //p' "$out"))" $?
+
+# shellcheck disable=SC2154 # tag: set by netns_lib.sh
+tc -n "${tag}n1" qdisc change dev "${tag}b1" root tbf rate "$SLOW_RATE" burst "$BURST" latency 50ms
+netns_launch timeout 300 "$prog" "$STEPS" "$BYTES" 1
+rc=$?
+cp "$dir/out.0" "$out"
+test $rc = 0 && has 'slow link 1 -> [023] (tcp, host' "$dir/log.0" &&
+    ! grep 'slow link' "$dir/log.0" | grep -qv 'slow link 1 -> '
+result "rank 1's link at $SLOW_RATE: only links from rank 1 named ($(sed -n 's/^slow_link: //p' "$out"))" $?
+finish

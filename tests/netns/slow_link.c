@@ -1,0 +1,59 @@
+/* slow_link.c - a rank whose link is slowed (tc tbf, run_slow_link.sh) is
+ * named by rank 0's slow-link test; on even links no one is. Run one rank
+ * per network namespace (N >= 3):
+ *   slow_link STEPS BYTES SLOW_SRC
+ * Each step allreduces BYTES of floats. Rank 0 reads hcomm_comm_get_health
+ * after every step and prints
+ *   slow_link: named S->D (...)... first at step K; J links judged
+ * (or "named none"), and exits 0 when that is what SLOW_SRC (-1: none) says:
+ * every link named sends from SLOW_SRC. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "hcomm.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: slow_link STEPS BYTES SLOW_SRC\n");
+        return 2;
+    }
+    int            steps = atoi(argv[1]), slow = atoi(argv[3]), rank, first = -1, wrong = 0;
+    size_t         count = (size_t)atol(argv[2]) / sizeof(float);
+    float         *x     = calloc(count ? count : 1, sizeof(float));
+    hcomm_comm_t   comm;
+    hcomm_health_t h = {0};
+    if (x == NULL || hcomm_comm_init_env(&comm) != HCOMM_SUCCESS ||
+        hcomm_comm_rank(comm, &rank) != HCOMM_SUCCESS)
+        return 3;
+    for (int s = 1; s <= steps; s++) {
+        if (hcomm_allreduce(x, x, count, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL) != HCOMM_SUCCESS)
+            return 4;
+        if (rank != 0 || hcomm_comm_get_health(comm, &h) != HCOMM_SUCCESS)
+            continue;
+        for (int i = 0; i < h.nslow_links; i++)
+            wrong |= h.slow_link_src[i] != slow;
+        if (h.nslow_links > 0 && first < 0)
+            first = s;
+    }
+    int good = 1;
+    if (rank == 0) {
+        char line[1024];
+        int  len = snprintf(line, sizeof(line), "slow_link: named");
+        for (int i = 0; i < h.nslow_links && len < (int)sizeof(line); i++)
+            len += snprintf(line + len, sizeof(line) - (size_t)len,
+                            " %d->%d (%.1f MB/s, median %.1f MB/s, score %.2f)",
+                            h.slow_link_src[i], h.slow_link_dst[i], h.slow_link_gbps[i] * 1e3,
+                            h.slow_link_median_gbps[i] * 1e3, h.slow_link_score[i]);
+        if (len < (int)sizeof(line))
+            snprintf(line + len, sizeof(line) - (size_t)len,
+                     h.nslow_links == 0 && first < 0 ? " none; %d links judged\n"
+                                                     : " first at step %d; %d links judged\n",
+                     h.nslow_links == 0 && first < 0 ? h.nlinks : first, h.nlinks);
+        fputs(line, stdout);
+        good = slow < 0 ? first < 0 : h.nslow_links > 0 && !wrong;
+    }
+    hcomm_comm_destroy(comm);
+    free(x);
+    return good ? 0 : 1;
+}
