@@ -1,7 +1,7 @@
 """torch_bench.py - the "hcomm" torch.distributed backend beside torch's own
 "gloo", through torch's API, in one run (issue 20's figures, perf/RESULTS.md).
 
-usage: torch_bench.py [--ranks 2,4] [--quick] [--max-size BYTES] [--parts LIST]
+usage: torch_bench.py [--ranks 2,4] [--quick] [--min-size BYTES] [--max-size BYTES] [--parts LIST]
                       [--hcomm-perf PATH]
 
 For each rank count it launches that many local ranks; each makes an "hcomm"
@@ -62,7 +62,8 @@ def bench_allreduce(groups, n, quick):
     import torch.distributed as dist
     rows = []
     sizes = SIZES[::4] if quick else SIZES
-    sizes = [s for s in sizes if s <= int(os.environ["HC_BENCH_MAX"])]
+    sizes = [s for s in sizes
+             if int(os.environ["HC_BENCH_MIN"]) <= s <= int(os.environ["HC_BENCH_MAX"])]
     for size in sizes:
         t = torch.ones(size // 4)
         iters = max(5, min(1000, (256 << 20) // size))  # 256 MiB a round, 5 calls at least
@@ -237,7 +238,7 @@ def launch(args, n):
     os.close(fd)
     env = dict(os.environ, WORLD_SIZE=str(n), HC_BENCH_INIT="tcp://127.0.0.1:%d" % free_port(),
                HC_BENCH_QUICK="1" if args.quick else "0", HC_BENCH_PARTS=args.parts,
-               HC_BENCH_MAX=str(args.max_size),
+               HC_BENCH_MAX=str(args.max_size), HC_BENCH_MIN=str(args.min_size),
                HC_BENCH_SMALL=small_out)
     procs = [subprocess.Popen([sys.executable, "-W", "ignore", __file__],
                               env=dict(env, RANK=str(r))) for r in range(n)]
@@ -262,6 +263,7 @@ def main():
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations")
     ap.add_argument("--max-size", type=int, default=SIZES[-1], help="allreduce: largest size")
+    ap.add_argument("--min-size", type=int, default=SIZES[0], help="allreduce: smallest size")
     ap.add_argument("--hcomm-perf", default="")
     ap.add_argument("--parts", default="allreduce,small,ddp", help="what to measure")
     args = ap.parse_args()

@@ -33,8 +33,12 @@ struct hcomm_comm;
  * watch thread (cseq 0 while it changes). */
 typedef struct hc_arrival {
     uint64_t cseq;
-    uint64_t t; /* CLOCK_MONOTONIC(_COARSE) ns */
+    uint64_t t; /* CLOCK_MONOTONIC(_COARSE) ns, or HC_ARRIVAL_TICKS | a trace's TSC ticks */
 } hc_arrival_t;
+
+/* A traced operation's time is in ticks (ops.h): the watch thread turns it
+ * into ns when it reads the ring, off the operation's path. */
+#define HC_ARRIVAL_TICKS (1ull << 63)
 
 /* Notes collective cseq's arrival at t (hc_ops_end). */
 static inline void hc_arrival_note(hc_arrival_t *ring, uint64_t cseq, uint64_t t)

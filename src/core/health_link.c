@@ -11,9 +11,9 @@
 #include "core/comm.h"
 #include "core/health.h"
 
-#define LINK_MIN_MSGS 8          /* messages timed since the last evaluation, to judge a link */
-#define LINK_SLOWER   1.5        /* a slow link is this many times below its class's median */
-#define LINK_STREAK   2          /* evaluations that flag a link before it is named */
+#define LINK_MIN_MSGS 8          /* messages timed since a link was last judged, to judge it */
+#define LINK_SLOWER 2.0          /* a slow link is this many times below its class's median */
+#define LINK_STREAK 3            /* evaluations that flag a link before it is named */
 #define LINK_TRACKED  64         /* flagged or named links rank 0 follows */
 
 void hc_link_note(struct hcomm_comm *c, int peer, size_t len, uint64_t ns)
@@ -52,7 +52,8 @@ typedef struct link_track {
     int src, dst;
     int    streak; /* > 0: evaluations that flagged it; < 0: in a row not slow */
     int    named;
-    double score; /* at its last flag */
+    double score;        /* at its last flag */
+    double rate, median; /* at its last measure */
 } link_track_t;
 
 /* A link judged this evaluation. */
@@ -110,19 +111,21 @@ static int cmp_row(const void *a, const void *b)
     return x->cls != y->cls ? (x->cls < y->cls ? -1 : 1) : (x->rate < y->rate ? -1 : x->rate > y->rate);
 }
 
-/* rank's report of peer's link at its last evaluation, or NULL. */
-static const hc_link_report_t *links_prev(const hc_links_t *l, int rank, int peer)
+/* rank's report of peer's link when it was last judged, or NULL. */
+static hc_link_report_t *links_prev(hc_links_t *l, int rank, int peer)
 {
-    const hc_link_report_t *p = &l->prev[(size_t)rank * HC_LINKS_REPORTED];
+    hc_link_report_t *p = &l->prev[(size_t)rank * HC_LINKS_REPORTED];
     for (int i = 0; i < l->nprev[rank]; i++)
         if (p[i].peer == peer)
             return &p[i];
     return NULL;
 }
 
-/* Every link with enough messages since the last evaluation, its rate over
- * them, sorted by class, then rate; how many. Each report then becomes its
- * rank's last. */
+/* Every link with enough messages since it was last judged, its rate over
+ * them, sorted by class, then rate; how many. A link's first report is only
+ * where its count starts (a new TCP connection is in slow start). A link
+ * that carried too few keeps counting from where it was, so that a slow one
+ * is not skipped for being slow. */
 static int links_rows(hc_links_t *l, link_row_t **rows_p)
 {
     int n = 0, k = 0;
@@ -132,21 +135,29 @@ static int links_rows(hc_links_t *l, link_row_t **rows_p)
     if ((*rows_p = rows) == NULL)
         return 0;
     for (int r = 0; r < l->nranks; r++) {
-        hc_link_report_t *cur = &l->rep[(size_t)r * HC_LINKS_REPORTED];
+        const hc_link_report_t *cur = &l->rep[(size_t)r * HC_LINKS_REPORTED];
         for (int i = 0; i < l->nrep[r]; i++) {
-            const hc_link_report_t *e = &cur[i], *p = links_prev(l, r, e->peer);
-            hc_link_report_t        d = *e;
-            if (p != NULL && p->n <= e->n && p->bytes <= e->bytes && p->ns <= e->ns)
-                d.n -= p->n, d.bytes -= p->bytes, d.ns -= p->ns;
-            if (d.n >= LINK_MIN_MSGS && d.ns > 0 && e->peer >= 0 && e->peer < l->nranks)
-                rows[k++] = (link_row_t){.src  = e->peer,
-                                         .dst  = r,
-                                         .cls  = e->cls,
-                                         .rate = (double)d.bytes / (double)d.ns * 1e9};
-        }
-        if (l->nrep[r] > 0) { /* a rank that did not answer keeps its last */
-            memcpy(&l->prev[(size_t)r * HC_LINKS_REPORTED], cur, (size_t)l->nrep[r] * sizeof(*cur));
-            l->nprev[r] = l->nrep[r];
+            const hc_link_report_t *e = &cur[i];
+            hc_link_report_t       *p = links_prev(l, r, e->peer), d = *e;
+            if (e->peer < 0 || e->peer >= l->nranks)
+                continue;
+            if (p != NULL && (p->n > e->n || p->bytes > e->bytes || p->ns > e->ns)) {
+                *p = *e; /* sums that went back: start again from here */
+                continue;
+            }
+            if (p == NULL) {
+                if (l->nprev[r] < HC_LINKS_REPORTED)
+                    l->prev[(size_t)r * HC_LINKS_REPORTED + l->nprev[r]++] = *e;
+                continue;
+            }
+            d.n -= p->n, d.bytes -= p->bytes, d.ns -= p->ns;
+            if (d.n < LINK_MIN_MSGS || d.ns == 0)
+                continue;
+            rows[k++] = (link_row_t){.src  = e->peer,
+                                     .dst  = r,
+                                     .cls  = e->cls,
+                                     .rate = (double)d.bytes / (double)d.ns * 1e9};
+            *p        = *e;
         }
     }
     qsort(rows, (size_t)k, sizeof(*rows), cmp_row);
@@ -160,8 +171,12 @@ static void links_test_class(link_row_t *rows, int m, double alpha)
     double x[m], score[HCOMM_HEALTH_MAX];
     int    idx[HCOMM_HEALTH_MAX];
     double median = m % 2 ? rows[m / 2].rate : 0.5 * (rows[m / 2 - 1].rate + rows[m / 2].rate);
+    /* Slow is high, and a rate's noise is a factor: the logarithm, negated.
+     * A rate above the median is a receiver that came late and found its
+     * data there, not a faster wire: held at the median, it does not widen
+     * the spread that the slow ones are measured against. */
     for (int i = 0; i < m; i++) {
-        x[i]           = -log(rows[i].rate); /* slow is high; a rate's noise is a factor */
+        x[i]           = -log(fmin(rows[i].rate, median));
         rows[i].median = median;
     }
     int max_out = m / 2 < HCOMM_HEALTH_MAX ? m / 2 : HCOMM_HEALTH_MAX;
@@ -239,6 +254,8 @@ void hc_links_judge(hc_links_t *l, struct hcomm_comm *c, hcomm_health_t *v)
         /* Grubbs flags it to count; it stays slow while well below the
          * median, so a small class's weak test does not make it flap; a
          * link that carried too little this time is no evidence either way */
+        if (row != NULL)
+            t->rate = row->rate, t->median = row->median;
         if (row != NULL && row->flag)
             t->streak = t->streak > 0 ? t->streak + 1 : 1, t->score = row->score;
         else if (row != NULL && row->rate * LINK_SLOWER > row->median)
@@ -254,8 +271,8 @@ void hc_links_judge(hc_links_t *l, struct hcomm_comm *c, hcomm_health_t *v)
             int k                       = v->nslow_links++;
             v->slow_link_src[k]         = t->src;
             v->slow_link_dst[k]         = t->dst;
-            v->slow_link_gbps[k]        = row != NULL ? row->rate * 1e-9 : 0;
-            v->slow_link_median_gbps[k] = row != NULL ? row->median * 1e-9 : 0;
+            v->slow_link_gbps[k]        = t->rate * 1e-9;
+            v->slow_link_median_gbps[k] = t->median * 1e-9;
             v->slow_link_score[k]       = t->score;
         }
     }

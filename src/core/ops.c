@@ -90,8 +90,9 @@ void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req)
     if (r->clock != HC_OP_CLOCK_COARSE && next != NULL && !next->gated &&
         next->op.state == HC_OP_QUEUED && next->op.clock == r->clock)
         next->op.t_start = end;
-    if (q->cseq != 0 && q->t_issue != 0 && q->clock != HC_OP_CLOCK_TICKS)
-        hc_arrival_note(c->arrivals, q->cseq, q->t_issue); /* for rank 0's slow-rank test */
+    if (q->cseq != 0 && q->t_issue != 0) /* for rank 0's slow-rank test */
+        hc_arrival_note(c->arrivals, q->cseq,
+                        q->clock == HC_OP_CLOCK_TICKS ? q->t_issue | HC_ARRIVAL_TICKS : q->t_issue);
     hc_ops_pub_begin(&c->ops_pub);
     __atomic_store_n(&c->ops_pub.ended, q->seq, __ATOMIC_RELAXED);
     __atomic_store_n(&c->ops_pub.waiting, -1, __ATOMIC_RELAXED);

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "core/flight.h"
+#include "core/ops.h"
 
 #define WATCH_REPLY_TIMEOUT 0.2 /* seconds to hand a reply to the kernel */
 #define WATCH_POLL_MS 1000
@@ -83,12 +84,22 @@ void hc_watch_read(hcomm_comm_t c, hc_rank_where_t *w)
     }
 }
 
+/* c's arrivals into a[HC_ARRIVALS], all in ns; how many. */
+static int watch_arrivals_read(hcomm_comm_t c, hc_arrival_t *a)
+{
+    int n = hc_arrivals_read(c->arrivals, a);
+    for (int i = 0; i < n; i++)
+        if (a[i].t & HC_ARRIVAL_TICKS)
+            a[i].t = hc_trace_ticks_ns(c, a[i].t & ~HC_ARRIVAL_TICKS);
+    return n;
+}
+
 /* The answer to HC_WATCH_ARRIVALS into buf; its length. */
 static size_t watch_pack_arrivals(hcomm_comm_t c, uint8_t *buf)
 {
     hc_arrival_t        a[HC_ARRIVALS];
     hc_link_report_t    l[HC_LINKS_REPORTED];
-    int                 n = hc_arrivals_read(c->arrivals, a), nl = hc_links_read(c, l);
+    int                 n = watch_arrivals_read(c, a), nl = hc_links_read(c, l);
     hc_watch_arrivals_t h = {.magic  = htonl(HC_WATCH_ARRIVALS_MAGIC),
                              .rank   = (int32_t)htonl((uint32_t)c->rank),
                              .n      = htonl((uint32_t)n),
@@ -203,7 +214,7 @@ static void watch_health(hcomm_comm_t c)
     for (int r = 0; r < c->nranks; r++) {
         hcomm_comm_t p = watch_local_peer(c, r);
         if (p != NULL) {
-            hc_health_feed(c, r, a, hc_arrivals_read(p->arrivals, a), 0, 0);
+            hc_health_feed(c, r, a, watch_arrivals_read(p, a), 0, 0);
             hc_health_feed_links(c, r, l, hc_links_read(p, l));
             skip[r] = 1;
         }

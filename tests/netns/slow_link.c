@@ -6,7 +6,8 @@
  * after every step and prints
  *   slow_link: named S->D (...)... first at step K; J links judged
  * (or "named none"), and exits 0 when that is what SLOW_SRC (-1: none) says:
- * every link named sends from SLOW_SRC. */
+ * every link named, at any step, sends from SLOW_SRC (the first that does
+ * not is printed as "slow_link: step K named S->D"). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -32,7 +33,11 @@ int main(int argc, char **argv)
         if (rank != 0 || hcomm_comm_get_health(comm, &h) != HCOMM_SUCCESS)
             continue;
         for (int i = 0; i < h.nslow_links; i++)
-            wrong |= h.slow_link_src[i] != slow;
+            if (h.slow_link_src[i] != slow && !wrong) {
+                wrong = 1;
+                printf("slow_link: step %d named %d->%d\n", s, h.slow_link_src[i],
+                       h.slow_link_dst[i]);
+            }
         if (h.nslow_links > 0 && first < 0)
             first = s;
     }

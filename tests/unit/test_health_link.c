@@ -1,8 +1,9 @@
 /* test_health_link.c - rank 0's slow-link test (core/health_link.c) on
  * reports made up here: the slow sender's links named and only them, after
- * two evaluations; healthy spread names no one; classes judged apart; a
- * named link kept while well below the median and cleared after two
- * evaluations above it; too few messages judged not at all. Also the
+ * three flags; healthy spread names no one; classes judged apart; a
+ * named link kept while well below the median and cleared after three
+ * evaluations above it; a link's first report and too few messages judged
+ * not at all (too few counted on until they are enough). Also the
  * per-peer sums a rank keeps (hc_link_note, hc_links_read). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,9 +86,13 @@ static void test_slow_sender_named(void **state)
     hcomm_health_t v;
     assert_non_null(l);
     evaluate(l, ring8, 8, 1, &v);
-    assert_int_equal(v.nlinks, 8);
-    assert_int_equal(v.nslow_links, 0); /* one flag is not enough */
-    evaluate(l, ring8, 8, 2, &v);
+    assert_int_equal(v.nlinks, 0); /* a link's first report is where it starts */
+    for (int s = 2; s <= 3; s++) { /* two flags are not enough */
+        evaluate(l, ring8, 8, s, &v);
+        assert_int_equal(v.nlinks, 8);
+        assert_int_equal(v.nslow_links, 0);
+    }
+    evaluate(l, ring8, 8, 4, &v);
     assert_int_equal(v.nslow_links, 2);
     for (int i = 0; i < v.nslow_links; i++) {
         assert_int_equal(v.slow_link_src[i], 1);
@@ -124,7 +129,7 @@ static void test_classes_apart(void **state)
     hcomm_health_t v;
     for (int s = 1; s <= 4; s++) {
         evaluate(l, links, 8, s, &v);
-        assert_int_equal(v.nlinks, 8);
+        assert_int_equal(v.nlinks, s > 1 ? 8 : 0);
         assert_int_equal(v.nslow_links, 0);
     }
     hc_links_free(l);
@@ -139,12 +144,12 @@ static void test_named_then_cleared(void **state)
     hcomm_health_t    v;
     hc_link_report_t  rep[NR][HC_LINKS_REPORTED];
     uint64_t          bytes[8] = {0};
-    for (int s = 1; s <= 6; s++) {
+    for (int s = 1; s <= 9; s++) {
         int nrep[NR] = {0};
         hc_links_begin(l);
         for (int i = 0; i < 8; i++) {
             double mbs = ring8[i].mbs;
-            if (ring8[i].src == 1 && s > 3) /* recovered */
+            if (ring8[i].src == 1 && s > 5) /* recovered */
                 mbs = 130;
             bytes[i] += (uint64_t)(mbs * 1e6);
             rep[ring8[i].dst][nrep[ring8[i].dst]++] =
@@ -157,7 +162,8 @@ static void test_named_then_cleared(void **state)
         for (int r = 0; r < NR; r++)
             hc_links_feed(l, r, rep[r], nrep[r]);
         hc_links_judge(l, &comm, &v);
-        int want = s < 2 ? 0 : s <= 4 ? 2 : 0; /* named at 2, kept at 4, cleared at 5 */
+        /* a baseline at 1, flags at 2-4, named at 4, kept at 6 and 7, cleared at 8 */
+        int want = s < 4 ? 0 : s <= 7 ? 2 : 0;
         assert_int_equal(v.nslow_links, want);
     }
     hc_links_free(l);
@@ -168,13 +174,16 @@ static void test_few_messages_not_judged(void **state)
     (void)state;
     hc_links_t      *l = hc_links_create(NR);
     hcomm_health_t   v;
-    hc_link_report_t r = {.peer = 1, .n = 7, .bytes = 1000000, .ns = 1000000000};
-    hc_links_begin(l);
-    for (int d = 0; d < NR; d++)
-        if (d != 1)
-            hc_links_feed(l, d, &r, 1);
-    hc_links_judge(l, &comm, &v);
-    assert_int_equal(v.nlinks, 0);
+    hc_link_report_t r = {.peer = 1, .n = 10, .bytes = 1000000, .ns = 1000000000};
+    for (int s = 0; s < 3; s++) { /* a baseline, then 7 more messages, then 14 */
+        hc_links_begin(l);
+        for (int d = 0; d < NR; d++)
+            if (d != 1)
+                hc_links_feed(l, d, &r, 1);
+        hc_links_judge(l, &comm, &v);
+        assert_int_equal(v.nlinks, s < 2 ? 0 : 3);
+        r.n += 7, r.bytes += 1000000, r.ns += 1000000000;
+    }
     hc_links_free(l);
 }
 
