@@ -5,8 +5,9 @@
 # (BASE, a build tree of another commit, such as the one before records), that
 # build's hcomm-perf; the variants alternate, ROUNDS times, each run starting
 # only once the CPUs were at most 10% busy for a second (shared machines).
-# Prints each variant's out-of-place and in-place times (us): the median and
-# every run.
+# Prints each variant's out-of-place and in-place times (us, from the algbw
+# column, whose 3-4 digits resolve 1%: the time column's two decimals do
+# not): the median and every run.
 #   perf/trace_bench.sh [ROUNDS] [BASE]          (defaults 11, none)
 # From the build tree; ITERS (100000) sets -n.
 # shellcheck disable=SC2086 # $args is words on purpose
@@ -28,7 +29,7 @@ perf() { # perf TREE [VAR=VALUE]... -- ARGS: its hcomm-perf, out-of-place and in
     while [ "$1" != -- ]; do vars+=("$1"); shift; done
     shift
     env LD_LIBRARY_PATH="$tree/.libs" "${vars[@]}" nice -n 19 "$tree/perf/.libs/hcomm-perf" "$@" 2>&1 |
-        awk '!/^#/ && NF > 10 { print $6, $10 }' | tail -1
+        awk '!/^#/ && NF > 10 { printf "%.4f %.4f\n", $1 / $7 / 1e3, $1 / $11 / 1e3 }' | tail -1
 }
 for z in 0 1; do
     names="off on"

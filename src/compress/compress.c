@@ -11,6 +11,7 @@
 #include "compress/compress.h"
 #include "core/group.h"
 #include "core/handles.h"
+#include "device/device.h"
 #include "overlap/overlap.h"
 
 hcomm_status_t hcomm_compress_parse(const char *spec, hcomm_compress_config_t *config)
@@ -212,6 +213,9 @@ hcomm_status_t hcomm_allreduce_compressed(const void *sendbuf, void *recvbuf, si
     hcomm_status_t st = compress_check(sendbuf, recvbuf, count, dtype, s, comm, stream);
 
     if (st != HCOMM_SUCCESS || count == 0)
+        return st;
+    if ((st = hc_mem_host_only("hcomm_allreduce_compressed", sendbuf, count)) != HCOMM_SUCCESS ||
+        (st = hc_mem_host_only("hcomm_allreduce_compressed", recvbuf, count)) != HCOMM_SUCCESS)
         return st;
     return hc_compress_run(s, sendbuf, recvbuf, stream);
 }

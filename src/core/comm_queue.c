@@ -11,6 +11,7 @@
 #include "core/exec.h"
 #include "core/flight.h"
 #include "core/ops.h"
+#include "core/stage.h"
 
 void hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req, int gated)
 {
@@ -64,6 +65,8 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
         if (comm->req_head == NULL)
             comm->req_tail = NULL;
         req->next = NULL;
+        if (req->stage != NULL && req->status == HCOMM_SUCCESS) /* before anyone sees it done */
+            req->status = hc_stage_out(req->stage);
         hc_ops_end(comm, req);
     }
     return st;

@@ -12,6 +12,7 @@
 #include "base/reduce.h"
 #include "core/comm.h"
 #include "core/ops.h"
+#include "core/stage.h"
 #include "core/watch.h"
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
@@ -86,6 +87,8 @@ err_nomem:
 
 void hc_exec_release(hcomm_request_t req)
 {
+    hc_stage_free(req->stage);
+    req->stage = NULL;
     if (req->own_sched)
         hc_sched_destroy(req->sched);
     req->sched     = NULL;
@@ -350,6 +353,13 @@ static hcomm_status_t exec_start(hcomm_request_t req)
     }
     for (uint32_t b = HC_BUF_TMP; b < req->sched->nbufs; b += HC_BUF_PER_OP)
         req->bufs[b] = (char *)comm->scratch + (uintptr_t)req->bufs[b];
+    if (req->stage != NULL) { /* the input as it is now, when the operation starts */
+        hcomm_status_t st = hc_stage_in(req->stage);
+        if (st != HCOMM_SUCCESS) {
+            exec_fail(req, st);
+            return req->status;
+        }
+    }
     /* every pair the schedule uses acts on its connection now, whatever the
      * order of the steps: a pair whose first step waits for data from a third
      * rank must not keep that rank waiting for a connection (transport.h) */

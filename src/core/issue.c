@@ -4,17 +4,24 @@
 #include "core/comm.h"
 #include "core/exec.h"
 #include "core/ops.h"
+#include "core/stage.h"
 
 hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
                                void *recvbuf, int gated, hcomm_request_t *req_p)
 {
     hc_sched_t    *sched;
+    hc_stage_t    *stage;
     int            owned;
-    hcomm_status_t st = hc_comm_get_sched(comm, args, &sched, &owned);
+    hcomm_status_t st = hc_stage_begin(args, comm->rank, comm->nranks, &sendbuf, &recvbuf, &stage);
     if (st != HCOMM_SUCCESS)
         return st;
+    if ((st = hc_comm_get_sched(comm, args, &sched, &owned)) != HCOMM_SUCCESS) {
+        hc_stage_free(stage);
+        return st;
+    }
     hcomm_request_t req = hc_request_alloc(comm);
     if (req == NULL) {
+        hc_stage_free(stage);
         if (owned)
             hc_sched_destroy(sched);
         return HCOMM_ERR_NO_MEMORY;
@@ -22,6 +29,7 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
     void *bufs[HC_BUF_PER_OP] = {(void *)sendbuf, recvbuf, (void *)0};
     st             = hc_exec_prepare(req, comm, sched, bufs, sched->tmp_bytes);
     req->own_sched = owned;
+    req->stage                = stage;
     if (st != HCOMM_SUCCESS) {
         hc_request_recycle(comm, req);
         return st;

@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/exec.h"
+#include "core/stage.h"
 
 hcomm_request_t hc_request_alloc(struct hcomm_comm *comm)
 {
@@ -31,6 +32,8 @@ void hc_request_recycle(struct hcomm_comm *comm, hcomm_request_t req)
         hc_sched_destroy(req->sched);
         req->own_sched = 0;
     }
+    hc_stage_free(req->stage);
+    req->stage = NULL;
     free(req->prof_calls); /* a group's, for the profilers */
     req->prof_calls  = NULL;
     req->prof_ncalls = 0;

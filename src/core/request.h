@@ -20,6 +20,7 @@ struct hcomm_request {
     struct hcomm_comm *comm;
     hc_sched_t       *sched;
     int               own_sched; /* merged group schedule, freed with the request */
+    struct hc_stage   *stage;     /* host copies of device buffers (stage.h); NULL: none */
     int               gated;     /* on a stream that has not reached it yet */
     int               holders;   /* on a stream: the stream and the user still holding it */
     double            gate_since; /* when the closed gate was first found at the head */

@@ -1,14 +1,20 @@
-/* device.h - memory kinds: what a buffer the caller passes is. Host memory
- * is the first kind; CUDA device memory the second, where the build has CUDA.
- * Transports declare the kinds they move; where one cannot, the executor will
- * stage through a host buffer. Today every path moves host memory, and the
- * front ends refuse device buffers with a clear error. */
+/* device.h - memory kinds: what a buffer the caller passes is, and how to
+ * copy it. Host memory is the first kind; CUDA device memory the second,
+ * where the build has CUDA; the test kind is memory that only this layer's
+ * copies may reach (device_test.c), so that tests run the device paths on
+ * machines without a device. Transports move host memory; the executor stages
+ * the other kinds through host buffers (core/stage.h). */
 #ifndef HC_DEVICE_H
 #define HC_DEVICE_H
+
+#include <stddef.h>
+
+#include "hcomm.h"
 
 typedef enum {
     HC_MEM_HOST = 0, /* host memory, pinned or not, and CUDA managed memory */
     HC_MEM_CUDA,     /* CUDA device memory */
+    HC_MEM_TEST,     /* the test kind: host pages the caller's address cannot reach */
     HC_MEM_KIND_COUNT
 } hc_mem_kind_t;
 
@@ -17,5 +23,28 @@ typedef enum {
 hc_mem_kind_t hc_mem_kind(const void *p);
 
 const char *hc_mem_kind_name(hc_mem_kind_t kind);
+
+/* HCOMM_SUCCESS when p (bytes > 0) is host memory; else HCOMM_ERR_UNSUPPORTED
+ * and one line naming call: for the calls that take host memory only. */
+hcomm_status_t hc_mem_host_only(const char *call, const void *p, size_t bytes);
+
+/* Copies n bytes between any two kinds; HCOMM_ERR_SYSTEM (logged) when the
+ * device refuses. */
+hcomm_status_t hc_mem_copy(void *dst, const void *src, size_t n);
+
+/* ---- the build's own kinds (device_host.c or device_cuda.c) ---- */
+
+hc_mem_kind_t  hc_mem_kind_native(const void *p);
+hcomm_status_t hc_mem_copy_native(void *dst, const void *src, size_t n);
+
+/* ---- the test kind (device_test.c) ---- */
+
+/* len bytes of test memory (zeroed), or NULL (logged); freed with
+ * hc_mem_test_free. Its address faults on any access but hc_mem_copy's. */
+void *hc_mem_test_alloc(size_t len);
+void  hc_mem_test_free(void *p);
+
+/* Where p lies in test memory: its read-write shadow; NULL elsewhere. */
+void *hc_mem_test_shadow(const void *p);
 
 #endif

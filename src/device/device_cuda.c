@@ -1,17 +1,51 @@
-/* device_cuda.c - memory kinds where the build has CUDA: CUDA's own answer
- * (built into libhcomm_cuda with CUDA's headers). */
-#include <cuda_runtime.h>
+/* device_cuda.c - memory kinds where the build has CUDA: CUDA's own answer,
+ * through the runtime loaded on first use (cuda_rt.h). A process that finds
+ * no runtime or no device asks once, so host buffers cost one load a call. */
+#include <pthread.h>
 
+#include "base/log.h"
+#include "device/cuda_rt.h"
 #include "device/device.h"
 
-hc_mem_kind_t hc_mem_kind(const void *p)
+static int            cuda_devices = -1; /* -1: not asked yet */
+static pthread_once_t cuda_once    = PTHREAD_ONCE_INIT;
+
+static void cuda_count(void)
+{
+    const hc_cudart_t *rt = hc_cudart();
+    int                n  = 0;
+    if (rt != NULL && rt->GetDeviceCount(&n) != cudaSuccess) {
+        (void)rt->GetLastError(); /* no device or driver: nothing is device memory */
+        n = 0;
+    }
+    __atomic_store_n(&cuda_devices, n, __ATOMIC_RELEASE);
+}
+
+hc_mem_kind_t hc_mem_kind_native(const void *p)
 {
     struct cudaPointerAttributes a;
     if (p == NULL)
         return HC_MEM_HOST;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError(); /* no device or driver: nothing is device memory */
+    if (__atomic_load_n(&cuda_devices, __ATOMIC_ACQUIRE) < 0)
+        pthread_once(&cuda_once, cuda_count);
+    if (__atomic_load_n(&cuda_devices, __ATOMIC_RELAXED) == 0)
+        return HC_MEM_HOST;
+    const hc_cudart_t *rt = hc_cudart();
+    if (rt->PointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)rt->GetLastError();
         return HC_MEM_HOST;
     }
     return a.type == cudaMemoryTypeDevice ? HC_MEM_CUDA : HC_MEM_HOST;
+}
+
+hcomm_status_t hc_mem_copy_native(void *dst, const void *src, size_t n)
+{
+    const hc_cudart_t *rt = hc_cudart(); /* only device memory comes here: loaded */
+    cudaError_t        e  = rt != NULL ? rt->Memcpy(dst, src, n, cudaMemcpyDefault) : cudaSuccess;
+    if (rt == NULL || e != cudaSuccess) {
+        hc_error(COLL, "copying %zu bytes between device and host: %s", n,
+                 rt != NULL ? rt->GetErrorString(e) : hc_cudart_why());
+        return HCOMM_ERR_SYSTEM;
+    }
+    return HCOMM_SUCCESS;
 }

@@ -11,6 +11,7 @@
 #include "base/reduce.h"
 #include "base/reduce_half.h"
 #include "core/group.h"
+#include "device/device.h"
 #include "moe/moe.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -126,6 +127,9 @@ hcomm_status_t hcomm_moe_combine(hcomm_moe_t moe, const void *expert_out, void *
         hc_error(MOE, "%s: NULL handle", name);
         return HCOMM_ERR_INVALID_ARG;
     }
+    if ((st = hc_mem_host_only(name, expert_out, 1)) != HCOMM_SUCCESS ||
+        (st = hc_mem_host_only(name, out, 1)) != HCOMM_SUCCESS)
+        return st;
     if (hc_group_active()) {
         hc_error(MOE, "%s: not allowed inside a group", name);
         return HCOMM_ERR_INVALID_USAGE;

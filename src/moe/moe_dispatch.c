@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "core/group.h"
+#include "device/device.h"
 #include "moe/moe.h"
 
 #define BAD_INPUT UINT64_MAX /* in the count exchange: "my input is bad" */
@@ -265,6 +266,8 @@ hcomm_status_t hcomm_moe_dispatch(hcomm_moe_t moe, const void *tokens, size_t nu
         return HCOMM_ERR_INVALID_ARG;
     }
     moe->have_layout = 0;
+    if ((st = hc_mem_host_only("hcomm_moe_dispatch", tokens, num_tokens)) != HCOMM_SUCCESS)
+        return st;
     if (hc_group_active()) { /* the count exchange would only be queued */
         hc_error(MOE, "hcomm_moe_dispatch: not allowed inside a group");
         return HCOMM_ERR_INVALID_USAGE;

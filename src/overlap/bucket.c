@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/params.h"
+#include "device/device.h"
 #include "hcomm_bucket.h"
 
 #define BUCKETS_MAGIC     0x424b5453u
@@ -179,6 +180,8 @@ hcomm_status_t hcomm_buckets_create(hcomm_comm_t comm, int ntensors, void *const
     hcomm_buckets_t bk;
     size_t          n = (size_t)ntensors;
 
+    for (size_t i = 0; i < n && st == HCOMM_SUCCESS; i++)
+        st = hc_mem_host_only("hcomm_buckets_create", tensors[i], counts[i]);
     if (st != HCOMM_SUCCESS)
         return st;
     bk = calloc(1, sizeof(*bk));

@@ -38,9 +38,10 @@ void hc_stream_forget_comm(hcomm_comm_t comm);
 hcomm_status_t hc_stream_launch_step(hcomm_stream_t stream, hcomm_status_t (*fn)(void *),
                                      void *arg);
 
-/* CUDA (stream_cuda.c, or stubs without CUDA): whether this build has it, and
- * queuing fn(arg) as a host function on a cudaStream_t: 0, or -1 (logged). */
-int hc_stream_cuda_available(void);
+/* CUDA (stream_cuda.c, or stubs without CUDA): whether the runtime is there
+ * (else *why says why not), and queuing fn(arg) as a host function on a
+ * cudaStream_t: 0, or -1 (logged). */
+int hc_stream_cuda_available(const char **why);
 int hc_stream_cuda_bracket(void *cuda_stream, void (*fn)(void *), void *arg);
 /* The CUDA stream's unique id (handles are reused after cudaStreamDestroy): 0,
  * or -1 with *why set to CUDA's reason. */

@@ -360,8 +360,9 @@ hcomm_status_t hcomm_stream_create(hcomm_stream_t *out)
 
 hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *out)
 {
-    if (!hc_stream_cuda_available()) {
-        hc_error(STREAM, "hcomm_stream_create_cuda: this hcomm was built without CUDA");
+    const char *why;
+    if (!hc_stream_cuda_available(&why)) {
+        hc_error(STREAM, "hcomm_stream_create_cuda: %s", why);
         return HCOMM_ERR_UNSUPPORTED;
     }
     if (cuda_stream == NULL) {

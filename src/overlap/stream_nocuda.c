@@ -1,8 +1,9 @@
 /* stream_nocuda.c - a build without CUDA: hcomm_stream_create_cuda says so. */
 #include "overlap/overlap.h"
 
-int hc_stream_cuda_available(void)
+int hc_stream_cuda_available(const char **why)
 {
+    *why = "this hcomm was built without CUDA";
     return 0;
 }
 

@@ -1,0 +1,118 @@
+/* stage.c - host copies of the buffers of other memory kinds (stage.h). */
+#include "core/stage.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "base/extent.h"
+#include "base/log.h"
+#include "device/device.h"
+
+#define STAGE_ALIGN 64
+
+/* The bytes of its send and receive buffers a call of coll reads and writes
+ * on rank; 0 where the rank does not use that buffer. */
+static void stage_extents(const hc_coll_args_t *a, int rank, int nranks, size_t *sb, size_t *rb)
+{
+    size_t b = a->count * hcomm_dtype_size(a->dtype), all = b * (size_t)nranks;
+    *sb = *rb = 0;
+    switch (a->coll) {
+    case HC_COLL_ALLREDUCE:
+        *sb = *rb = b;
+        break;
+    case HC_COLL_BROADCAST:
+        *sb = rank == a->root ? b : 0, *rb = b;
+        break;
+    case HC_COLL_REDUCE:
+        *sb = b, *rb = rank == a->root ? b : 0;
+        break;
+    case HC_COLL_ALLGATHER:
+        *sb = b, *rb = all;
+        break;
+    case HC_COLL_REDUCE_SCATTER:
+        *sb = all, *rb = b;
+        break;
+    case HC_COLL_ALLTOALL:
+        *sb = *rb = all;
+        break;
+    case HC_COLL_SEND:
+        *sb = b;
+        break;
+    case HC_COLL_RECV:
+        *rb = b;
+        break;
+    default:
+        break;
+    }
+}
+
+hcomm_status_t hc_stage_begin(const hc_coll_args_t *a, int rank, int nranks, const void **sendbuf,
+                              void **recvbuf, hc_stage_t **out)
+{
+    size_t sb, rb;
+    *out = NULL;
+    if (a->coll == HC_COLL_ALLTOALLV) /* its extents are the counts' */
+        return hc_mem_host_only("hcomm_alltoallv", *sendbuf, 1) == HCOMM_SUCCESS
+                   ? hc_mem_host_only("hcomm_alltoallv", *recvbuf, 1)
+                   : HCOMM_ERR_UNSUPPORTED;
+    stage_extents(a, rank, nranks, &sb, &rb);
+    int ds = sb != 0 && hc_mem_kind(*sendbuf) != HC_MEM_HOST;
+    int dr = rb != 0 && hc_mem_kind(*recvbuf) != HC_MEM_HOST;
+    if (!ds && !dr)
+        return HCOMM_SUCCESS;
+
+    hc_stage_t *s = calloc(1, sizeof(*s));
+    /* in place, as each call defines it: the buffers overlap, and their
+     * union goes in whole */
+    const char *o = NULL, *sp = *sendbuf, *rp = *recvbuf;
+    size_t      olen = 0;
+    if (ds && dr && hc_extents_overlap(sp, sb, rp, rb)) {
+        o    = sp < rp ? sp : rp;
+        olen = (size_t)((sp + sb > rp + rb ? sp + sb : rp + rb) - o);
+    }
+    size_t len = o != NULL ? olen : (ds ? sb : 0) + (dr ? rb : 0);
+    if (s == NULL || (s->host = aligned_alloc(STAGE_ALIGN, (len + STAGE_ALIGN - 1) / STAGE_ALIGN *
+                                                               STAGE_ALIGN)) == NULL) {
+        hc_error(COLL, "out of memory for %zu bytes of host copies of %s buffers", len,
+                 hc_mem_kind_name(hc_mem_kind(ds ? *sendbuf : *recvbuf)));
+        free(s);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    if (o != NULL) {
+        s->dev_in = o, s->host_in = s->host, s->in_bytes = olen;
+        s->dev_out = *recvbuf, s->out_bytes = rb;
+        s->host_out = s->host + (rp - o);
+        *sendbuf    = s->host + (sp - o);
+        *recvbuf    = (void *)s->host_out;
+    } else {
+        if (ds) {
+            s->dev_in = *sendbuf, s->host_in = s->host, s->in_bytes = sb;
+            *sendbuf = s->host;
+        }
+        if (dr) {
+            s->dev_out = *recvbuf, s->out_bytes = rb;
+            s->host_out = s->host + (ds ? sb : 0);
+            *recvbuf    = (void *)s->host_out;
+        }
+    }
+    *out = s;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_stage_in(const hc_stage_t *s)
+{
+    return s->dev_in != NULL ? hc_mem_copy(s->host_in, s->dev_in, s->in_bytes) : HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_stage_out(const hc_stage_t *s)
+{
+    return s->dev_out != NULL ? hc_mem_copy(s->dev_out, s->host_out, s->out_bytes) : HCOMM_SUCCESS;
+}
+
+void hc_stage_free(hc_stage_t *s)
+{
+    if (s == NULL)
+        return;
+    free(s->host);
+    free(s);
+}

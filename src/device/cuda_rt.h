@@ -1,0 +1,30 @@
+/* cuda_rt.h - the CUDA runtime, loaded on first use (dlopen) rather than
+ * linked: a build with CUDA then runs where libcudart or the driver is
+ * missing, and processes that never meet CUDA memory or streams do not pay
+ * for loading it. Only files built with CUDA's headers include this. */
+#ifndef HC_DEVICE_CUDA_RT_H
+#define HC_DEVICE_CUDA_RT_H
+
+#include <cuda_runtime.h>
+
+typedef struct hc_cudart {
+    cudaError_t (*GetDeviceCount)(int *count);
+    const char *(*GetErrorString)(cudaError_t e);
+    cudaError_t (*GetLastError)(void);
+    cudaError_t (*LaunchHostFunc)(cudaStream_t s, cudaHostFn_t fn, void *arg);
+    cudaError_t (*Memcpy)(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
+    cudaError_t (*PointerGetAttributes)(struct cudaPointerAttributes *a, const void *p);
+    cudaError_t (*StreamGetPriority)(cudaStream_t s, int *prio);
+#if CUDART_VERSION >= 12000
+    cudaError_t (*StreamGetId)(cudaStream_t s, unsigned long long *id);
+#endif
+} hc_cudart_t;
+
+/* The runtime's functions; NULL when it cannot be loaded (said once, at
+ * info level: a host without CUDA is not an error until CUDA is asked for). */
+const hc_cudart_t *hc_cudart(void);
+
+/* Why hc_cudart() is NULL. */
+const char *hc_cudart_why(void);
+
+#endif

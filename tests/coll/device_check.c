@@ -1,0 +1,291 @@
+/*
+ * device_check - one rank of the device-buffer test, under hcomm-run (or
+ * alone: one rank). Its buffers are of the test memory kind
+ * (src/device/device_test.c): their addresses fault on any access but the
+ * memory kinds' own copies, as a GPU's would, so every collective that passes
+ * moved each byte through the executor's host staging (core/stage.h).
+ * Checks, each collective out of place and in place where it has one, at an
+ * odd count and at 0, with int32 sums (exact):
+ *   every rank's buffers of the test kind; even ranks' only (a mixed
+ *   communicator); the send buffer only; the receive buffer only; a
+ *   nonblocking call; a call on a stream.
+ * Also: test memory faults when touched directly (in a child), and the calls
+ * that do not stage yet refuse it with HCOMM_ERR_UNSUPPORTED.
+ * Exit: 0 all passed, 1 a check failed, 2 init failure.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "device/device.h"
+#include "hcomm.h"
+#include "hcomm_compress.h"
+#include "hcomm_stream.h"
+#include "test_comm.h"
+
+#define COUNT 1001
+
+static int g_rank, g_nranks, g_failed, g_checks;
+
+/* Which buffers of a call are test memory. */
+enum { K_BOTH, K_SEND, K_RECV, K_EVEN, K_COUNT };
+static const char *const kinds_name[K_COUNT] = {"both", "send only", "recv only", "even ranks"};
+
+typedef enum {
+    C_ALLREDUCE,
+    C_BCAST,
+    C_REDUCE,
+    C_ALLGATHER,
+    C_RSCATTER,
+    C_ALLTOALL,
+    C_COUNT
+} coll_t;
+static const char *const coll_name[C_COUNT] = {"allreduce", "broadcast",      "reduce",
+                                               "allgather", "reduce_scatter", "alltoall"};
+
+/* Rank r's input element i. */
+static int32_t input(int r, size_t i)
+{
+    return (int32_t)(r * 1000 + (int)(i % 97));
+}
+
+/* A buffer of n int32: test memory when dev, else host; filled with fill
+ * (NULL: -1 everywhere). */
+static int32_t *buf_new(int dev, size_t n, const int32_t *fill)
+{
+    size_t   b = n * sizeof(int32_t) + 64;
+    int32_t *h = malloc(b), *p = dev ? hc_mem_test_alloc(b) : malloc(b);
+    if (h == NULL || p == NULL) {
+        printf("rank %d: out of memory\n", g_rank);
+        exit(2);
+    }
+    for (size_t i = 0; i < b / sizeof(int32_t); i++)
+        h[i] = fill != NULL && i < n ? fill[i] : -1;
+    hc_mem_copy(p, h, b);
+    free(h);
+    return p;
+}
+
+static void buf_free(int dev, int32_t *p)
+{
+    if (dev)
+        hc_mem_test_free(p);
+    else
+        free(p);
+}
+
+/* p's first n elements (host copy, to be freed). */
+static int32_t *buf_read(const int32_t *p, size_t n)
+{
+    int32_t *h = malloc(n * sizeof(int32_t) + 1);
+    hc_mem_copy(h, p, n * sizeof(int32_t));
+    return h;
+}
+
+/* What rank r's receive buffer must hold after coll of count per block. */
+static int32_t expect(coll_t c, int r, size_t i, size_t count)
+{
+    int     n = g_nranks;
+    int64_t s = 0;
+    switch (c) {
+    case C_ALLREDUCE:
+    case C_REDUCE:
+        for (int q = 0; q < n; q++)
+            s += input(q, i);
+        return (int32_t)s;
+    case C_BCAST:
+        return input(n - 1, i);
+    case C_ALLGATHER:
+        return input((int)(i / count), i % count);
+    case C_RSCATTER:
+        for (int q = 0; q < n; q++)
+            s += input(q, (size_t)r * count + i);
+        return (int32_t)s;
+    case C_ALLTOALL:
+        return input((int)(i / count), (size_t)r * count + i % count);
+    default:
+        return 0;
+    }
+}
+
+/* One collective on buffers of kinds k; in place where the call has one. */
+static void one(hcomm_comm_t comm, coll_t c, int k, int in_place, size_t count, int how)
+{
+    int      n = g_nranks, r = g_rank;
+    int      ds  = k == K_BOTH || k == K_SEND || (k == K_EVEN && r % 2 == 0);
+    int      dr  = k == K_BOTH || k == K_RECV || (k == K_EVEN && r % 2 == 0);
+    size_t   sn  = c == C_RSCATTER || c == C_ALLTOALL ? count * (size_t)n : count;
+    size_t   rn  = c == C_ALLGATHER || c == C_ALLTOALL ? count * (size_t)n : count;
+    size_t   big = sn > rn ? sn : rn;
+    int32_t *in  = malloc(big * sizeof(int32_t) + 1), *sb, *rb, *snd;
+    for (size_t i = 0; i < big; i++)
+        in[i] = input(r, i);
+    if (in_place) {
+        ds = dr = ds || dr;
+        if (c == C_ALLGATHER) { /* own block in place */
+            int32_t *full = malloc(rn * sizeof(int32_t) + 1);
+            for (size_t i = 0; i < rn; i++)
+                full[i] = i / count == (size_t)r ? in[i % count] : -1;
+            rb = buf_new(dr, rn, full);
+            free(full);
+        } else {
+            rb = buf_new(dr, big, in);
+        }
+        sb  = NULL;
+        snd = c == C_ALLGATHER ? rb + (size_t)r * count : rb;
+    } else {
+        sb  = buf_new(ds, sn, in);
+        rb  = buf_new(dr, rn, NULL);
+        snd = sb;
+    }
+    int32_t        *rcv    = c == C_RSCATTER && in_place ? rb + (size_t)r * count : rb;
+    hcomm_status_t  st     = HCOMM_SUCCESS;
+    hcomm_request_t req    = NULL;
+    hcomm_stream_t  stream = NULL;
+    if (how == 2 && (st = hcomm_stream_create(&stream)) != HCOMM_SUCCESS)
+        CHECK(0, "stream_create: %s", hcomm_status_str(st));
+    switch (c) {
+    case C_ALLREDUCE:
+        st = how == 1 ? hcomm_iallreduce(snd, rcv, count, HCOMM_INT32, HCOMM_SUM, comm, &req)
+                      : hcomm_allreduce(snd, rcv, count, HCOMM_INT32, HCOMM_SUM, comm, stream);
+        break;
+    case C_BCAST:
+        st = hcomm_broadcast(snd, rcv, count, HCOMM_INT32, n - 1, comm, stream);
+        break;
+    case C_REDUCE:
+        st = hcomm_reduce(snd, rcv, count, HCOMM_INT32, HCOMM_SUM, n / 2, comm, stream);
+        break;
+    case C_ALLGATHER:
+        st = hcomm_allgather(snd, rcv, count, HCOMM_INT32, comm, stream);
+        break;
+    case C_RSCATTER:
+        st = hcomm_reduce_scatter(snd, rcv, count, HCOMM_INT32, HCOMM_SUM, comm, stream);
+        break;
+    case C_ALLTOALL:
+        st = hcomm_alltoall(snd, rcv, count, HCOMM_INT32, comm, stream);
+        break;
+    default:
+        break;
+    }
+    if (st == HCOMM_SUCCESS && req != NULL)
+        st = hcomm_wait(&req);
+    if (st == HCOMM_SUCCESS && stream != NULL)
+        st = hcomm_stream_synchronize(stream);
+    if (stream != NULL)
+        hcomm_stream_destroy(stream);
+    CHECK(st == HCOMM_SUCCESS, "%s (%s%s, count %zu): %s", coll_name[c], kinds_name[k],
+          in_place ? ", in place" : "", count, hcomm_status_str(st));
+    int      checked = c != C_REDUCE || r == n / 2;
+    size_t   len     = c == C_RSCATTER ? count : rn;
+    int32_t *got     = buf_read(rcv, len);
+    size_t   bad = 0, first = 0;
+    for (size_t i = 0; checked && st == HCOMM_SUCCESS && i < len; i++)
+        if (got[i] != expect(c, r, i, count) && bad++ == 0)
+            first = i;
+    CHECK(bad == 0, "%s (%s%s%s, count %zu): %zu wrong, first [%zu] %d, expected %d", coll_name[c],
+          kinds_name[k], in_place ? ", in place" : "",
+          how == 1   ? ", nonblocking"
+          : how == 2 ? ", on a stream"
+                     : "",
+          count, bad, first, got[first], expect(c, r, first, count));
+    free(got);
+    free(in);
+    if (sb != NULL)
+        buf_free(ds, sb);
+    buf_free(dr, rb);
+}
+
+/* A ring of sends and receives on test memory. */
+static void ring_p2p(hcomm_comm_t comm)
+{
+    int      r = g_rank, n = g_nranks, right = (r + 1) % n, left = (r + n - 1) % n;
+    int32_t *in = malloc(COUNT * sizeof(int32_t));
+    for (size_t i = 0; i < COUNT; i++)
+        in[i] = input(r, i);
+    int32_t       *sb = buf_new(1, COUNT, in), *rb = buf_new(1, COUNT, NULL);
+    hcomm_status_t st = HCOMM_SUCCESS;
+    /* one operation runs at a time per communicator: even ranks send first */
+    for (int turn = 0; turn < 2 && st == HCOMM_SUCCESS; turn++)
+        st = (turn == r % 2) ? hcomm_send(sb, COUNT, HCOMM_INT32, right, comm, NULL)
+                             : hcomm_recv(rb, COUNT, HCOMM_INT32, left, comm, NULL);
+    int32_t *got = buf_read(rb, COUNT);
+    size_t   bad = 0;
+    for (size_t i = 0; st == HCOMM_SUCCESS && i < COUNT; i++)
+        bad += got[i] != input(left, i);
+    CHECK(st == HCOMM_SUCCESS && bad == 0, "send/recv ring: %s, %zu wrong", hcomm_status_str(st),
+          bad);
+    free(got);
+    free(in);
+    buf_free(1, sb);
+    buf_free(1, rb);
+}
+
+/* Test memory faults when touched directly: else the checks above show nothing. */
+static void faults_directly(void)
+{
+    volatile int32_t *p   = hc_mem_test_alloc(4096);
+    pid_t             pid = fork();
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        _exit(p[0] == 12345 ? 3 : 4); /* must not get here */
+    }
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    CHECK(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSEGV, "a direct read of test memory did not fault");
+    CHECK(hc_mem_kind((const void *)(p + 10)) == HC_MEM_TEST, "test memory not classified");
+    hc_mem_test_free((void *)p);
+}
+
+/* The calls that do not stage yet refuse test memory, naming it. */
+static void refusals(hcomm_comm_t comm)
+{
+    int32_t                *d = buf_new(1, COUNT, NULL);
+    int32_t                *h = malloc(COUNT * sizeof(int32_t));
+    hcomm_compress_config_t cfg;
+    hcomm_compress_t        cs = NULL;
+    memset(h, 0, COUNT * sizeof(int32_t));
+    hcomm_group_start();
+    hcomm_status_t st = hcomm_allreduce(d, h, COUNT, HCOMM_INT32, HCOMM_SUM, comm, NULL);
+    hcomm_group_end();
+    CHECK(st == HCOMM_ERR_UNSUPPORTED, "allreduce in a group on test memory: %s",
+          hcomm_status_str(st));
+    if (hcomm_compress_parse("bf16", &cfg) == HCOMM_SUCCESS &&
+        hcomm_compress_create(comm, &cfg, COUNT, HCOMM_FLOAT32, &cs) == HCOMM_SUCCESS) {
+        float *f = (float *)d;
+        st       = hcomm_allreduce_compressed(f, f, COUNT, HCOMM_FLOAT32, cs, comm, NULL);
+        CHECK(st == HCOMM_ERR_UNSUPPORTED, "compressed allreduce on test memory: %s",
+              hcomm_status_str(st));
+        hcomm_compress_destroy(cs);
+    }
+    free(h);
+    buf_free(1, d);
+}
+
+int main(void)
+{
+    hcomm_comm_t comm;
+    if (test_comm_init(&comm, &g_rank, &g_nranks) != HCOMM_SUCCESS) {
+        printf("device_check: init failed\n");
+        return 2;
+    }
+    faults_directly();
+    for (int c = 0; c < C_COUNT; c++)
+        for (int k = 0; k < K_COUNT; k++) {
+            one(comm, (coll_t)c, k, 0, COUNT, 0);
+            one(comm, (coll_t)c, k, 0, 0, 0);
+            if (c != C_ALLTOALL && k == K_BOTH)
+                one(comm, (coll_t)c, k, 1, COUNT, 0);
+        }
+    one(comm, C_ALLREDUCE, K_BOTH, 0, COUNT, 1);
+    one(comm, C_ALLREDUCE, K_EVEN, 1, COUNT, 2);
+    if (g_nranks > 1)
+        ring_p2p(comm);
+    refusals(comm);
+    hcomm_comm_destroy(comm);
+    printf("device_check rank %d: %d of %d checks passed\n", g_rank, g_checks - g_failed, g_checks);
+    return g_failed != 0;
+}
