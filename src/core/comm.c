@@ -366,6 +366,7 @@ void hc_comm_free(hcomm_comm_t c)
         free(req);
     }
     free(c->scratch);
+    free(c->stage_spare);
     free(c->peers);
     free(c->links);
     pthread_mutex_destroy(&c->lock);

@@ -65,6 +65,8 @@ struct hcomm_comm {
     uint64_t            cache_clock;
     void               *scratch;
     size_t              scratch_size;
+    void               *stage_spare; /* the largest host copy block freed (stage.c) */
+    size_t              stage_spare_size;
     double              timeout;
     int                 spin;        /* idle polls before yielding the CPU */
     hc_plans_t          plans;       /* the cluster model and plans (comm_topo.c) */

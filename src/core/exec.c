@@ -87,7 +87,7 @@ err_nomem:
 
 void hc_exec_release(hcomm_request_t req)
 {
-    hc_stage_free(req->stage);
+    hc_stage_free(NULL, req->stage);
     req->stage = NULL;
     if (req->own_sched)
         hc_sched_destroy(req->sched);
@@ -160,6 +160,17 @@ static int exec_deps_done(const struct hcomm_request *req, const hc_step_t *st)
 {
     return (st->dep[0] < 0 || req->state[st->dep[0]] == STEP_DONE) &&
            (st->dep[1] < 0 || req->state[st->dep[1]] == STEP_DONE);
+}
+
+/* A staged request's step waits until the input it touches is copied in. */
+static int exec_stage_ready(const struct hcomm_request *req, const hc_step_t *st)
+{
+    const hc_stage_t *sg = req->stage;
+    int rd = st->kind != HC_STEP_RECV && st->kind != HC_STEP_DIV; /* reads src */
+    int wr = st->kind != HC_STEP_SEND;                            /* writes dst */
+    return (!rd || hc_stage_ready(sg, exec_ptr(req, st->src), st->len)) &&
+           (!wr || hc_stage_ready(sg, exec_ptr(req, st->dst), st->len)) &&
+           (st->kind != HC_STEP_REDUCE || hc_stage_ready(sg, exec_ptr(req, st->src2), st->len));
 }
 
 /* Posts a send or receive step if its turn has come; returns a status. */
@@ -277,7 +288,7 @@ static int exec_scan(hcomm_request_t req)
         default:
             break;
         }
-        if (!exec_deps_done(req, st))
+        if (!exec_deps_done(req, st) || (req->stage != NULL && !exec_stage_ready(req, st)))
             continue;
         if (st->kind <= HC_STEP_RECV_REDUCE) {
             hcomm_status_t status = exec_post(req, i);
@@ -353,13 +364,6 @@ static hcomm_status_t exec_start(hcomm_request_t req)
     }
     for (uint32_t b = HC_BUF_TMP; b < req->sched->nbufs; b += HC_BUF_PER_OP)
         req->bufs[b] = (char *)comm->scratch + (uintptr_t)req->bufs[b];
-    if (req->stage != NULL) { /* the input as it is now, when the operation starts */
-        hcomm_status_t st = hc_stage_in(req->stage);
-        if (st != HCOMM_SUCCESS) {
-            exec_fail(req, st);
-            return req->status;
-        }
-    }
     /* every pair the schedule uses acts on its connection now, whatever the
      * order of the steps: a pair whose first step waits for data from a third
      * rank must not keep that rank waiting for a connection (transport.h) */
@@ -411,6 +415,14 @@ hcomm_status_t hc_exec_progress(hcomm_request_t req)
         return req->status;
     for (int i = 0; i < comm->nactive; i++)
         comm->tl_ops[comm->tl_active[i]]->progress(comm->tl_ctx[comm->tl_active[i]]);
+    if (req->stage != NULL && req->stage->in_done < req->stage->in_bytes) {
+        hcomm_status_t st = hc_stage_in_next(req->stage); /* a chunk per round */
+        if (st != HCOMM_SUCCESS) {
+            exec_fail(req, st);
+            return req->status;
+        }
+        req->last_progress = (double)hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE) * 1e-9;
+    }
 
     unsigned posted   = req->nposted;
     int      finished = exec_scan(req);
@@ -419,7 +431,9 @@ hcomm_status_t hc_exec_progress(hcomm_request_t req)
     if (req->nposted != posted) /* push what was just posted without another round */
         for (int i = 0; i < comm->nactive; i++)
             comm->tl_ops[comm->tl_active[i]]->progress(comm->tl_ctx[comm->tl_active[i]]);
-    if (req->ndone == req->sched->nsteps) {
+    /* all of a staged input in, even what no step touched: it goes out again */
+    if (req->ndone == req->sched->nsteps &&
+        (req->stage == NULL || req->stage->in_done == req->stage->in_bytes)) {
         req->status = HCOMM_SUCCESS;
         return req->status;
     }

@@ -12,16 +12,16 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
     hc_sched_t    *sched;
     hc_stage_t    *stage;
     int            owned;
-    hcomm_status_t st = hc_stage_begin(args, comm->rank, comm->nranks, &sendbuf, &recvbuf, &stage);
+    hcomm_status_t st = hc_stage_begin(comm, args, &sendbuf, &recvbuf, &stage);
     if (st != HCOMM_SUCCESS)
         return st;
     if ((st = hc_comm_get_sched(comm, args, &sched, &owned)) != HCOMM_SUCCESS) {
-        hc_stage_free(stage);
+        hc_stage_free(comm, stage);
         return st;
     }
     hcomm_request_t req = hc_request_alloc(comm);
     if (req == NULL) {
-        hc_stage_free(stage);
+        hc_stage_free(comm, stage);
         if (owned)
             hc_sched_destroy(sched);
         return HCOMM_ERR_NO_MEMORY;

@@ -32,7 +32,7 @@ void hc_request_recycle(struct hcomm_comm *comm, hcomm_request_t req)
         hc_sched_destroy(req->sched);
         req->own_sched = 0;
     }
-    hc_stage_free(req->stage);
+    hc_stage_free(comm, req->stage);
     req->stage = NULL;
     free(req->prof_calls); /* a group's, for the profilers */
     req->prof_calls  = NULL;

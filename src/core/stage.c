@@ -6,6 +6,7 @@
 
 #include "base/extent.h"
 #include "base/log.h"
+#include "core/comm.h"
 #include "device/device.h"
 
 #define STAGE_ALIGN 64
@@ -46,7 +47,21 @@ static void stage_extents(const hc_coll_args_t *a, int rank, int nranks, size_t 
     }
 }
 
-hcomm_status_t hc_stage_begin(const hc_coll_args_t *a, int rank, int nranks, const void **sendbuf,
+/* A host block of at least size bytes for c (its spare when that is large
+ * enough); *got: its size. */
+static char *stage_block(struct hcomm_comm *c, size_t size, size_t *got)
+{
+    char *p = c->stage_spare;
+    if (p != NULL && c->stage_spare_size >= size) {
+        *got           = c->stage_spare_size;
+        c->stage_spare = NULL;
+        return p;
+    }
+    *got = (size + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+    return aligned_alloc(STAGE_ALIGN, *got);
+}
+
+hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, const void **sendbuf,
                               void **recvbuf, hc_stage_t **out)
 {
     size_t sb, rb;
@@ -55,7 +70,7 @@ hcomm_status_t hc_stage_begin(const hc_coll_args_t *a, int rank, int nranks, con
         return hc_mem_host_only("hcomm_alltoallv", *sendbuf, 1) == HCOMM_SUCCESS
                    ? hc_mem_host_only("hcomm_alltoallv", *recvbuf, 1)
                    : HCOMM_ERR_UNSUPPORTED;
-    stage_extents(a, rank, nranks, &sb, &rb);
+    stage_extents(a, c->rank, c->nranks, &sb, &rb);
     int ds = sb != 0 && hc_mem_kind(*sendbuf) != HC_MEM_HOST;
     int dr = rb != 0 && hc_mem_kind(*recvbuf) != HC_MEM_HOST;
     if (!ds && !dr)
@@ -71,8 +86,7 @@ hcomm_status_t hc_stage_begin(const hc_coll_args_t *a, int rank, int nranks, con
         olen = (size_t)((sp + sb > rp + rb ? sp + sb : rp + rb) - o);
     }
     size_t len = o != NULL ? olen : (ds ? sb : 0) + (dr ? rb : 0);
-    if (s == NULL || (s->host = aligned_alloc(STAGE_ALIGN, (len + STAGE_ALIGN - 1) / STAGE_ALIGN *
-                                                               STAGE_ALIGN)) == NULL) {
+    if (s == NULL || (s->host = stage_block(c, len, &s->size)) == NULL) {
         hc_error(COLL, "out of memory for %zu bytes of host copies of %s buffers", len,
                  hc_mem_kind_name(hc_mem_kind(ds ? *sendbuf : *recvbuf)));
         free(s);
@@ -99,9 +113,17 @@ hcomm_status_t hc_stage_begin(const hc_coll_args_t *a, int rank, int nranks, con
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_stage_in(const hc_stage_t *s)
+hcomm_status_t hc_stage_in_next(hc_stage_t *s)
 {
-    return s->dev_in != NULL ? hc_mem_copy(s->host_in, s->dev_in, s->in_bytes) : HCOMM_SUCCESS;
+    size_t n =
+        s->in_bytes - s->in_done < HC_STAGE_CHUNK ? s->in_bytes - s->in_done : HC_STAGE_CHUNK;
+    if (n == 0)
+        return HCOMM_SUCCESS;
+    hcomm_status_t st =
+        hc_mem_copy(s->host_in + s->in_done, (const char *)s->dev_in + s->in_done, n);
+    if (st == HCOMM_SUCCESS)
+        s->in_done += n;
+    return st;
 }
 
 hcomm_status_t hc_stage_out(const hc_stage_t *s)
@@ -109,10 +131,16 @@ hcomm_status_t hc_stage_out(const hc_stage_t *s)
     return s->dev_out != NULL ? hc_mem_copy(s->dev_out, s->host_out, s->out_bytes) : HCOMM_SUCCESS;
 }
 
-void hc_stage_free(hc_stage_t *s)
+void hc_stage_free(struct hcomm_comm *c, hc_stage_t *s)
 {
     if (s == NULL)
         return;
-    free(s->host);
+    if (c != NULL && (c->stage_spare == NULL || c->stage_spare_size < s->size)) {
+        free(c->stage_spare);
+        c->stage_spare      = s->host;
+        c->stage_spare_size = s->size;
+    } else {
+        free(s->host);
+    }
     free(s);
 }

@@ -1,33 +1,57 @@
 /* stage.h - buffers of other memory kinds (device/device.h) through host
  * memory: a collective whose buffers are not host memory runs on host copies
- * of them; its input is copied in when it starts, its output out when it
- * ends, before the caller can see it done. Whole buffers, one copy each way;
- * copies chunk by chunk against the transfers are the next step. */
+ * of them. Its input is copied in from its start, HC_STAGE_CHUNK bytes per
+ * progress call, and a step waits only for the part it touches
+ * (hc_stage_ready), so the first transfers go while the rest comes in; its
+ * output is copied out whole at the end, before the caller can see it done. */
 #ifndef HC_CORE_STAGE_H
 #define HC_CORE_STAGE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "algorithms/algo.h"
 
+/* Input copied in per progress call: a step on its first chunk can go after
+ * one chunk's copy rather than the whole buffer's. */
+#define HC_STAGE_CHUNK ((size_t)1 << 20)
+
 typedef struct hc_stage {
-    char       *host;   /* the host copies, one block */
-    const void *dev_in; /* copied into host_in at the start; NULL: nothing */
-    void       *host_in;
+    char       *host; /* the host copies, one block of size bytes */
+    size_t      size;
+    const void *dev_in; /* copied into host_in from the start; NULL: nothing */
+    char       *host_in;
     size_t      in_bytes;
+    size_t      in_done; /* bytes of it copied in so far */
     void       *dev_out; /* host_out is copied here at the end; NULL: nothing */
     const void *host_out;
     size_t      out_bytes;
 } hc_stage_t;
 
-/* The stage args' buffers need on rank of nranks, with *sendbuf and *recvbuf
+struct hcomm_comm;
+
+/* The stage args' buffers need on c's rank, with *sendbuf and *recvbuf
  * turned into its host copies; *out NULL when both are host memory (one load
  * each). HCOMM_ERR_UNSUPPORTED for alltoallv, HCOMM_ERR_NO_MEMORY; logged. */
-hcomm_status_t hc_stage_begin(const hc_coll_args_t *a, int rank, int nranks, const void **sendbuf,
+hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, const void **sendbuf,
                               void **recvbuf, hc_stage_t **out);
 
-hcomm_status_t hc_stage_in(const hc_stage_t *s);
+/* Copies the input's next chunk in; HCOMM_SUCCESS also when all is in. */
+hcomm_status_t hc_stage_in_next(hc_stage_t *s);
+
+/* Whether [p, p + len) may be read or written now: none of it lies in the
+ * part of the input's host copy not yet copied in. */
+static inline int hc_stage_ready(const hc_stage_t *s, const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)s->host_in, hi = lo + s->in_bytes;
+    if (s->in_done == s->in_bytes || len == 0 || a + len <= lo || a >= hi)
+        return 1;
+    return (a + len < hi ? a + len : hi) <= lo + s->in_done;
+}
+
 hcomm_status_t hc_stage_out(const hc_stage_t *s);
-void           hc_stage_free(hc_stage_t *s);
+/* Frees s; its host block is kept as c's spare when it is the largest yet
+ * (the next call of that size then touches no new pages); c NULL: freed. */
+void hc_stage_free(struct hcomm_comm *c, hc_stage_t *s);
 
 #endif

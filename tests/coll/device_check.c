@@ -8,9 +8,11 @@
  * odd count and at 0, with int32 sums (exact):
  *   every rank's buffers of the test kind; even ranks' only (a mixed
  *   communicator); the send buffer only; the receive buffer only; a
- *   nonblocking call; a call on a stream.
+ *   nonblocking call; a call on a stream; buffers of several staging
+ *   chunks, in place where the call has one.
  * Also: test memory faults when touched directly (in a child), and the calls
  * that do not stage yet refuse it with HCOMM_ERR_UNSUPPORTED.
+ * With --bench COUNT ITERS it times staged against host allreduces instead.
  * Exit: 0 all passed, 1 a check failed, 2 init failure.
  */
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "device/device.h"
 #include "hcomm.h"
 #include "hcomm_compress.h"
@@ -28,6 +31,7 @@
 #include "test_comm.h"
 
 #define COUNT 1001
+#define BIG ((3u << 20) / 4 + 5) /* int32s: over three staging chunks */
 
 static int g_rank, g_nranks, g_failed, g_checks;
 
@@ -265,12 +269,45 @@ static void refusals(hcomm_comm_t comm)
     buf_free(1, d);
 }
 
-int main(void)
+/* --bench COUNT ITERS: rank 0 prints the mean time of an int32 sum
+ * allreduce of COUNT elements on host buffers and on test-kind ones (staged),
+ * ITERS calls each after 3 untimed, alternating the two kinds 3 times. */
+static int bench(hcomm_comm_t comm, size_t count, int iters)
+{
+    double t[2] = {0, 0};
+    for (int round = 0; round < 3; round++)
+        for (int dev = 0; dev < 2; dev++) {
+            int32_t *s = buf_new(dev, count, NULL), *r = buf_new(dev, count, NULL);
+            double   t0 = 0;
+            for (int i = -3; i < iters; i++) {
+                if (i == 0 && hcomm_barrier(comm, NULL) == HCOMM_SUCCESS)
+                    t0 = hc_clock_now_ns() * 1e-9;
+                if (hcomm_allreduce(s, r, count, HCOMM_INT32, HCOMM_SUM, comm, NULL) !=
+                    HCOMM_SUCCESS)
+                    return 1;
+            }
+            t[dev] += hc_clock_now_ns() * 1e-9 - t0;
+            buf_free(dev, s);
+            buf_free(dev, r);
+        }
+    if (g_rank == 0)
+        printf("allreduce of %zu bytes on %d ranks: host %.1f us, staged %.1f us (%.2fx)\n",
+               count * sizeof(int32_t), g_nranks, t[0] / (3.0 * iters) * 1e6,
+               t[1] / (3.0 * iters) * 1e6, t[1] / t[0]);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     hcomm_comm_t comm;
     if (test_comm_init(&comm, &g_rank, &g_nranks) != HCOMM_SUCCESS) {
         printf("device_check: init failed\n");
         return 2;
+    }
+    if (argc == 4 && strcmp(argv[1], "--bench") == 0) {
+        int rc = bench(comm, (size_t)atol(argv[2]), atoi(argv[3]));
+        hcomm_comm_destroy(comm);
+        return rc;
     }
     faults_directly();
     for (int c = 0; c < C_COUNT; c++)
@@ -280,6 +317,10 @@ int main(void)
             if (c != C_ALLTOALL && k == K_BOTH)
                 one(comm, (coll_t)c, k, 1, COUNT, 0);
         }
+    /* several staging chunks (core/stage.h): steps wait for their part */
+    for (int c = 0; c < C_COUNT; c++)
+        one(comm, (coll_t)c, K_BOTH, c != C_ALLTOALL, BIG, 0);
+    one(comm, C_ALLREDUCE, K_SEND, 0, BIG, 0);
     one(comm, C_ALLREDUCE, K_BOTH, 0, COUNT, 1);
     one(comm, C_ALLREDUCE, K_EVEN, 1, COUNT, 2);
     if (g_nranks > 1)
