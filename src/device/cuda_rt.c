@@ -21,9 +21,11 @@ static void cudart_load(void)
         "cudaGetErrorString",
         "cudaGetLastError",
         "cudaLaunchHostFunc",
-        "cudaMemcpy",
+        "cudaMemcpyAsync",
         "cudaPointerGetAttributes",
         "cudaStreamGetPriority",
+        "cudaStreamCreateWithFlags",
+        "cudaStreamSynchronize",
 #if CUDART_VERSION >= 12000
         "cudaStreamGetId",
 #endif
@@ -33,9 +35,11 @@ static void cudart_load(void)
         (void **)&rt.GetErrorString,
         (void **)&rt.GetLastError,
         (void **)&rt.LaunchHostFunc,
-        (void **)&rt.Memcpy,
+        (void **)&rt.MemcpyAsync,
         (void **)&rt.PointerGetAttributes,
         (void **)&rt.StreamGetPriority,
+        (void **)&rt.StreamCreateWithFlags,
+        (void **)&rt.StreamSynchronize,
 #if CUDART_VERSION >= 12000
         (void **)&rt.StreamGetId,
 #endif

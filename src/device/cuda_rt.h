@@ -12,9 +12,12 @@ typedef struct hc_cudart {
     const char *(*GetErrorString)(cudaError_t e);
     cudaError_t (*GetLastError)(void);
     cudaError_t (*LaunchHostFunc)(cudaStream_t s, cudaHostFn_t fn, void *arg);
-    cudaError_t (*Memcpy)(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
+    cudaError_t (*MemcpyAsync)(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                               cudaStream_t s);
     cudaError_t (*PointerGetAttributes)(struct cudaPointerAttributes *a, const void *p);
     cudaError_t (*StreamGetPriority)(cudaStream_t s, int *prio);
+    cudaError_t (*StreamCreateWithFlags)(cudaStream_t *s, unsigned flags);
+    cudaError_t (*StreamSynchronize)(cudaStream_t s);
 #if CUDART_VERSION >= 12000
     cudaError_t (*StreamGetId)(cudaStream_t s, unsigned long long *id);
 #endif
