@@ -28,6 +28,9 @@ static void cudart_load(void)
         "cudaStreamSynchronize",
 #if CUDART_VERSION >= 12000
         "cudaStreamGetId",
+        "cudaLibraryLoadData",
+        "cudaLibraryGetKernel",
+        "cudaLaunchKernel",
 #endif
     };
     void **const slots[] = {
@@ -42,6 +45,9 @@ static void cudart_load(void)
         (void **)&rt.StreamSynchronize,
 #if CUDART_VERSION >= 12000
         (void **)&rt.StreamGetId,
+        (void **)&rt.LibraryLoadData,
+        (void **)&rt.LibraryGetKernel,
+        (void **)&rt.LaunchKernel,
 #endif
     };
     char soname[64], path[512];
@@ -65,4 +71,14 @@ const char *hc_cudart_why(void)
 {
     pthread_once(&rt_once, cudart_load);
     return rt_ok ? "" : rt_why;
+}
+
+cudaError_t hc_cuda_thread_stream(const hc_cudart_t *r, cudaStream_t *s)
+{
+    static __thread cudaStream_t mine;
+    cudaError_t                  e = cudaSuccess;
+    if (mine == NULL)
+        e = r->StreamCreateWithFlags(&mine, cudaStreamNonBlocking);
+    *s = mine;
+    return e;
 }

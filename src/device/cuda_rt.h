@@ -20,6 +20,12 @@ typedef struct hc_cudart {
     cudaError_t (*StreamSynchronize)(cudaStream_t s);
 #if CUDART_VERSION >= 12000
     cudaError_t (*StreamGetId)(cudaStream_t s, unsigned long long *id);
+    cudaError_t (*LibraryLoadData)(cudaLibrary_t *lib, const void *code, enum cudaJitOption *jo,
+                                   void **jv, unsigned njo, enum cudaLibraryOption *lo, void **lv,
+                                   unsigned nlo);
+    cudaError_t (*LibraryGetKernel)(cudaKernel_t *k, cudaLibrary_t lib, const char *name);
+    cudaError_t (*LaunchKernel)(const void *fn, dim3 grid, dim3 block, void **args, size_t shmem,
+                                cudaStream_t s);
 #endif
 } hc_cudart_t;
 
@@ -29,5 +35,11 @@ const hc_cudart_t *hc_cudart(void);
 
 /* Why hc_cudart() is NULL. */
 const char *hc_cudart_why(void);
+
+/* The calling thread's stream for hcomm's copies and kernels: never the
+ * legacy default stream, which waits for every blocking stream, among them a
+ * CUDA stream that an hcomm stream holds in a host function while this work
+ * runs (overlap/stream.c). Made on first use; cudaSuccess or CUDA's error. */
+cudaError_t hc_cuda_thread_stream(const hc_cudart_t *rt, cudaStream_t *s);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/reduce.h"
 
 const char *hc_mem_kind_name(hc_mem_kind_t kind)
 {
@@ -44,4 +45,30 @@ hcomm_status_t hc_mem_host_only(const char *call, const void *p, size_t bytes)
     hc_error(COLL, "%s: buffer %p is %s memory; this call takes host memory only", call, p,
              hc_mem_kind_name(k));
     return HCOMM_ERR_UNSUPPORTED;
+}
+
+/* p, or its shadow where it is test memory. */
+static void *mem_host_view(const void *p)
+{
+    void *s = hc_mem_test_shadow(p);
+    return s != NULL ? s : (void *)p;
+}
+
+hcomm_status_t hc_mem_reduce(void *dst, const void *a, const void *b, size_t count,
+                             hcomm_dtype_t dtype, hcomm_op_t op)
+{
+    void *d = mem_host_view(dst), *x = mem_host_view(a), *y = mem_host_view(b);
+    if (hc_mem_kind_native(d) != HC_MEM_HOST)
+        return hc_mem_reduce_native(d, x, y, count, dtype, op);
+    hc_reduce(d, x, y, count, dtype, op);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_mem_reduce_div(void *buf, size_t count, hcomm_dtype_t dtype, int ranks)
+{
+    void *b = mem_host_view(buf);
+    if (hc_mem_kind_native(b) != HC_MEM_HOST)
+        return hc_mem_reduce_div_native(b, count, dtype, ranks);
+    hc_reduce_div(b, count, dtype, ranks);
+    return HCOMM_SUCCESS;
 }

@@ -32,10 +32,22 @@ hcomm_status_t hc_mem_host_only(const char *call, const void *p, size_t bytes);
  * device refuses. */
 hcomm_status_t hc_mem_copy(void *dst, const void *src, size_t n);
 
-/* ---- the build's own kinds (device_host.c or device_cuda.c) ---- */
+/* dst[i] = a[i] OP b[i] (base/reduce.h's semantics) where all three are of
+ * one kind: on the device for CUDA memory (its kernels, reduce_cuda.cu),
+ * with the host kernels otherwise; HCOMM_ERR_UNSUPPORTED (logged) where the
+ * build has no device kernels. hc_mem_reduce_div: the avg's division. */
+hcomm_status_t hc_mem_reduce(void *dst, const void *a, const void *b, size_t count,
+                             hcomm_dtype_t dtype, hcomm_op_t op);
+hcomm_status_t hc_mem_reduce_div(void *buf, size_t count, hcomm_dtype_t dtype, int ranks);
+
+/* ---- the build's own kinds (device_host.c, or device_cuda.c and
+ * reduce_cuda_launch.c): pointers that are not host memory ---- */
 
 hc_mem_kind_t  hc_mem_kind_native(const void *p);
 hcomm_status_t hc_mem_copy_native(void *dst, const void *src, size_t n);
+hcomm_status_t hc_mem_reduce_native(void *dst, const void *a, const void *b, size_t count,
+                                    hcomm_dtype_t dtype, hcomm_op_t op);
+hcomm_status_t hc_mem_reduce_div_native(void *buf, size_t count, hcomm_dtype_t dtype, int ranks);
 
 /* ---- the test kind (device_test.c) ---- */
 

@@ -38,17 +38,11 @@ hc_mem_kind_t hc_mem_kind_native(const void *p)
     return a.type == cudaMemoryTypeDevice ? HC_MEM_CUDA : HC_MEM_HOST;
 }
 
-/* The calling thread's stream for copies: never the legacy default stream,
- * which waits for every blocking stream, among them a CUDA stream that an
- * hcomm stream holds in a host function while this copy runs (stream.c). */
-static __thread cudaStream_t copy_stream;
-
 hcomm_status_t hc_mem_copy_native(void *dst, const void *src, size_t n)
 {
-    const hc_cudart_t *rt = hc_cudart(); /* only device memory comes here: loaded */
-    cudaError_t        e  = cudaSuccess;
-    if (rt != NULL && copy_stream == NULL)
-        e = rt->StreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking);
+    const hc_cudart_t *rt          = hc_cudart(); /* only device memory comes here: loaded */
+    cudaStream_t       copy_stream = NULL;
+    cudaError_t        e = rt != NULL ? hc_cuda_thread_stream(rt, &copy_stream) : cudaSuccess;
     if (rt != NULL && e == cudaSuccess)
         e = rt->MemcpyAsync(dst, src, n, cudaMemcpyDefault, copy_stream);
     if (rt != NULL && e == cudaSuccess)

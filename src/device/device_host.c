@@ -14,3 +14,16 @@ hcomm_status_t hc_mem_copy_native(void *dst, const void *src, size_t n)
     memcpy(dst, src, n);
     return HCOMM_SUCCESS;
 }
+
+hcomm_status_t hc_mem_reduce_native(void *dst, const void *a, const void *b, size_t count,
+                                    hcomm_dtype_t dtype, hcomm_op_t op)
+{
+    (void)dst, (void)a, (void)b, (void)count, (void)dtype, (void)op;
+    return HCOMM_ERR_UNSUPPORTED; /* no kind but host here: never reached */
+}
+
+hcomm_status_t hc_mem_reduce_div_native(void *buf, size_t count, hcomm_dtype_t dtype, int ranks)
+{
+    (void)buf, (void)count, (void)dtype, (void)ranks;
+    return HCOMM_ERR_UNSUPPORTED;
+}

@@ -10,8 +10,9 @@
  *   communicator); the send buffer only; the receive buffer only; a
  *   nonblocking call; a call on a stream; buffers of several staging
  *   chunks, in place where the call has one.
- * Also: test memory faults when touched directly (in a child), and the calls
- * that do not stage yet refuse it with HCOMM_ERR_UNSUPPORTED.
+ * Also: test memory faults when touched directly (in a child), the memory
+ * kinds' reduction on it, and the calls that do not stage yet refuse it with
+ * HCOMM_ERR_UNSUPPORTED.
  * With --bench COUNT ITERS it times staged against host allreduces instead.
  * Exit: 0 all passed, 1 a check failed, 2 init failure.
  */
@@ -244,6 +245,30 @@ static void faults_directly(void)
     hc_mem_test_free((void *)p);
 }
 
+/* hc_mem_reduce and its division on test memory: the host kernels, through
+ * the shadow (a GPU's would run its own; cuda_reduce_check). */
+static void reduce_on_kind(void)
+{
+    int32_t *in = malloc(COUNT * sizeof(int32_t));
+    for (size_t i = 0; i < COUNT; i++)
+        in[i] = input(g_rank, i) - 500;
+    int32_t *a = buf_new(1, COUNT, in), *b = buf_new(1, COUNT, in), *d = buf_new(1, COUNT, NULL);
+    hcomm_status_t st = hc_mem_reduce(d, a, b, COUNT, HCOMM_INT32, HCOMM_SUM);
+    if (st == HCOMM_SUCCESS)
+        st = hc_mem_reduce_div(d, COUNT, HCOMM_INT32, 2);
+    int32_t *got = buf_read(d, COUNT);
+    size_t   bad = 0;
+    for (size_t i = 0; st == HCOMM_SUCCESS && i < COUNT; i++)
+        bad += got[i] != in[i];
+    CHECK(st == HCOMM_SUCCESS && bad == 0, "hc_mem_reduce on test memory: %s, %zu wrong",
+          hcomm_status_str(st), bad);
+    free(got);
+    free(in);
+    buf_free(1, a);
+    buf_free(1, b);
+    buf_free(1, d);
+}
+
 /* The calls that do not stage yet refuse test memory, naming it. */
 static void refusals(hcomm_comm_t comm)
 {
@@ -310,6 +335,7 @@ int main(int argc, char **argv)
         return rc;
     }
     faults_directly();
+    reduce_on_kind();
     for (int c = 0; c < C_COUNT; c++)
         for (int k = 0; k < K_COUNT; k++) {
             one(comm, (coll_t)c, k, 0, COUNT, 0);

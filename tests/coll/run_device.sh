@@ -27,4 +27,14 @@ for v in shm tcp ofi-tcp ucx-tcp; do
         result "device_check on $n ranks over $v" $?
     done
 done
+# the device reductions: built where configure found CUDA, run where a GPU is
+cuda="$top/tests/coll/cuda_reduce_check"
+if [ ! -x "$cuda" ]; then
+    result "device reductions: this build has no CUDA (configure did not find it)" 77
+else
+    try 300 "$cuda"
+    rc=$?
+    if has '^SKIP'; then result "device reductions: $(grep -m1 '^SKIP' "$out" | sed 's/^SKIP: *//')" 77
+    else result "device reductions against the host kernels, every dtype and op" $rc; fi
+fi
 finish
