@@ -6,6 +6,7 @@
 #include "core/exec.h"
 #include "core/flight.h"
 #include "core/ops.h"
+#include "core/stage.h"
 #include "core/watch.h"
 
 #include <pthread.h>
@@ -366,7 +367,7 @@ void hc_comm_free(hcomm_comm_t c)
         free(req);
     }
     free(c->scratch);
-    free(c->stage_spare);
+    hc_stage_spare_free(c);
     free(c->peers);
     free(c->links);
     pthread_mutex_destroy(&c->lock);

@@ -48,17 +48,28 @@ static void stage_extents(const hc_coll_args_t *a, int rank, int nranks, size_t 
 }
 
 /* A host block of at least size bytes for c (its spare when that is large
- * enough); *got: its size. */
-static char *stage_block(struct hcomm_comm *c, size_t size, size_t *got)
+ * enough) into s, pinned where it copies to or from CUDA memory. */
+static int stage_block(struct hcomm_comm *c, hc_stage_t *s, size_t size, hc_mem_kind_t kind)
 {
-    char *p = c->stage_spare;
-    if (p != NULL && c->stage_spare_size >= size) {
-        *got           = c->stage_spare_size;
+    if (c->stage_spare != NULL && c->stage_spare_size >= size) {
+        s->host = c->stage_spare, s->size = c->stage_spare_size, s->pinned = c->stage_spare_pinned;
         c->stage_spare = NULL;
-        return p;
+    } else {
+        s->size = (size + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+        if ((s->host = aligned_alloc(STAGE_ALIGN, s->size)) == NULL)
+            return -1;
     }
-    *got = (size + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
-    return aligned_alloc(STAGE_ALIGN, *got);
+    if (kind == HC_MEM_CUDA && !s->pinned)
+        s->pinned = hc_mem_host_pin(s->host, s->size);
+    return 0;
+}
+
+/* Frees a host block, unpinned first. */
+static void stage_block_free(char *p, int pinned)
+{
+    if (p != NULL && pinned)
+        hc_mem_host_unpin(p);
+    free(p);
 }
 
 hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, const void **sendbuf,
@@ -85,10 +96,11 @@ hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, con
         o    = sp < rp ? sp : rp;
         olen = (size_t)((sp + sb > rp + rb ? sp + sb : rp + rb) - o);
     }
-    size_t len = o != NULL ? olen : (ds ? sb : 0) + (dr ? rb : 0);
-    if (s == NULL || (s->host = stage_block(c, len, &s->size)) == NULL) {
+    size_t        len  = o != NULL ? olen : (ds ? sb : 0) + (dr ? rb : 0);
+    hc_mem_kind_t kind = hc_mem_kind(ds ? *sendbuf : *recvbuf);
+    if (s == NULL || stage_block(c, s, len, kind) != 0) {
         hc_error(COLL, "out of memory for %zu bytes of host copies of %s buffers", len,
-                 hc_mem_kind_name(hc_mem_kind(ds ? *sendbuf : *recvbuf)));
+                 hc_mem_kind_name(kind));
         free(s);
         return HCOMM_ERR_NO_MEMORY;
     }
@@ -136,11 +148,18 @@ void hc_stage_free(struct hcomm_comm *c, hc_stage_t *s)
     if (s == NULL)
         return;
     if (c != NULL && (c->stage_spare == NULL || c->stage_spare_size < s->size)) {
-        free(c->stage_spare);
-        c->stage_spare      = s->host;
-        c->stage_spare_size = s->size;
+        stage_block_free(c->stage_spare, c->stage_spare_pinned);
+        c->stage_spare        = s->host;
+        c->stage_spare_size   = s->size;
+        c->stage_spare_pinned = s->pinned;
     } else {
-        free(s->host);
+        stage_block_free(s->host, s->pinned);
     }
     free(s);
+}
+
+void hc_stage_spare_free(struct hcomm_comm *c)
+{
+    stage_block_free(c->stage_spare, c->stage_spare_pinned);
+    c->stage_spare = NULL;
 }

@@ -19,6 +19,7 @@
 typedef struct hc_stage {
     char       *host; /* the host copies, one block of size bytes */
     size_t      size;
+    int         pinned; /* host is pinned for a device (hc_mem_host_pin) */
     const void *dev_in; /* copied into host_in from the start; NULL: nothing */
     char       *host_in;
     size_t      in_bytes;
@@ -53,5 +54,7 @@ hcomm_status_t hc_stage_out(const hc_stage_t *s);
 /* Frees s; its host block is kept as c's spare when it is the largest yet
  * (the next call of that size then touches no new pages); c NULL: freed. */
 void hc_stage_free(struct hcomm_comm *c, hc_stage_t *s);
+/* Frees c's spare block (hc_comm_free). */
+void hc_stage_spare_free(struct hcomm_comm *c);
 
 #endif

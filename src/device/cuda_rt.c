@@ -26,6 +26,8 @@ static void cudart_load(void)
         "cudaStreamGetPriority",
         "cudaStreamCreateWithFlags",
         "cudaStreamSynchronize",
+        "cudaHostRegister",
+        "cudaHostUnregister",
 #if CUDART_VERSION >= 12000
         "cudaStreamGetId",
         "cudaLibraryLoadData",
@@ -43,6 +45,8 @@ static void cudart_load(void)
         (void **)&rt.StreamGetPriority,
         (void **)&rt.StreamCreateWithFlags,
         (void **)&rt.StreamSynchronize,
+        (void **)&rt.HostRegister,
+        (void **)&rt.HostUnregister,
 #if CUDART_VERSION >= 12000
         (void **)&rt.StreamGetId,
         (void **)&rt.LibraryLoadData,

@@ -18,6 +18,8 @@ typedef struct hc_cudart {
     cudaError_t (*StreamGetPriority)(cudaStream_t s, int *prio);
     cudaError_t (*StreamCreateWithFlags)(cudaStream_t *s, unsigned flags);
     cudaError_t (*StreamSynchronize)(cudaStream_t s);
+    cudaError_t (*HostRegister)(void *p, size_t n, unsigned flags);
+    cudaError_t (*HostUnregister)(void *p);
 #if CUDART_VERSION >= 12000
     cudaError_t (*StreamGetId)(cudaStream_t s, unsigned long long *id);
     cudaError_t (*LibraryLoadData)(cudaLibrary_t *lib, const void *code, enum cudaJitOption *jo,

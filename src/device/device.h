@@ -40,6 +40,12 @@ hcomm_status_t hc_mem_reduce(void *dst, const void *a, const void *b, size_t cou
                              hcomm_dtype_t dtype, hcomm_op_t op);
 hcomm_status_t hc_mem_reduce_div(void *buf, size_t count, hcomm_dtype_t dtype, int ranks);
 
+/* Pins n bytes of host memory at p for the device's copy engines (CUDA's
+ * cudaHostRegister): 1 when pinned, 0 when not (no device, or refused;
+ * copies then still work, staged inside the driver). */
+int  hc_mem_host_pin(void *p, size_t n);
+void hc_mem_host_unpin(void *p);
+
 /* ---- the build's own kinds (device_host.c, or device_cuda.c and
  * reduce_cuda_launch.c): pointers that are not host memory ---- */
 

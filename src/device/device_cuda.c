@@ -54,3 +54,25 @@ hcomm_status_t hc_mem_copy_native(void *dst, const void *src, size_t n)
     }
     return HCOMM_SUCCESS;
 }
+
+int hc_mem_host_pin(void *p, size_t n)
+{
+    const hc_cudart_t *rt = hc_cudart();
+    if (rt == NULL || __atomic_load_n(&cuda_devices, __ATOMIC_ACQUIRE) <= 0)
+        return 0;
+    cudaError_t e = rt->HostRegister(p, n, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+        hc_debug(COLL, "pinning %zu bytes of host copies: %s; they stay pageable", n,
+                 rt->GetErrorString(e));
+        (void)rt->GetLastError();
+        return 0;
+    }
+    return 1;
+}
+
+void hc_mem_host_unpin(void *p)
+{
+    const hc_cudart_t *rt = hc_cudart();
+    if (rt != NULL && rt->HostUnregister(p) != cudaSuccess)
+        (void)rt->GetLastError();
+}
