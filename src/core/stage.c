@@ -77,6 +77,8 @@ hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, con
 {
     size_t sb, rb;
     *out = NULL;
+    if (!hc_mem_maybe_other()) /* the common case: two loads */
+        return HCOMM_SUCCESS;
     if (a->coll == HC_COLL_ALLTOALLV) /* its extents are the counts' */
         return hc_mem_host_only("hcomm_alltoallv", *sendbuf, 1) == HCOMM_SUCCESS
                    ? hc_mem_host_only("hcomm_alltoallv", *recvbuf, 1)

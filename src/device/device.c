@@ -39,7 +39,7 @@ hcomm_status_t hc_mem_copy(void *dst, const void *src, size_t n)
 
 hcomm_status_t hc_mem_host_only(const char *call, const void *p, size_t bytes)
 {
-    hc_mem_kind_t k = bytes != 0 ? hc_mem_kind(p) : HC_MEM_HOST;
+    hc_mem_kind_t k = bytes != 0 && hc_mem_maybe_other() ? hc_mem_kind(p) : HC_MEM_HOST;
     if (k == HC_MEM_HOST)
         return HCOMM_SUCCESS;
     hc_error(COLL, "%s: buffer %p is %s memory; this call takes host memory only", call, p,

@@ -18,6 +18,19 @@ typedef enum {
     HC_MEM_KIND_COUNT
 } hc_mem_kind_t;
 
+/* Test regions alive (device_test.c), and the devices the build's own kinds
+ * found: -1 before the first hc_mem_kind asked (device_cuda.c), 0 without. */
+extern int hc_mem_test_live __attribute__((visibility("hidden")));
+extern int hc_mem_native_devices __attribute__((visibility("hidden")));
+
+/* Whether any buffer may be of another kind than host: two loads, so that a
+ * process of host memory only pays nothing more per call. */
+static inline int hc_mem_maybe_other(void)
+{
+    return __atomic_load_n(&hc_mem_test_live, __ATOMIC_RELAXED) != 0 ||
+           __atomic_load_n(&hc_mem_native_devices, __ATOMIC_RELAXED) != 0;
+}
+
 /* The kind of memory p points to; HC_MEM_HOST for NULL, and where the build
  * has no CUDA or no device answers. */
 hc_mem_kind_t hc_mem_kind(const void *p);

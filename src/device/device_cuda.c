@@ -7,8 +7,8 @@
 #include "device/cuda_rt.h"
 #include "device/device.h"
 
-static int            cuda_devices = -1; /* -1: not asked yet */
-static pthread_once_t cuda_once    = PTHREAD_ONCE_INIT;
+int                   hc_mem_native_devices = -1; /* -1: not asked yet (device.h) */
+static pthread_once_t cuda_once             = PTHREAD_ONCE_INIT;
 
 static void cuda_count(void)
 {
@@ -18,7 +18,7 @@ static void cuda_count(void)
         (void)rt->GetLastError(); /* no device or driver: nothing is device memory */
         n = 0;
     }
-    __atomic_store_n(&cuda_devices, n, __ATOMIC_RELEASE);
+    __atomic_store_n(&hc_mem_native_devices, n, __ATOMIC_RELEASE);
 }
 
 hc_mem_kind_t hc_mem_kind_native(const void *p)
@@ -26,9 +26,9 @@ hc_mem_kind_t hc_mem_kind_native(const void *p)
     struct cudaPointerAttributes a;
     if (p == NULL)
         return HC_MEM_HOST;
-    if (__atomic_load_n(&cuda_devices, __ATOMIC_ACQUIRE) < 0)
+    if (__atomic_load_n(&hc_mem_native_devices, __ATOMIC_ACQUIRE) < 0)
         pthread_once(&cuda_once, cuda_count);
-    if (__atomic_load_n(&cuda_devices, __ATOMIC_RELAXED) == 0)
+    if (__atomic_load_n(&hc_mem_native_devices, __ATOMIC_RELAXED) == 0)
         return HC_MEM_HOST;
     const hc_cudart_t *rt = hc_cudart();
     if (rt->PointerGetAttributes(&a, p) != cudaSuccess) {
@@ -58,7 +58,7 @@ hcomm_status_t hc_mem_copy_native(void *dst, const void *src, size_t n)
 int hc_mem_host_pin(void *p, size_t n)
 {
     const hc_cudart_t *rt = hc_cudart();
-    if (rt == NULL || __atomic_load_n(&cuda_devices, __ATOMIC_ACQUIRE) <= 0)
+    if (rt == NULL || __atomic_load_n(&hc_mem_native_devices, __ATOMIC_ACQUIRE) <= 0)
         return 0;
     cudaError_t e = rt->HostRegister(p, n, cudaHostRegisterPortable);
     if (e != cudaSuccess) {

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+int hc_mem_native_devices = 0; /* device.h */
+
 hc_mem_kind_t hc_mem_kind_native(const void *p)
 {
     (void)p;

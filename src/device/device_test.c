@@ -26,14 +26,14 @@ typedef struct test_region {
 } test_region_t;
 
 static test_region_t   regions[TEST_REGIONS];
-static int             nlive; /* regions in use: 0 keeps host calls to one load */
+int                    hc_mem_test_live; /* regions in use (device.h) */
 static pthread_mutex_t test_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void *hc_mem_test_shadow(const void *p)
 {
     uintptr_t a   = (uintptr_t)p;
     void     *out = NULL;
-    if (__atomic_load_n(&nlive, __ATOMIC_ACQUIRE) == 0 || p == NULL)
+    if (__atomic_load_n(&hc_mem_test_live, __ATOMIC_ACQUIRE) == 0 || p == NULL)
         return NULL;
     pthread_mutex_lock(&test_lock);
     for (int i = 0; i < TEST_REGIONS && out == NULL; i++)
@@ -61,7 +61,7 @@ void *hc_mem_test_alloc(size_t len)
     for (int i = 0; i < TEST_REGIONS; i++)
         if (regions[i].base == 0) {
             regions[i] = (test_region_t){(uintptr_t)user, n, shadow};
-            __atomic_add_fetch(&nlive, 1, __ATOMIC_RELEASE);
+            __atomic_add_fetch(&hc_mem_test_live, 1, __ATOMIC_RELEASE);
             pthread_mutex_unlock(&test_lock);
             return user;
         }
@@ -86,7 +86,7 @@ void hc_mem_test_free(void *p)
         if (p != NULL && regions[i].base == (uintptr_t)p) {
             r          = regions[i];
             regions[i] = (test_region_t){0, 0, NULL};
-            __atomic_sub_fetch(&nlive, 1, __ATOMIC_RELEASE);
+            __atomic_sub_fetch(&hc_mem_test_live, 1, __ATOMIC_RELEASE);
         }
     pthread_mutex_unlock(&test_lock);
     if (r.base == 0)
