@@ -27,8 +27,8 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
         return HCOMM_ERR_NO_MEMORY;
     }
     void *bufs[HC_BUF_PER_OP] = {(void *)sendbuf, recvbuf, (void *)0};
-    st             = hc_exec_prepare(req, comm, sched, bufs, sched->tmp_bytes);
-    req->own_sched = owned;
+    st                        = hc_exec_prepare(req, comm, sched, bufs, sched->tmp_bytes);
+    req->own_sched            = owned;
     req->stage                = stage;
     if (st != HCOMM_SUCCESS) {
         hc_request_recycle(comm, req);

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "core/ops.h"
+#include "core/stage.h"
 #include "hcomm_profiler.h"
 
 #define PROF_UNREGISTER_WAIT_S 10.0
@@ -125,8 +126,12 @@ static void prof_op(hcomm_request_t req, const hc_op_rec_t *r, hcomm_prof_op_t *
         op->ncalls = req->prof_ncalls;
         op->calls  = req->prof_calls;
     } else {
-        op->call.sendbuf = req->bufs != NULL ? req->bufs[HC_BUF_SEND] : NULL;
-        op->call.recvbuf = req->bufs != NULL ? req->bufs[HC_BUF_RECV] : NULL;
+        op->call.sendbuf = req->stage != NULL  ? req->stage->user_send
+                           : req->bufs != NULL ? req->bufs[HC_BUF_SEND]
+                                               : NULL; /* the caller's, not host copies */
+        op->call.recvbuf = req->stage != NULL  ? req->stage->user_recv
+                           : req->bufs != NULL ? req->bufs[HC_BUF_RECV]
+                                               : NULL;
         op->ncalls       = 1;
         op->calls        = &op->call;
     }

@@ -90,6 +90,8 @@ hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, con
         return HCOMM_SUCCESS;
 
     hc_stage_t *s = calloc(1, sizeof(*s));
+    if (s != NULL)
+        s->user_send = *sendbuf, s->user_recv = *recvbuf;
     /* in place, as each call defines it: the buffers overlap, and their
      * union goes in whole */
     const char *o = NULL, *sp = *sendbuf, *rp = *recvbuf;

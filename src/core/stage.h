@@ -19,7 +19,9 @@
 typedef struct hc_stage {
     char       *host; /* the host copies, one block of size bytes */
     size_t      size;
-    int         pinned; /* host is pinned for a device (hc_mem_host_pin) */
+    int         pinned;    /* host is pinned for a device (hc_mem_host_pin) */
+    const void *user_send; /* the caller's buffers, for the profiler hooks */
+    void       *user_recv;
     const void *dev_in; /* copied into host_in from the start; NULL: nothing */
     char       *host_in;
     size_t      in_bytes;
@@ -32,8 +34,9 @@ typedef struct hc_stage {
 struct hcomm_comm;
 
 /* The stage args' buffers need on c's rank, with *sendbuf and *recvbuf
- * turned into its host copies; *out NULL when both are host memory (one load
- * each). HCOMM_ERR_UNSUPPORTED for alltoallv, HCOMM_ERR_NO_MEMORY; logged. */
+ * turned into its host copies; *out NULL when both are host memory (two
+ * loads in a process without other kinds). HCOMM_ERR_UNSUPPORTED for
+ * alltoallv, HCOMM_ERR_NO_MEMORY; logged. */
 hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, const void **sendbuf,
                               void **recvbuf, hc_stage_t **out);
 

@@ -11,8 +11,8 @@
  *   nonblocking call; a call on a stream; buffers of several staging
  *   chunks, in place where the call has one.
  * Also: test memory faults when touched directly (in a child), the memory
- * kinds' reduction on it, and the calls that do not stage yet refuse it with
- * HCOMM_ERR_UNSUPPORTED.
+ * kinds' reduction on it, profiler hooks that see the caller's buffers, and
+ * the calls that do not stage yet refuse it with HCOMM_ERR_UNSUPPORTED.
  * With --bench COUNT ITERS it times staged against host allreduces instead.
  * Exit: 0 all passed, 1 a check failed, 2 init failure.
  */
@@ -28,6 +28,7 @@
 #include "device/device.h"
 #include "hcomm.h"
 #include "hcomm_compress.h"
+#include "hcomm_profiler.h"
 #include "hcomm_stream.h"
 #include "test_comm.h"
 
@@ -269,6 +270,36 @@ static void reduce_on_kind(void)
     buf_free(1, d);
 }
 
+/* What a profiler's op_start saw of the last call. */
+static const void *g_prof_send;
+static void       *g_prof_recv;
+
+static void prof_start(void *user, const hcomm_prof_op_t *op, void **data)
+{
+    (void)user, (void)data;
+    if (op->ncalls == 1)
+        g_prof_send = op->calls[0].sendbuf, g_prof_recv = op->calls[0].recvbuf;
+}
+
+/* Profiler hooks see the caller's buffers, not the host copies. */
+static void profiler_sees_caller(hcomm_comm_t comm)
+{
+    hcomm_profiler_t p = {prof_start, NULL, NULL};
+    int              id;
+    int32_t         *s = buf_new(1, COUNT, NULL), *r = buf_new(1, COUNT, NULL);
+    if (hcomm_profiler_register(&p, &id) != HCOMM_SUCCESS) {
+        CHECK(0, "profiler_register failed");
+        return;
+    }
+    hcomm_status_t st = hcomm_allreduce(s, r, COUNT, HCOMM_INT32, HCOMM_SUM, comm, NULL);
+    hcomm_profiler_unregister(id);
+    CHECK(st == HCOMM_SUCCESS && g_prof_send == s && g_prof_recv == r,
+          "profiler saw %p/%p for a staged allreduce of %p/%p (%s)", g_prof_send,
+          (void *)g_prof_recv, (void *)s, (void *)r, hcomm_status_str(st));
+    buf_free(1, s);
+    buf_free(1, r);
+}
+
 /* The calls that do not stage yet refuse test memory, naming it. */
 static void refusals(hcomm_comm_t comm)
 {
@@ -336,6 +367,7 @@ int main(int argc, char **argv)
     }
     faults_directly();
     reduce_on_kind();
+    profiler_sees_caller(comm);
     for (int c = 0; c < C_COUNT; c++)
         for (int k = 0; k < K_COUNT; k++) {
             one(comm, (coll_t)c, k, 0, COUNT, 0);
