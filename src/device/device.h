@@ -60,7 +60,7 @@ int  hc_mem_host_pin(void *p, size_t n);
 void hc_mem_host_unpin(void *p);
 
 /* ---- the build's own kinds (device_host.c, or device_cuda.c and
- * reduce_cuda_launch.c): pointers that are not host memory ---- */
+ * reduce_launch_cuda.c): pointers that are not host memory ---- */
 
 hc_mem_kind_t  hc_mem_kind_native(const void *p);
 hcomm_status_t hc_mem_copy_native(void *dst, const void *src, size_t n);

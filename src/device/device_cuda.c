@@ -1,11 +1,11 @@
 /* device_cuda.c - memory kinds where the build has CUDA: CUDA's own answer,
- * through the runtime loaded on first use (cuda_rt.h). A process that finds
+ * through the runtime loaded on first use (runtime_cuda.h). A process that finds
  * no runtime or no device asks once, so host buffers cost one load a call. */
 #include <pthread.h>
 
 #include "base/log.h"
-#include "device/cuda_rt.h"
 #include "device/device.h"
+#include "device/runtime_cuda.h"
 
 int                   hc_mem_native_devices = -1; /* -1: not asked yet (device.h) */
 static pthread_once_t cuda_once             = PTHREAD_ONCE_INIT;

@@ -7,7 +7,7 @@
  *
  * nvcc builds this file into a fatbin that libhcomm carries as bytes
  * (Makefile.am) and loads with the CUDA runtime it loads itself
- * (reduce_cuda_launch.c): kernels are looked up by name, hence extern "C":
+ * (reduce_launch_cuda.c): kernels are looked up by name, hence extern "C":
  * hc_k_<dtype>_<op>(dst, a, b, n) and hc_k_<dtype>_div(buf, n, ranks). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

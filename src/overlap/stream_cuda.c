@@ -2,9 +2,9 @@
  * a host function on the cudaStream_t brackets each hcomm task, so the task
  * starts after the CUDA work queued before it and the CUDA work queued after
  * it waits until the task has finished (stream.c, stream_cuda_enter). The
- * runtime is loaded on first use (device/cuda_rt.h). */
+ * runtime is loaded on first use (device/runtime_cuda.h). */
 #include "base/log.h"
-#include "device/cuda_rt.h"
+#include "device/runtime_cuda.h"
 #include "overlap/overlap.h"
 
 int hc_stream_cuda_available(const char **why)

@@ -30,8 +30,7 @@ libs="$(pkg-config --libs hwloc libsodium) -lpthread -lrt -lm -ldl"
 # ib, cuda, mpi, pmix) plus the ib transport's device-free files; libnccl.so.2's
 # name table is not the library.
 srcs=$(find src -name '*.c' | grep -v -e '^src/transport/ofi/' -e '^src/transport/ucx/' \
-    -e '^src/transport/ib/' -e '_cuda\.c$' -e '^src/device/cuda_rt\.c$' -e 'bootstrap_mpi\.c$' \
-    -e 'launcher_pmix\.c$' -e 'nccl_names\.c$' | sort)
+    -e '^src/transport/ib/' -e '_cuda\.c$' -e 'bootstrap_mpi\.c$' -e 'launcher_pmix\.c$' -e 'nccl_names\.c$' | sort)
 srcs="$srcs src/transport/ib/ib_hca.c"
 
 # An object is rebuilt when its source, or any header, is newer.

@@ -1,9 +1,9 @@
-/* cuda_rt.h - the CUDA runtime, loaded on first use (dlopen) rather than
+/* runtime_cuda.h - the CUDA runtime, loaded on first use (dlopen) rather than
  * linked: a build with CUDA then runs where libcudart or the driver is
  * missing, and processes that never meet CUDA memory or streams do not pay
  * for loading it. Only files built with CUDA's headers include this. */
-#ifndef HC_DEVICE_CUDA_RT_H
-#define HC_DEVICE_CUDA_RT_H
+#ifndef HC_DEVICE_RUNTIME_CUDA_H
+#define HC_DEVICE_RUNTIME_CUDA_H
 
 #include <cuda_runtime.h>
 

@@ -1,7 +1,7 @@
-/* cuda_rt.c - loading the CUDA runtime (cuda_rt.h): the toolkit's copy that
- * configure found first, then whatever the loader finds under the soname of
- * the headers' major version. */
-#include "device/cuda_rt.h"
+/* runtime_cuda.c - loading the CUDA runtime (runtime_cuda.h): the toolkit's
+ * copy that configure found first, then whatever the loader finds under the
+ * soname of the headers' major version. */
+#include "device/runtime_cuda.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,13 +1,13 @@
-/* reduce_cuda_launch.c - the device reductions of reduce_cuda.cu: its fatbin,
+/* reduce_launch_cuda.c - the device reductions of reduce_cuda.cu: its fatbin,
  * which the build carries as bytes (reduce_cuda_fatbin.c, made by nvcc where
  * configure found it), loaded once through the runtime's library API and
- * launched on the calling thread's stream (cuda_rt.h), then waited for. */
+ * launched on the calling thread's stream (runtime_cuda.h), then waited for. */
 #include <pthread.h>
 #include <stdio.h>
 
 #include "base/log.h"
-#include "device/cuda_rt.h"
 #include "device/device.h"
+#include "device/runtime_cuda.h"
 
 #define K_OPS 5 /* sum, prod, min, max, div */
 
