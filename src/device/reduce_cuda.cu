@@ -37,23 +37,22 @@ template <typename T> struct flt {
     __device__ static T    mul(T x, T y) { return x * y; }
     __device__ static bool nan(T v) { return v != v; }
 };
-struct f16 {
+/* float16 and bfloat16: loaded into float32, computed there, rounded back */
+struct in_float {
+    typedef float          calc;
+    __device__ static float add(float x, float y) { return x + y; }
+    __device__ static float mul(float x, float y) { return x * y; }
+    __device__ static bool  nan(float v) { return v != v; }
+};
+struct f16 : in_float {
     typedef __half           store;
-    typedef float            calc;
     __device__ static float  load(__half v) { return __half2float(v); }
     __device__ static __half put(float v) { return __float2half_rn(v); }
-    __device__ static float  add(float x, float y) { return x + y; }
-    __device__ static float  mul(float x, float y) { return x * y; }
-    __device__ static bool   nan(float v) { return v != v; }
 };
-struct bf16 {
+struct bf16 : in_float {
     typedef __nv_bfloat16           store;
-    typedef float                   calc;
     __device__ static float         load(__nv_bfloat16 v) { return __bfloat162float(v); }
     __device__ static __nv_bfloat16 put(float v) { return __float2bfloat16_rn(v); }
-    __device__ static float         add(float x, float y) { return x + y; }
-    __device__ static float         mul(float x, float y) { return x * y; }
-    __device__ static bool          nan(float v) { return v != v; }
 };
 
 template <typename K, int OP>
@@ -90,27 +89,18 @@ __device__ void divide(typename K::store *buf, unsigned long long n, int ranks)
 
 } // namespace
 
-#define HC_K_OPS(name, K)                                                                          \
-    extern "C" __global__ void hc_k_##name##_sum(K::store *d, const K::store *a,                   \
-                                                 const K::store *b, unsigned long long n)          \
+/* One named kernel: hc_k_<name>_<opname>. */
+#define HC_K_OP(name, K, opname, OP)                                                               \
+    extern "C" __global__ void hc_k_##name##_##opname(K::store *d, const K::store *a,              \
+                                                      const K::store *b, unsigned long long n)     \
     {                                                                                              \
-        reduce<K, OP_SUM>(d, a, b, n);                                                             \
-    }                                                                                              \
-    extern "C" __global__ void hc_k_##name##_prod(K::store *d, const K::store *a,                  \
-                                                  const K::store *b, unsigned long long n)         \
-    {                                                                                              \
-        reduce<K, OP_PROD>(d, a, b, n);                                                            \
-    }                                                                                              \
-    extern "C" __global__ void hc_k_##name##_min(K::store *d, const K::store *a,                   \
-                                                 const K::store *b, unsigned long long n)          \
-    {                                                                                              \
-        reduce<K, OP_MIN>(d, a, b, n);                                                             \
-    }                                                                                              \
-    extern "C" __global__ void hc_k_##name##_max(K::store *d, const K::store *a,                   \
-                                                 const K::store *b, unsigned long long n)          \
-    {                                                                                              \
-        reduce<K, OP_MAX>(d, a, b, n);                                                             \
+        reduce<K, OP>(d, a, b, n);                                                                 \
     }
+#define HC_K_OPS(name, K)                                                                          \
+    HC_K_OP(name, K, sum, OP_SUM)                                                                  \
+    HC_K_OP(name, K, prod, OP_PROD)                                                                \
+    HC_K_OP(name, K, min, OP_MIN)                                                                  \
+    HC_K_OP(name, K, max, OP_MAX)
 
 #define HC_K_DIV(name, K, VIA_DOUBLE)                                                              \
     extern "C" __global__ void hc_k_##name##_div(K::store *buf, unsigned long long n, int ranks)   \
