@@ -5,8 +5,8 @@
  * to nearest even; HCOMM_AVG reduces as a sum and the _div kernels divide
  * (8- and 32-bit integers through double, exactly; truncation toward zero).
  *
- * nvcc builds this file into a fatbin that libhcomm carries as bytes
- * (Makefile.am) and loads with the CUDA runtime it loads itself
+ * nvcc builds this file into a fatbin that libhcomm carries
+ * (reduce_fatbin_cuda.c) and loads with the CUDA runtime it loads itself
  * (reduce_launch_cuda.c): kernels are looked up by name, hence extern "C":
  * hc_k_<dtype>_<op>(dst, a, b, n) and hc_k_<dtype>_div(buf, n, ranks). */
 #include <cuda_bf16.h>

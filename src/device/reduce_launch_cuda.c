@@ -1,7 +1,7 @@
 /* reduce_launch_cuda.c - the device reductions of reduce_cuda.cu: its fatbin,
- * which the build carries as bytes (reduce_cuda_fatbin.c, made by nvcc where
- * configure found it), loaded once through the runtime's library API and
- * launched on the calling thread's stream (runtime_cuda.h), then waited for. */
+ * which the library carries (reduce_fatbin_cuda.c, where configure found
+ * nvcc), loaded once through the runtime's library API and launched on the
+ * calling thread's stream (runtime_cuda.h), then waited for. */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -12,7 +12,7 @@
 #define K_OPS 5 /* sum, prod, min, max, div */
 
 #if defined(HC_HAVE_NVCC) && CUDART_VERSION >= 12000
-extern const unsigned char hc_reduce_cuda_fatbin[];
+extern const unsigned char hc_reduce_cuda_fatbin[] __attribute__((visibility("hidden")));
 
 static const char *const k_dtype[HCOMM_DTYPE_COUNT] = {"i8",  "u8",  "i32", "u32", "i64",
                                                        "u64", "f16", "f32", "f64", "bf16"};
