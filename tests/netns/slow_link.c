@@ -6,8 +6,11 @@
  * after every step and prints
  *   slow_link: named S->D (...)... first at step K; J links judged
  * (or "named none"), and exits 0 when that is what SLOW_SRC (-1: none) says:
- * every link named, at any step, sends from SLOW_SRC (the first that does
- * not is printed as "slow_link: step K named S->D"). */
+ * some step named a link, and every link named, at any step, sends from
+ * SLOW_SRC (the first that does not is printed as "slow_link: step K named
+ * S->D"). The last step need not name it: once the slow link paces the
+ * whole ring (a CPU-bound run, sanitizers), the median falls to its rate and
+ * rank 0 rightly clears it. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -50,13 +53,14 @@ int main(int argc, char **argv)
                             " %d->%d (%.1f MB/s, median %.1f MB/s, score %.2f)",
                             h.slow_link_src[i], h.slow_link_dst[i], h.slow_link_gbps[i] * 1e3,
                             h.slow_link_median_gbps[i] * 1e3, h.slow_link_score[i]);
-        if (len < (int)sizeof(line))
+        if (len < (int)sizeof(line) && first < 0)
+            snprintf(line + len, sizeof(line) - (size_t)len, " none; %d links judged\n", h.nlinks);
+        else if (len < (int)sizeof(line))
             snprintf(line + len, sizeof(line) - (size_t)len,
-                     h.nslow_links == 0 && first < 0 ? " none; %d links judged\n"
-                                                     : " first at step %d; %d links judged\n",
-                     h.nslow_links == 0 && first < 0 ? h.nlinks : first, h.nlinks);
+                     "%s first at step %d; %d links judged\n",
+                     h.nslow_links == 0 ? " none at the end, some" : "", first, h.nlinks);
         fputs(line, stdout);
-        good = slow < 0 ? first < 0 : h.nslow_links > 0 && !wrong;
+        good = slow < 0 ? first < 0 : first > 0 && !wrong;
     }
     hcomm_comm_destroy(comm);
     free(x);
