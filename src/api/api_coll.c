@@ -27,11 +27,11 @@ hcomm_status_t hc_api_issue_on_stream(hcomm_comm_t comm, const hc_coll_args_t *a
 
 static hcomm_status_t coll_validate(hcomm_comm_t comm, hc_coll_call_t *c)
 {
-    hcomm_status_t st = hc_comm_check(comm, c->name);
+    hcomm_status_t st = hc_comm_check_fast(comm, c->name);
     if (st != HCOMM_SUCCESS)
         return st;
     hc_coll_args_t *a  = &c->args;
-    size_t          es = hcomm_dtype_size(a->dtype);
+    size_t          es = hc_dtype_size(a->dtype);
     if (es == 0) {
         hc_error(COLL, "%s: invalid datatype %d", c->name, (int)a->dtype);
         return HCOMM_ERR_INVALID_DTYPE;
@@ -87,7 +87,7 @@ hcomm_status_t hc_coll_run(hcomm_comm_t comm, hc_coll_call_t *c, hcomm_stream_t 
         return HCOMM_ERR_INVALID_USAGE;
     }
     if (!nonblocking && hc_group_active()) {
-        size_t b = c->args.count * hcomm_dtype_size(c->args.dtype);
+        size_t b = c->args.count * hc_dtype_size(c->args.dtype);
         if ((st = hc_mem_host_only(c->name, c->sendbuf, b * c->send_blocks)) != HCOMM_SUCCESS ||
             (st = hc_mem_host_only(c->name, c->recvbuf, b * c->recv_blocks)) != HCOMM_SUCCESS)
             return st; /* a group's fused schedule does not stage */

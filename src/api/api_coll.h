@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "base/dtype.h"
 #include "base/extent.h"
 #include "base/log.h"
 #include "core/comm.h"
@@ -53,7 +54,7 @@ static inline hcomm_status_t hc_api_issue(hcomm_comm_t comm, const hc_coll_args_
 static inline int hc_is_rank_block(const void *block, const void *whole, size_t n,
                                    hcomm_dtype_t dt, hcomm_comm_t comm)
 {
-    size_t es = hcomm_dtype_size(dt);
+    size_t es = hc_dtype_size(dt);
     return whole != NULL && es != 0 && n <= PTRDIFF_MAX / (size_t)comm->nranks / es &&
            (const char *)block == (const char *)whole + (size_t)comm->rank * n * es;
 }

@@ -31,11 +31,11 @@ static const param_desc_t param_table[] = {
 };
 #define NPARAMS (sizeof(param_table) / sizeof(param_table[0]))
 
-static hc_params_t    params;
+hc_params_t                        hc_params_live;
 static const char    *param_raw[NPARAMS]; /* the string each value came from */
 static char           fallback_vals[NPARAMS][256]; /* values the fallback translated */
 static pthread_once_t params_once = PTHREAD_ONCE_INIT;
-static int            params_loaded;
+int                                hc_params_loaded;
 static const hc_params_fallback_t *params_fallback;
 
 int hc_params_parse_size(const char *s, size_t *out)
@@ -63,7 +63,7 @@ int hc_params_parse_size(const char *s, size_t *out)
 /* Stores s into the field; returns 0 on success. */
 static int param_set(const param_desc_t *d, const char *s)
 {
-    void *field = (char *)&params + d->offset;
+    void *field = (char *)&hc_params_live + d->offset;
     char *end;
     switch (d->type) {
     case PT_INT: {
@@ -141,14 +141,14 @@ static void params_load(void)
                 invalid[i] = 1, param_set(d, d->def);
         }
     }
-    if (!(params.timeout > 0)) { /* a wait of zero seconds would fail every call */
+    if (!(hc_params_live.timeout > 0)) { /* a wait of zero seconds would fail every call */
         for (size_t i = 0; i < NPARAMS; i++)
             if (param_table[i].offset == offsetof(hc_params_t, timeout)) {
                 invalid[i] = 1;
                 param_set(&param_table[i], param_table[i].def);
             }
     }
-    hc_log_configure(params.log_level, params.log_subsys, params.log_file);
+    hc_log_configure(hc_params_live.log_level, hc_params_live.log_subsys, hc_params_live.log_file);
 
     for (size_t i = 0; i < NPARAMS; i++)
         if (invalid[i])
@@ -172,19 +172,19 @@ static void params_load(void)
 static void params_once_fn(void)
 {
     params_load();
-    __atomic_store_n(&params_loaded, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&hc_params_loaded, 1, __ATOMIC_RELEASE);
 }
 
 int hc_params_set_fallback(const hc_params_fallback_t *fallback)
 {
     params_fallback = fallback;
-    return __atomic_load_n(&params_loaded, __ATOMIC_ACQUIRE) ? -1 : 0;
+    return __atomic_load_n(&hc_params_loaded, __ATOMIC_ACQUIRE) ? -1 : 0;
 }
 
-const hc_params_t *hc_params_get(void)
+const hc_params_t *hc_params_load_once(void)
 {
     pthread_once(&params_once, params_once_fn);
-    return &params;
+    return &hc_params_live;
 }
 
 void hc_params_reload(void)

@@ -22,8 +22,18 @@ typedef struct hc_params {
 } hc_params_t;
 
 /* The parameters, parsed on first call (thread-safe); invalid values warn and
- * keep the default; an unknown HCOMM_* variable warns once. */
-const hc_params_t *hc_params_get(void);
+ * keep the default; an unknown HCOMM_* variable warns once. Every call reads
+ * them: once loaded, a load and a branch, no pthread_once call. */
+extern hc_params_t hc_params_live __attribute__((visibility("hidden")));
+extern int         hc_params_loaded __attribute__((visibility("hidden")));
+const hc_params_t *hc_params_load_once(void);
+
+static inline const hc_params_t *hc_params_get(void)
+{
+    if (__builtin_expect(__atomic_load_n(&hc_params_loaded, __ATOMIC_ACQUIRE), 1))
+        return &hc_params_live;
+    return hc_params_load_once();
+}
 
 /* Parses a size with an optional K/M/G suffix; returns 0 on success. */
 int hc_params_parse_size(const char *s, size_t *out);

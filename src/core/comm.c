@@ -30,9 +30,9 @@ static hcomm_comm_t   *registry;
 static size_t          registry_len, registry_cap;
 /* Bumped by every add and remove: a thread that validated a comm at the same
  * generation skips the locked search (the hot path of every call). */
-static _Atomic unsigned long registry_gen = 1;
-static __thread hcomm_comm_t  registry_last HC_TLS_FAST;
-static __thread unsigned long registry_last_gen HC_TLS_FAST;
+_Atomic unsigned long                       hc_registry_gen = 1;
+__thread hcomm_comm_t hc_registry_last      HC_TLS_FAST;
+__thread unsigned long hc_registry_last_gen HC_TLS_FAST;
 
 static int registry_add(hcomm_comm_t c)
 {
@@ -48,7 +48,7 @@ static int registry_add(hcomm_comm_t c)
     }
     if (rc == 0)
         registry[registry_len++] = c;
-    atomic_fetch_add(&registry_gen, 1);
+    atomic_fetch_add(&hc_registry_gen, 1);
     pthread_mutex_unlock(&registry_lock);
     return rc;
 }
@@ -61,23 +61,21 @@ static void registry_remove(hcomm_comm_t c)
             registry[i] = registry[--registry_len];
             break;
         }
-    atomic_fetch_add(&registry_gen, 1);
+    atomic_fetch_add(&hc_registry_gen, 1);
     pthread_mutex_unlock(&registry_lock);
 }
 
-int hc_comm_is_live(hcomm_comm_t comm)
+int hc_comm_is_live_search(hcomm_comm_t comm)
 {
     int live = 0;
     if (comm == NULL)
         return 0;
-    if (comm == registry_last && atomic_load(&registry_gen) == registry_last_gen)
-        return 1;
     pthread_mutex_lock(&registry_lock);
     for (size_t i = 0; i < registry_len && !live; i++)
         live = (registry[i] == comm);
     if (live) {
-        registry_last     = comm;
-        registry_last_gen = atomic_load(&registry_gen);
+        hc_registry_last     = comm;
+        hc_registry_last_gen = atomic_load(&hc_registry_gen);
     }
     pthread_mutex_unlock(&registry_lock);
     return live;

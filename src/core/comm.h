@@ -131,6 +131,15 @@ static inline void hc_backoff(hcomm_comm_t comm, hc_backoff_t *b)
     }
 }
 
+/* hc_comm_check (handles.h) with its passing case inline, for the call path. */
+static inline hcomm_status_t hc_comm_check_fast(hcomm_comm_t comm, const char *what)
+{
+    if (hc_comm_is_live(comm) && comm->error == HCOMM_SUCCESS &&
+        !__atomic_load_n(&comm->revoked, __ATOMIC_RELAXED))
+        return HCOMM_SUCCESS;
+    return hc_comm_check(comm, what);
+}
+
 static inline void hc_comm_lock(hcomm_comm_t c)
 {
     if (c->threaded)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "algorithms/select.h"
+#include "base/dtype.h"
 #include "base/log.h"
 #include "core/comm.h"
 
@@ -37,27 +38,15 @@ void hc_comm_cache_clear(hcomm_comm_t comm)
     comm->cache_mru = 0;
 }
 
-hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
-                                 hc_sched_t **sched_p, int *owned_p)
+/* Selects, finds or builds: everything but a repeat of the last call, kept
+ * out of hc_comm_get_sched so that the repeat's path saves no registers. */
+static hcomm_status_t __attribute__((noinline))
+cache_lookup(hcomm_comm_t comm, const hc_coll_args_t *args, hc_sched_t **sched_p, int *owned_p)
 {
     const hc_params_t *p      = hc_params_get();
     int                victim = 0;
-
     /* alltoallv's schedule follows its counts: built for each call, not cached */
-    int cacheable = args->coll != HC_COLL_ALLTOALLV;
-
-    /* the algorithm follows from args and the parameters, so a repeat of the
-     * last call needs no selection (unless calibration times another) */
-    if (cacheable && comm->cache_mru < comm->ncache) {
-        hc_sched_cache_entry_t *e = &comm->cache[comm->cache_mru];
-        if (cache_match(e, args, e->algo, e->chunk_bytes) && e->algo_setting == p->algo &&
-            (comm->timing == HC_ALGO_AUTO || comm->timing == e->algo)) {
-            e->last_use = ++comm->cache_clock;
-            *sched_p    = e->sched;
-            *owned_p    = 0;
-            return HCOMM_SUCCESS;
-        }
-    }
+    int             cacheable = args->coll != HC_COLL_ALLTOALLV;
     hc_select_ctx_t sc = {.nranks = comm->nranks, .plans = &comm->plans, .params = p,
                           .timing = comm->timing};
     hc_choice_t     choice = hc_select(&sc, args);
@@ -85,7 +74,7 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
         return st;
     }
     hc_debug(ALGO, "%s of %zu elements (%zu bytes): %s (%s), %u steps", hc_coll_name(args->coll),
-             args->count, args->count * hcomm_dtype_size(args->dtype), hc_algo_name(algo),
+             args->count, args->count * hc_dtype_size(args->dtype), hc_algo_name(algo),
              hc_chosen_by_name(choice.by), s->nsteps);
     *sched_p = s;
     *owned_p = !cacheable;
@@ -105,4 +94,24 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
         .last_use = ++comm->cache_clock};
     comm->cache_mru = victim;
     return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
+                                 hc_sched_t **sched_p, int *owned_p)
+{
+    /* the algorithm follows from args and the parameters, so a repeat of the
+     * last call needs no selection (unless calibration times another);
+     * alltoallv's schedule follows its counts and is never cached */
+    if (args->coll != HC_COLL_ALLTOALLV && comm->cache_mru < comm->ncache) {
+        hc_sched_cache_entry_t *e = &comm->cache[comm->cache_mru];
+        if (cache_match(e, args, e->algo, e->chunk_bytes) &&
+            e->algo_setting == hc_params_get()->algo &&
+            (comm->timing == HC_ALGO_AUTO || comm->timing == e->algo)) {
+            e->last_use = ++comm->cache_clock;
+            *sched_p    = e->sched;
+            *owned_p    = 0;
+            return HCOMM_SUCCESS;
+        }
+    }
+    return cache_lookup(comm, args, sched_p, owned_p);
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/dtype.h"
 #include "base/log.h"
 #include "base/reduce.h"
 #include "core/comm.h"
@@ -16,6 +17,10 @@
 #include "core/watch.h"
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
+
+/* Step states are allocated for at least this many steps, so that a small
+ * schedule's are reset with one constant-size store. */
+#define EXEC_STATE_WORD 8u
 
 /* How often (in idle progress calls) to look at the clock and at endpoints. */
 #define EXEC_CHECK_EVERY 64
@@ -33,18 +38,21 @@ static int exec_grow(void **p, size_t n, size_t sz)
     return 0;
 }
 
-hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_sched_t *sched,
-                               void *const *bufs, size_t tmp_total)
+/* Sizes req's per-step and per-peer arrays and its buffer table for sched
+ * on comm: a request's first use, or a larger schedule than before. */
+static hcomm_status_t __attribute__((noinline))
+exec_size(hcomm_request_t req, const struct hcomm_comm *comm, const hc_sched_t *sched)
 {
     uint32_t n = sched->nsteps;
     int      np = comm->nranks;
 
     if (n > req->cap_steps) {
-        if (exec_grow((void **)&req->tl_reqs, n, sizeof(*req->tl_reqs)) ||
-            exec_grow((void **)&req->sinks, n, sizeof(*req->sinks)) ||
-            exec_grow((void **)&req->state, n, sizeof(*req->state)))
+        uint32_t cap = n < EXEC_STATE_WORD ? EXEC_STATE_WORD : n;
+        if (exec_grow((void **)&req->tl_reqs, cap, sizeof(*req->tl_reqs)) ||
+            exec_grow((void **)&req->sinks, cap, sizeof(*req->sinks)) ||
+            exec_grow((void **)&req->state, cap, sizeof(*req->state)))
             goto err_nomem;
-        req->cap_steps = n;
+        req->cap_steps = cap;
     }
     if (np > req->cap_peers) {
         if (exec_grow((void **)&req->next_send, (size_t)np, sizeof(uint32_t)) ||
@@ -60,10 +68,31 @@ hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_
         if (req->bufs == NULL)
             goto err_nomem;
     }
-    memcpy(req->bufs, bufs, sched->nbufs * sizeof(void *));
+    return HCOMM_SUCCESS;
+
+err_nomem:
+    hc_error(EXEC, "out of memory preparing a request of %u steps", n);
+    return HCOMM_ERR_NO_MEMORY;
+}
+
+hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_sched_t *sched,
+                               void *const *bufs, size_t tmp_total)
+{
+    uint32_t n = sched->nsteps;
+
+    if ((n > req->cap_steps || comm->nranks > req->cap_peers || req->bufs != req->bufs_inline ||
+         sched->nbufs > HC_BUF_PER_OP) &&
+        exec_size(req, comm, sched) != HCOMM_SUCCESS)
+        return HCOMM_ERR_NO_MEMORY;
+    if (sched->nbufs == HC_BUF_PER_OP) { /* one call's: no memcpy call on the small path */
+        req->bufs[0] = bufs[0], req->bufs[1] = bufs[1], req->bufs[2] = bufs[2];
+    } else
+        memcpy(req->bufs, bufs, sched->nbufs * sizeof(void *));
 
     req->ndiv = sched->ndiv;
-    if (n != 0) /* a schedule without steps (count 0) has no state yet: NULL */
+    if (n != 0 && n <= EXEC_STATE_WORD) /* a small schedule's states: one store */
+        memset(req->state, 0, EXEC_STATE_WORD);
+    else if (n != 0) /* a schedule without steps (count 0) has no state yet: NULL */
         memset(req->state, 0, n);
     /* only the peers the schedule talks to: per call O(its peers), not O(ranks) */
     for (uint32_t k = 0; k < sched->npeers; k++)
@@ -79,10 +108,6 @@ hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_
     req->bytes_seen    = 0;
     req->next          = NULL;
     return HCOMM_SUCCESS;
-
-err_nomem:
-    hc_error(EXEC, "out of memory preparing a request of %u steps", n);
-    return HCOMM_ERR_NO_MEMORY;
 }
 
 void hc_exec_release(hcomm_request_t req)
@@ -212,7 +237,7 @@ static hcomm_status_t exec_post(hcomm_request_t req, uint32_t i)
             sk->src            = exec_ptr(req, st->src);
             sk->dtype          = st->dtype;
             sk->op             = st->op;
-            sk->esize          = (uint8_t)hcomm_dtype_size((hcomm_dtype_t)st->dtype);
+            sk->esize          = (uint8_t)hc_dtype_size((hcomm_dtype_t)st->dtype);
             sk->carry_len      = 0;
             status = tl->irecv(ep, NULL, st->len, exec_sink, sk, treq);
         }
@@ -233,7 +258,7 @@ static void exec_local(hcomm_request_t req, uint32_t i)
 {
     const hc_step_t *st = &req->sched->steps[i];
     char            *dst = exec_ptr(req, st->dst);
-    size_t           es  = hcomm_dtype_size((hcomm_dtype_t)st->dtype);
+    size_t           es  = hc_dtype_size((hcomm_dtype_t)st->dtype);
 
     switch (st->kind) {
     case HC_STEP_COPY: {

@@ -3,21 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/dtype.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/exec.h"
 #include "core/group.h"
 #include "core/ops.h"
 
-static __thread int              group_depth HC_TLS_FAST;
+__thread int hc_group_depth      HC_TLS_FAST;
 static __thread unsigned long    group_epoch; /* outermost groups started on this thread */
 static __thread hc_group_call_t *group_calls;
 static __thread size_t           group_len, group_cap;
-
-int hc_group_active(void)
-{
-    return group_depth > 0;
-}
 
 unsigned long hc_group_epoch(void)
 {
@@ -26,17 +22,17 @@ unsigned long hc_group_epoch(void)
 
 void hc_group_enter(void)
 {
-    if (group_depth++ == 0)
+    if (hc_group_depth++ == 0)
         group_epoch++;
 }
 
 int hc_group_leave(void)
 {
-    if (group_depth == 0) {
+    if (hc_group_depth == 0) {
         hc_error(COLL, "hcomm_group_end without hcomm_group_start");
         return -1;
     }
-    return --group_depth == 0;
+    return --hc_group_depth == 0;
 }
 
 hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
@@ -121,7 +117,7 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
         if (calls != NULL)
             hc_prof_call_fill(&calls[ncalls], &c->args, s->algo, c->sendbuf, c->recvbuf);
         ncalls++;
-        bytes += c->args.count * hcomm_dtype_size(c->args.dtype);
+        bytes += c->args.count * hc_dtype_size(c->args.dtype);
         st = hc_sched_append(merged, s);
         if (owned)
             hc_sched_destroy(s);

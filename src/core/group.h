@@ -19,8 +19,12 @@ typedef struct hc_group_call {
     hcomm_stream_t stream;
 } hc_group_call_t;
 
-/* Whether the calling thread is inside a group. */
-int           hc_group_active(void);
+/* Whether the calling thread is inside a group: inline, every call asks. */
+extern __thread int hc_group_depth __attribute__((visibility("hidden"), tls_model("initial-exec")));
+static inline int   hc_group_active(void)
+{
+    return hc_group_depth > 0;
+}
 /* Counts the outermost groups started on the calling thread: what a call
  * queued in a group keeps alive lasts until the epoch changes. */
 unsigned long hc_group_epoch(void);

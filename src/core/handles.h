@@ -9,8 +9,24 @@
 
 #include "hcomm.h"
 
-/* Whether comm is a live communicator (not NULL, destroyed or foreign). */
-int hc_comm_is_live(hcomm_comm_t comm);
+/* Whether comm is a live communicator (not NULL, destroyed or foreign). A
+ * thread that found the same communicator live, with no communicator made or
+ * destroyed since (the registry's generation), needs no search: inline, as
+ * every call asks. */
+extern _Atomic unsigned long hc_registry_gen __attribute__((visibility("hidden")));
+extern __thread hcomm_comm_t hc_registry_last
+    __attribute__((visibility("hidden"), tls_model("initial-exec")));
+extern __thread unsigned long hc_registry_last_gen
+    __attribute__((visibility("hidden"), tls_model("initial-exec")));
+int hc_comm_is_live_search(hcomm_comm_t comm);
+
+static inline int hc_comm_is_live(hcomm_comm_t comm)
+{
+    if (comm != NULL && comm == hc_registry_last &&
+        __atomic_load_n(&hc_registry_gen, __ATOMIC_SEQ_CST) == hc_registry_last_gen)
+        return 1;
+    return hc_comm_is_live_search(comm);
+}
 /* Validates comm for a new operation: live, not failed. Logs (naming what)
  * and returns why not. */
 hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what);

@@ -32,11 +32,15 @@ void hc_request_recycle(struct hcomm_comm *comm, hcomm_request_t req)
         hc_sched_destroy(req->sched);
         req->own_sched = 0;
     }
-    hc_stage_free(comm, req->stage);
-    req->stage = NULL;
-    free(req->prof_calls); /* a group's, for the profilers */
-    req->prof_calls  = NULL;
-    req->prof_ncalls = 0;
+    if (req->stage != NULL) {
+        hc_stage_free(comm, req->stage);
+        req->stage = NULL;
+    }
+    if (req->prof_calls != NULL) { /* a group's, for the profilers */
+        free(req->prof_calls);
+        req->prof_calls  = NULL;
+        req->prof_ncalls = 0;
+    }
     if (comm != NULL && hc_comm_is_live(comm) && comm->nfree < HC_REQ_FREE_MAX) {
         req->next      = comm->req_free;
         comm->req_free = req;

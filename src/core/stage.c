@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/dtype.h"
 #include "base/extent.h"
 #include "base/log.h"
 #include "core/comm.h"
@@ -15,7 +16,7 @@
  * on rank; 0 where the rank does not use that buffer. */
 static void stage_extents(const hc_coll_args_t *a, int rank, int nranks, size_t *sb, size_t *rb)
 {
-    size_t b = a->count * hcomm_dtype_size(a->dtype), all = b * (size_t)nranks;
+    size_t b = a->count * hc_dtype_size(a->dtype), all = b * (size_t)nranks;
     *sb = *rb = 0;
     switch (a->coll) {
     case HC_COLL_ALLREDUCE:
@@ -72,13 +73,11 @@ static void stage_block_free(char *p, int pinned)
     free(p);
 }
 
-hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, const void **sendbuf,
-                              void **recvbuf, hc_stage_t **out)
+hcomm_status_t hc_stage_begin_kinds(struct hcomm_comm *c, const hc_coll_args_t *a,
+                                    const void **sendbuf, void **recvbuf, hc_stage_t **out)
 {
     size_t sb, rb;
     *out = NULL;
-    if (!hc_mem_maybe_other()) /* the common case: two loads */
-        return HCOMM_SUCCESS;
     if (a->coll == HC_COLL_ALLTOALLV) /* its extents are the counts' */
         return hc_mem_host_only("hcomm_alltoallv", *sendbuf, 1) == HCOMM_SUCCESS
                    ? hc_mem_host_only("hcomm_alltoallv", *recvbuf, 1)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "algorithms/algo.h"
+#include "device/device.h"
 
 /* Input copied in per progress call: a step on its first chunk can go after
  * one chunk's copy rather than the whole buffer's. */
@@ -33,12 +34,22 @@ typedef struct hc_stage {
 
 struct hcomm_comm;
 
+/* hc_stage_begin where another kind may be present. */
+hcomm_status_t hc_stage_begin_kinds(struct hcomm_comm *c, const hc_coll_args_t *a,
+                                    const void **sendbuf, void **recvbuf, hc_stage_t **out);
+
 /* The stage args' buffers need on c's rank, with *sendbuf and *recvbuf
  * turned into its host copies; *out NULL when both are host memory (two
- * loads in a process without other kinds). HCOMM_ERR_UNSUPPORTED for
+ * loads in a process without other kinds: inline). HCOMM_ERR_UNSUPPORTED for
  * alltoallv, HCOMM_ERR_NO_MEMORY; logged. */
-hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a, const void **sendbuf,
-                              void **recvbuf, hc_stage_t **out);
+static inline hcomm_status_t hc_stage_begin(struct hcomm_comm *c, const hc_coll_args_t *a,
+                                            const void **sendbuf, void **recvbuf, hc_stage_t **out)
+{
+    *out = NULL;
+    if (!hc_mem_maybe_other())
+        return HCOMM_SUCCESS;
+    return hc_stage_begin_kinds(c, a, sendbuf, recvbuf, out);
+}
 
 /* Copies the input's next chunk in; HCOMM_SUCCESS also when all is in. */
 hcomm_status_t hc_stage_in_next(hc_stage_t *s);
