@@ -75,25 +75,23 @@ err_nomem:
     return HCOMM_ERR_NO_MEMORY;
 }
 
-hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_sched_t *sched,
-                               void *const *bufs, size_t tmp_total)
+/* Fills req for sched; its arrays are sized. Inline: the small path's copy
+ * makes no call, so it saves no registers. */
+static inline __attribute__((always_inline)) void exec_fill(hcomm_request_t    req,
+                                                            struct hcomm_comm *comm,
+                                                            hc_sched_t *sched, void *const *bufs,
+                                                            size_t tmp_total, int small)
 {
     uint32_t n = sched->nsteps;
-
-    if ((n > req->cap_steps || comm->nranks > req->cap_peers || req->bufs != req->bufs_inline ||
-         sched->nbufs > HC_BUF_PER_OP) &&
-        exec_size(req, comm, sched) != HCOMM_SUCCESS)
-        return HCOMM_ERR_NO_MEMORY;
-    if (sched->nbufs == HC_BUF_PER_OP) { /* one call's: no memcpy call on the small path */
+    if (small) { /* one call's buffers, at most EXEC_STATE_WORD steps: stores, no libc call */
         req->bufs[0] = bufs[0], req->bufs[1] = bufs[1], req->bufs[2] = bufs[2];
-    } else
-        memcpy(req->bufs, bufs, sched->nbufs * sizeof(void *));
-
-    req->ndiv = sched->ndiv;
-    if (n != 0 && n <= EXEC_STATE_WORD) /* a small schedule's states: one store */
         memset(req->state, 0, EXEC_STATE_WORD);
-    else if (n != 0) /* a schedule without steps (count 0) has no state yet: NULL */
-        memset(req->state, 0, n);
+    } else {
+        memcpy(req->bufs, bufs, sched->nbufs * sizeof(void *));
+        if (n != 0) /* a schedule without steps (count 0) has no state yet: NULL */
+            memset(req->state, 0, n);
+    }
+    req->ndiv = sched->ndiv;
     /* only the peers the schedule talks to: per call O(its peers), not O(ranks) */
     for (uint32_t k = 0; k < sched->npeers; k++)
         req->next_send[sched->peers[k]] = req->next_recv[sched->peers[k]] = 0;
@@ -107,6 +105,28 @@ hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_
     req->poll_tick     = 0;
     req->bytes_seen    = 0;
     req->next          = NULL;
+}
+
+static hcomm_status_t __attribute__((noinline))
+exec_prepare_sized(hcomm_request_t req, struct hcomm_comm *comm, hc_sched_t *sched,
+                   void *const *bufs, size_t tmp_total)
+{
+    if (exec_size(req, comm, sched) != HCOMM_SUCCESS)
+        return HCOMM_ERR_NO_MEMORY;
+    exec_fill(req, comm, sched, bufs, tmp_total,
+              sched->nbufs == HC_BUF_PER_OP && sched->nsteps != 0 &&
+                  sched->nsteps <= EXEC_STATE_WORD);
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_sched_t *sched,
+                               void *const *bufs, size_t tmp_total)
+{
+    uint32_t n = sched->nsteps;
+    if (n == 0 || n > EXEC_STATE_WORD || n > req->cap_steps || comm->nranks > req->cap_peers ||
+        req->bufs != req->bufs_inline || sched->nbufs != HC_BUF_PER_OP)
+        return exec_prepare_sized(req, comm, sched, bufs, tmp_total);
+    exec_fill(req, comm, sched, bufs, tmp_total, 1);
     return HCOMM_SUCCESS;
 }
 
