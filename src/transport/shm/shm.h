@@ -42,6 +42,7 @@
 #define HC_SHM_CHUNK_MAX ((uint64_t)128 << 10)    /* publish head/tail this often */
 #define HC_SHM_CHECK_MS 50                        /* peer liveness check period */
 #define HC_SHM_HOT_BYTES ((uint64_t)16 << 10)     /* small messages keep to the ring's start */
+#define HC_SHM_UNSTACK_MS 100                     /* at most one move off a shared CPU per this */
 
 /* The segment header; side 0 is the lower rank. */
 typedef struct hc_shm_seg {
@@ -53,6 +54,7 @@ typedef struct hc_shm_seg {
     uint64_t          probe_val[2];
     _Atomic uint32_t  attached;  /* hi mapped the segment and unlinked its name */
     _Atomic uint32_t  closed[2]; /* that side finished with the segment */
+    _Atomic int32_t   cpu[2];    /* the CPU that side last polled on, + 1 (shm_cpu.c) */
     hc_shm_ring_ctl_t ctl[2];    /* [0]: lo->hi, [1]: hi->lo */
 } hc_shm_seg_t;
 
@@ -106,7 +108,7 @@ struct hc_tl_ep {
     uint64_t n_rewind;
 };
 
-/* A lower rank of this host: it makes the pair's segment (shm_reachable). */
+/* A rank of this host (shm_reachable); a lower one makes the pair's segment. */
 typedef struct hc_shm_lower {
     int     local;
     int32_t pid;
@@ -125,7 +127,7 @@ struct hc_tl_ctx {
     pid_t           pid;
     hc_tl_ep_t    **eps;   /* by peer rank */
     double         *since; /* by peer rank: first connect call still waiting for the peer */
-    hc_shm_lower_t *lower; /* by peer rank */
+    hc_shm_lower_t *lower; /* by peer rank: the ranks of this host */
     hc_tl_ep_t    **list;  /* connected endpoints */
     int             nlist;
     uint64_t        next_check_ms;
@@ -133,6 +135,9 @@ struct hc_tl_ctx {
     uint64_t        probe;  /* peers read it to test process_vm_readv */
     uint8_t        *bounce; /* HC_SHM_CMA_PIECE bytes for single-copy sink receives */
     int             cma_logged;
+    int             unstack;         /* HCOMM_SHM_UNSTACK (shm_cpu.c) */
+    uint64_t        next_unstack_ms; /* no move before this coarse time */
+    uint64_t        n_unstack;       /* moves made, for tests */
 };
 
 /* shm_ctx.c: the name of the segment of ranks lo < hi, whose lo published
@@ -147,6 +152,10 @@ void hc_shm_seg_name(const char *public_name, const uint8_t *lo_nonce, int lo, i
 /* shm_ctx.c: once the peer has published its probe address, tests whether
  * process_vm_readv can read it and tells the peer through cma_ok. */
 void hc_shm_probe(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep);
+
+/* shm_cpu.c: publishes this rank's CPU to its peers; the highest of the
+ * ranks stacked on one CPU moves to a less used one (HCOMM_SHM_UNSTACK). */
+void hc_shm_cpu_check(hc_tl_ctx_t *ctx);
 
 /* shm_ep.c */
 hcomm_status_t hc_shm_isend(hc_tl_ep_t *ep, const void *buf, size_t len, hc_tl_req_t *req);

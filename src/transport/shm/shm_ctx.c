@@ -42,6 +42,7 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->ring_bytes = hc_shm_ring_size(prm->shm_ring_bytes);
     ctx->chunk      = HC_SHM_CHUNK_MAX;
     ctx->cma_min    = prm->shm_cma_min;
+    ctx->unstack    = prm->shm_unstack;
     ctx->pid        = getpid();
     memcpy(ctx->cookie, p->cookie, sizeof(ctx->cookie));
     if (p->self != NULL)
@@ -117,8 +118,10 @@ static int shm_reachable(hc_tl_ctx_t *ctx, const hc_peer_info_t *self, const hc_
 {
     int same = self->host_hash == peer->host_hash;
     (void)addr, (void)len;
-    /* remembered for shm_close_unopened: the choice asks about every peer */
-    if (same && ctx != NULL && peer->rank >= 0 && peer->rank < ctx->rank) {
+    /* remembered for shm_close_unopened (lower ranks) and for counting this
+     * host's ranks (shm_cpu.c): the choice asks about every peer */
+    if (same && ctx != NULL && peer->rank >= 0 && peer->rank < ctx->nranks &&
+        peer->rank != ctx->rank) {
         hc_shm_lower_t *lo = &ctx->lower[peer->rank];
         lo->local          = 1;
         lo->pid            = peer->pid;

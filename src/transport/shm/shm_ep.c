@@ -451,6 +451,7 @@ int hc_shm_progress(hc_tl_ctx_t *ctx)
 
     /* the clock only every 64 calls: this loop is the latency path */
     if ((++ctx->tick & 63) == 0) {
+        hc_shm_cpu_check(ctx);
         uint64_t now = hc_clock_coarse_ms();
         if (now >= ctx->next_check_ms) {
             ctx->next_check_ms = now + HC_SHM_CHECK_MS;
