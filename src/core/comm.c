@@ -436,8 +436,10 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
     if (st == HCOMM_SUCCESS)
         st = comm_setup(c, id);
     c->host_ids = NULL;
-    if (st == HCOMM_SUCCESS)
+    if (st == HCOMM_SUCCESS) {
         hc_trace_open(c); /* before calibration and warm-up: they are operations too */
+        hc_request_prefill(c);
+    }
     if (st == HCOMM_SUCCESS && registry_add(c) != 0)
         st = HCOMM_ERR_NO_MEMORY;
     else if (st == HCOMM_SUCCESS && (st = hc_comm_calibrate(c)) != HCOMM_SUCCESS)

@@ -18,10 +18,6 @@
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
-/* Step states are allocated for at least this many steps, so that a small
- * schedule's are reset with one constant-size store. */
-#define EXEC_STATE_WORD 8u
-
 /* How often (in idle progress calls) to look at the clock and at endpoints. */
 #define EXEC_CHECK_EVERY 64
 
@@ -38,40 +34,34 @@ static int exec_grow(void **p, size_t n, size_t sz)
     return 0;
 }
 
-/* Sizes req's per-step and per-peer arrays and its buffer table for sched
- * on comm: a request's first use, or a larger schedule than before. */
-static hcomm_status_t __attribute__((noinline))
-exec_size(hcomm_request_t req, const struct hcomm_comm *comm, const hc_sched_t *sched)
+hcomm_status_t hc_exec_reserve(hcomm_request_t req, uint32_t nsteps, int nranks, uint32_t nbufs)
 {
-    uint32_t n = sched->nsteps;
-    int      np = comm->nranks;
-
-    if (n > req->cap_steps) {
-        uint32_t cap = n < EXEC_STATE_WORD ? EXEC_STATE_WORD : n;
+    if (nsteps > req->cap_steps) {
+        uint32_t cap = nsteps < HC_EXEC_SMALL_STEPS ? HC_EXEC_SMALL_STEPS : nsteps;
         if (exec_grow((void **)&req->tl_reqs, cap, sizeof(*req->tl_reqs)) ||
             exec_grow((void **)&req->sinks, cap, sizeof(*req->sinks)) ||
             exec_grow((void **)&req->state, cap, sizeof(*req->state)))
             goto err_nomem;
         req->cap_steps = cap;
     }
-    if (np > req->cap_peers) {
-        if (exec_grow((void **)&req->next_send, (size_t)np, sizeof(uint32_t)) ||
-            exec_grow((void **)&req->next_recv, (size_t)np, sizeof(uint32_t)))
+    if (nranks > req->cap_peers) {
+        if (exec_grow((void **)&req->next_send, (size_t)nranks, sizeof(uint32_t)) ||
+            exec_grow((void **)&req->next_recv, (size_t)nranks, sizeof(uint32_t)))
             goto err_nomem;
-        req->cap_peers = np;
+        req->cap_peers = nranks;
     }
     if (req->bufs != NULL && req->bufs != req->bufs_inline)
         free(req->bufs);
     req->bufs = req->bufs_inline;
-    if (sched->nbufs > HC_BUF_PER_OP) {
-        req->bufs = malloc(sched->nbufs * sizeof(void *));
+    if (nbufs > HC_BUF_PER_OP) {
+        req->bufs = malloc(nbufs * sizeof(void *));
         if (req->bufs == NULL)
             goto err_nomem;
     }
     return HCOMM_SUCCESS;
 
 err_nomem:
-    hc_error(EXEC, "out of memory preparing a request of %u steps", n);
+    hc_error(EXEC, "out of memory preparing a request of %u steps", nsteps);
     return HCOMM_ERR_NO_MEMORY;
 }
 
@@ -83,9 +73,9 @@ static inline __attribute__((always_inline)) void exec_fill(hcomm_request_t    r
                                                             size_t tmp_total, int small)
 {
     uint32_t n = sched->nsteps;
-    if (small) { /* one call's buffers, at most EXEC_STATE_WORD steps: stores, no libc call */
+    if (small) { /* one call's buffers, at most HC_EXEC_SMALL_STEPS steps: stores, no libc call */
         req->bufs[0] = bufs[0], req->bufs[1] = bufs[1], req->bufs[2] = bufs[2];
-        memset(req->state, 0, EXEC_STATE_WORD);
+        memset(req->state, 0, HC_EXEC_SMALL_STEPS);
     } else {
         memcpy(req->bufs, bufs, sched->nbufs * sizeof(void *));
         if (n != 0) /* a schedule without steps (count 0) has no state yet: NULL */
@@ -111,11 +101,11 @@ static hcomm_status_t __attribute__((noinline))
 exec_prepare_sized(hcomm_request_t req, struct hcomm_comm *comm, hc_sched_t *sched,
                    void *const *bufs, size_t tmp_total)
 {
-    if (exec_size(req, comm, sched) != HCOMM_SUCCESS)
+    if (hc_exec_reserve(req, sched->nsteps, comm->nranks, sched->nbufs) != HCOMM_SUCCESS)
         return HCOMM_ERR_NO_MEMORY;
     exec_fill(req, comm, sched, bufs, tmp_total,
               sched->nbufs == HC_BUF_PER_OP && sched->nsteps != 0 &&
-                  sched->nsteps <= EXEC_STATE_WORD);
+                  sched->nsteps <= HC_EXEC_SMALL_STEPS);
     return HCOMM_SUCCESS;
 }
 
@@ -123,7 +113,7 @@ hcomm_status_t hc_exec_prepare(hcomm_request_t req, struct hcomm_comm *comm, hc_
                                void *const *bufs, size_t tmp_total)
 {
     uint32_t n = sched->nsteps;
-    if (n == 0 || n > EXEC_STATE_WORD || n > req->cap_steps || comm->nranks > req->cap_peers ||
+    if (n == 0 || n > HC_EXEC_SMALL_STEPS || n > req->cap_steps || comm->nranks > req->cap_peers ||
         req->bufs != req->bufs_inline || sched->nbufs != HC_BUF_PER_OP)
         return exec_prepare_sized(req, comm, sched, bufs, tmp_total);
     exec_fill(req, comm, sched, bufs, tmp_total, 1);

@@ -25,6 +25,16 @@ hcomm_status_t hc_exec_progress(hcomm_request_t req);
 /* The peers of req's posted transfers that have not finished (each once, at
  * most max): whom a running request waits for. */
 int hc_exec_waiting_peers(const struct hcomm_request *req, int32_t *peers, int max);
+/* Step arrays are allocated for at least this many steps, so that a small
+ * schedule's states are reset with one constant-size store. */
+#define HC_EXEC_SMALL_STEPS 8u
+
+/* Sizes req's per-step and per-peer arrays and its buffer table for a
+ * schedule of nsteps steps and nbufs buffers on nranks ranks (a request's
+ * first use, a larger schedule than before, or spares made at init).
+ * HCOMM_ERR_NO_MEMORY, logged. */
+hcomm_status_t hc_exec_reserve(hcomm_request_t req, uint32_t nsteps, int nranks, uint32_t nbufs);
+
 /* Frees what hc_exec_prepare allocated (not req itself). */
 void hc_exec_release(hcomm_request_t req);
 

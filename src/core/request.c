@@ -26,6 +26,23 @@ hcomm_request_t hc_request_alloc(struct hcomm_comm *comm)
     return req;
 }
 
+void hc_request_prefill(struct hcomm_comm *comm)
+{
+    while (comm->nfree < HC_REQ_FREE_MAX) {
+        hcomm_request_t req = calloc(1, sizeof(*req));
+        if (req == NULL || hc_exec_reserve(req, HC_EXEC_SMALL_STEPS, comm->nranks, HC_BUF_PER_OP) !=
+                               HCOMM_SUCCESS) {
+            if (req != NULL)
+                hc_exec_release(req);
+            free(req);
+            return; /* fewer spares: calls allocate their own */
+        }
+        req->next      = comm->req_free;
+        comm->req_free = req;
+        comm->nfree++;
+    }
+}
+
 void hc_request_recycle(struct hcomm_comm *comm, hcomm_request_t req)
 {
     if (req->own_sched) {

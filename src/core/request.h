@@ -58,5 +58,8 @@ struct hcomm_request {
 hcomm_request_t hc_request_alloc(struct hcomm_comm *comm);
 /* Done with req: keeps a few for the next calls (comm live), frees the rest. */
 void            hc_request_recycle(struct hcomm_comm *comm, hcomm_request_t req);
+/* Fills comm's spare requests (HC_REQ_FREE_MAX), sized for small schedules,
+ * at init: a first window of nonblocking calls then allocates nothing. */
+void hc_request_prefill(struct hcomm_comm *comm);
 
 #endif
