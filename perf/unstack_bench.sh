@@ -4,8 +4,8 @@
 # LAUNCHES launches per setting, interleaved, of `perf/first_calls -N 2 -b 8
 # -n 3000`; a launch counts as stacked when more than 50 of its calls took
 # over 5 us (a call takes ~0.3 us unstacked). Then the same on 4 ranks
-# (more ranks than CPUs here, where hcomm moves no one): the mean us per call
-# of calls 1001-3000, averaged over the launches.
+# (more ranks than CPUs here, where hcomm moves no one): the mean us per
+# call of calls 10001-20000 of 20000, averaged over the launches.
 #   perf/unstack_bench.sh [LAUNCHES]          (default 20)
 launches=${1:-20}
 prog="$(dirname "$0")/first_calls"
@@ -21,8 +21,8 @@ prog="$(dirname "$0")/first_calls"
     done
     for i in $(seq 1 "$launches"); do
         for v in 0 1; do
-            HCOMM_SHM_UNSTACK=$v "$prog" -N 4 -b 8 -n 3000 -p | awk -v v="$v" '
-                $1 ~ /^[0-9]+$/ && NF == 2 && ++n > 1000 { s += $2; k++ } END { print "n4", v, s / k }'
+            HCOMM_SHM_UNSTACK=$v "$prog" -N 4 -b 8 -n 20000 -p | awk -v v="$v" '
+                $1 ~ /^[0-9]+$/ && NF == 2 && ++n > 10000 { s += $2; k++ } END { print "n4", v, s / k }'
         done
     done
 } | awk -v l="$launches" '

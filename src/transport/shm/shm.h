@@ -138,6 +138,7 @@ struct hc_tl_ctx {
     int             unstack;         /* HCOMM_SHM_UNSTACK (shm_cpu.c) */
     uint64_t        next_unstack_ms; /* no move before this coarse time */
     uint64_t        n_unstack;       /* moves made, for tests */
+    int             nlocal;          /* ranks of this host, once counted (0: not yet) */
 };
 
 /* shm_ctx.c: the name of the segment of ranks lo < hi, whose lo published
@@ -153,8 +154,8 @@ void hc_shm_seg_name(const char *public_name, const uint8_t *lo_nonce, int lo, i
  * process_vm_readv can read it and tells the peer through cma_ok. */
 void hc_shm_probe(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep);
 
-/* shm_cpu.c: publishes this rank's CPU to its peers; the highest of the
- * ranks stacked on one CPU moves to a less used one (HCOMM_SHM_UNSTACK). */
+/* shm_cpu.c: publishes this rank's CPU to its peers; the higher of two
+ * ranks stacked on one CPU moves to a free one (HCOMM_SHM_UNSTACK). */
 void hc_shm_cpu_check(hc_tl_ctx_t *ctx);
 
 /* shm_ep.c */

@@ -1,15 +1,17 @@
-/* shm_cpu.c - two local ranks stacked on one CPU while another CPU they may
- * use has none: the higher rank moves itself there once.
+/* shm_cpu.c - two local ranks stacked on one CPU while another CPU of their
+ * mask has none: the higher one moves there.
  *
  * Ranks started by a fork (hcomm-run, hcomm-perf --ranks, torchrun without
- * binding) may start on their parent's CPU and stay there together: measured
- * here in 3 of 12 two-rank launches on 2 CPUs, for 825 to more than 3000
+ * binding) may start on their parent's CPU and stay there together: 2 ranks
+ * on 2 CPUs did in a fifth of the launches here, for 825 to more than 3000
  * small allreduces, each ~40 times slower, since a rank's wait keeps its CPU
- * from the peer it waits for. Each rank publishes the CPU it polls on in each
- * pair's segment; the highest rank of those stacked on one CPU sets its
- * affinity to a CPU of its mask where no connected peer polls, which
- * migrates it at once, and then restores its mask: nothing stays pinned, the
- * scheduler balances as before. At most once per HC_SHM_UNSTACK_MS. */
+ * from the peer it waits for (perf/RESULTS.md). Each rank publishes the CPU
+ * it polls on in each pair's segment; where the host has no more ranks than
+ * the mask has CPUs, the highest rank of those stacked on one CPU moves to a
+ * CPU where no connected peer polls, at most once per HC_SHM_UNSTACK_MS. A
+ * move sets the thread's affinity to the one CPU, which migrates it at once,
+ * and gives the mask back: nothing stays pinned, and the scheduler balances
+ * as before. */
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -31,31 +33,19 @@ static int cpu_peers(const hc_tl_ctx_t *ctx, int cpu)
     return n;
 }
 
-/* Moves the calling thread off cpu to a CPU of its mask where no connected
- * peer polls; its mask is kept. Where this host has more ranks than the mask
- * has CPUs it stays: a move would only trade one stacking for another. */
-static void cpu_move(hc_tl_ctx_t *ctx, int cpu, int peer)
+/* Moves the calling thread to target and gives it its mask back. */
+static void cpu_move_to(hc_tl_ctx_t *ctx, const cpu_set_t *mask, int cpu, int target, int peer)
 {
-    cpu_set_t mask, one;
-    int       nlocal = 1;
-    for (int r = 0; r < ctx->nranks; r++)
-        nlocal += ctx->lower[r].local;
-    if (sched_getaffinity(0, sizeof(mask), &mask) != 0 || nlocal > CPU_COUNT(&mask))
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(target, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0)
         return;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (c == cpu || !CPU_ISSET(c, &mask) || cpu_peers(ctx, c) != 0)
-            continue;
-        CPU_ZERO(&one);
-        CPU_SET(c, &one);
-        if (sched_setaffinity(0, sizeof(one), &one) != 0)
-            return;
-        if (sched_setaffinity(0, sizeof(mask), &mask) != 0)
-            hc_warn(SHM, "restoring this thread's CPU mask after a move: %s", strerror(errno));
-        ctx->n_unstack++;
-        hc_debug(SHM, "rank %d shared CPU %d with rank %d: moved to CPU %d", ctx->rank, cpu, peer,
-                 c);
-        return;
-    }
+    if (sched_setaffinity(0, sizeof(*mask), mask) != 0)
+        hc_warn(SHM, "restoring this thread's CPU mask after a move: %s", strerror(errno));
+    ctx->n_unstack++;
+    hc_debug(SHM, "rank %d shared CPU %d with rank %d: moved to CPU %d", ctx->rank, cpu, peer,
+             target);
 }
 
 void hc_shm_cpu_check(hc_tl_ctx_t *ctx)
@@ -63,7 +53,6 @@ void hc_shm_cpu_check(hc_tl_ctx_t *ctx)
     int cpu = sched_getcpu();
     if (cpu < 0 || ctx->nlist == 0)
         return;
-    /* of the ranks stacked here, the highest moves: one at a time */
     int stacked = -1, higher = 0;
     for (int i = 0; i < ctx->nlist; i++) {
         hc_tl_ep_t *ep = ctx->list[i];
@@ -77,11 +66,28 @@ void hc_shm_cpu_check(hc_tl_ctx_t *ctx)
         else
             stacked = ep->peer;
     }
-    if (stacked < 0 || higher || !ctx->unstack)
+    if (!ctx->unstack)
         return;
-    uint64_t now = hc_clock_coarse_ms();
-    if (now < ctx->next_unstack_ms)
+    uint64_t  now = hc_clock_coarse_ms();
+    cpu_set_t mask;
+    if (stacked < 0 || higher || now < ctx->next_unstack_ms)
         return;
     ctx->next_unstack_ms = now + HC_SHM_UNSTACK_MS;
-    cpu_move(ctx, cpu, stacked);
+    if (ctx->nlocal == 0) { /* the host's ranks: all known once init chose transports */
+        ctx->nlocal = 1;
+        for (int r = 0; r < ctx->nranks; r++)
+            ctx->nlocal += ctx->lower[r].local;
+    }
+    if (sched_getaffinity(0, sizeof(mask), &mask) != 0)
+        return;
+    /* with more ranks than CPUs a move only trades one stacking for another:
+     * evening the ranks per CPU in turns measured no faster (perf/RESULTS.md) */
+    if (ctx->nlocal > CPU_COUNT(&mask))
+        return;
+    /* of the ranks stacked here, the highest moves to a CPU where no peer polls */
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (c != cpu && CPU_ISSET(c, &mask) && cpu_peers(ctx, c) == 0) {
+            cpu_move_to(ctx, &mask, cpu, c, stacked);
+            return;
+        }
 }
