@@ -30,7 +30,7 @@ static hcomm_comm_t   *registry;
 static size_t          registry_len, registry_cap;
 /* Bumped by every add and remove: a thread that validated a comm at the same
  * generation skips the locked search (the hot path of every call). */
-_Atomic unsigned long                       hc_registry_gen = 1;
+unsigned long                               hc_registry_gen = 1; /* __atomic_* only */
 __thread hcomm_comm_t hc_registry_last      HC_TLS_FAST;
 __thread unsigned long hc_registry_last_gen HC_TLS_FAST;
 
@@ -48,7 +48,7 @@ static int registry_add(hcomm_comm_t c)
     }
     if (rc == 0)
         registry[registry_len++] = c;
-    atomic_fetch_add(&hc_registry_gen, 1);
+    __atomic_fetch_add(&hc_registry_gen, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&registry_lock);
     return rc;
 }
@@ -61,7 +61,7 @@ static void registry_remove(hcomm_comm_t c)
             registry[i] = registry[--registry_len];
             break;
         }
-    atomic_fetch_add(&hc_registry_gen, 1);
+    __atomic_fetch_add(&hc_registry_gen, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -75,7 +75,7 @@ int hc_comm_is_live_search(hcomm_comm_t comm)
         live = (registry[i] == comm);
     if (live) {
         hc_registry_last     = comm;
-        hc_registry_last_gen = atomic_load(&hc_registry_gen);
+        hc_registry_last_gen = __atomic_load_n(&hc_registry_gen, __ATOMIC_SEQ_CST);
     }
     pthread_mutex_unlock(&registry_lock);
     return live;

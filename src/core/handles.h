@@ -13,7 +13,7 @@
  * thread that found the same communicator live, with no communicator made or
  * destroyed since (the registry's generation), needs no search: inline, as
  * every call asks. */
-extern _Atomic unsigned long hc_registry_gen __attribute__((visibility("hidden")));
+extern unsigned long         hc_registry_gen __attribute__((visibility("hidden"))); /* __atomic_* */
 extern __thread hcomm_comm_t hc_registry_last
     __attribute__((visibility("hidden"), tls_model("initial-exec")));
 extern __thread unsigned long hc_registry_last_gen
