@@ -13,7 +13,7 @@ kept() { [ "$(grep -c 'mask kept' "$out")" -eq 2 ]; }
 
 try 120 "$run" -n 2 "$check" pin 2000
 rc=$?
-if [ $rc = 0 ] && has '^SKIP' "$out"; then
+if has '^SKIP' "$out"; then # one CPU: each rank said so before init
     result "unstack: $(sed -n 's/^SKIP: *//p' "$out" | head -n 1)" 77
     finish
 fi
