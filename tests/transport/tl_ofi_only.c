@@ -17,14 +17,37 @@
 #define PAGE 4096
 #define NBUF (HC_OFI_MRC_SIZE + 8) /* more ranges than the cache holds */
 
-static hc_ofi_mr_t *mr_get(hc_ofi_mrc_t *c, const uint8_t *base, int i)
+static hc_ofi_mr_t *mr_get_as(hc_ofi_mrc_t *c, const uint8_t *base, int i, int keep)
 {
     hc_ofi_mr_t *mr = NULL;
 
     /* 100 bytes on page 2i: no two ranges share a page */
-    HC_TLT_CHK_ST(hc_ofi_mr_get(c, base + (size_t)i * 2 * PAGE, 100, &mr), HCOMM_SUCCESS);
+    HC_TLT_CHK_ST(hc_ofi_mr_get(c, base + (size_t)i * 2 * PAGE, 100, keep, &mr), HCOMM_SUCCESS);
     HC_TLT_CHK(mr != NULL && mr->refs > 0);
     return mr;
+}
+
+/* hcomm's own memory: kept registered while idle */
+static hc_ofi_mr_t *mr_get(hc_ofi_mrc_t *c, const uint8_t *base, int i)
+{
+    return mr_get_as(c, base, i, 1);
+}
+
+/* A user's buffer: one registration while it is in use, shared by its
+ * concurrent uses, let go at the last put (the pages may be unmapped after,
+ * and another mapping take the address), made again at the next use. */
+static void mr_user(hc_ofi_mrc_t *c, const uint8_t *base)
+{
+    uint64_t     regs = c->regs;
+    hc_ofi_mr_t *a = mr_get_as(c, base, NBUF + 1, 0), *b = mr_get_as(c, base, NBUF + 1, 0);
+
+    HC_TLT_CHK(a == b && a->refs == 2 && c->regs == regs + 1);
+    hc_ofi_mr_put(c, a);
+    HC_TLT_CHK(b->mr != NULL);
+    hc_ofi_mr_put(c, b);
+    HC_TLT_CHK(b->mr == NULL); /* let go; its slot is free for the next */
+    hc_ofi_mr_put(c, mr_get_as(c, base, NBUF + 1, 0));
+    HC_TLT_CHK(c->regs == regs + 2);
 }
 
 /* Busy entries are never evicted (past the cache's size, registrations are
@@ -60,6 +83,7 @@ static void mr_lru(const hc_ofi_mrc_t *ctx_cache)
     HC_TLT_CHK(c->regs == regs + 2);
     for (int i = 0; i < c->n; i++)
         HC_TLT_CHK(c->ent[i].refs == 0);
+    mr_user(c, base);
     hc_ofi_mr_fini(c); /* before the buffers go */
     free(base);
 }

@@ -123,6 +123,7 @@ typedef struct hc_ofi_mr {
     uint64_t       used; /* LRU stamp */
     int            refs; /* operations in flight that use it */
     int            temp; /* outside the cache (full of busy entries): freed at the last put */
+    int            keep; /* hcomm's own memory: kept registered while idle */
 } hc_ofi_mr_t;
 
 typedef struct hc_ofi_mrc {
@@ -137,8 +138,11 @@ typedef struct hc_ofi_mrc {
 } hc_ofi_mrc_t;
 
 /* *mr: a registration covering [buf, buf+len), held until hc_ofi_mr_put; NULL
- * when the provider needs none. */
-hcomm_status_t hc_ofi_mr_get(hc_ofi_mrc_t *c, const void *buf, size_t len, hc_ofi_mr_t **mr);
+ * when the provider needs none. keep: the memory is hcomm's own and stays
+ * mapped while the context lives, so its registration outlives its uses; a
+ * user's buffer's goes with its last use (ofi_mr.c says why). */
+hcomm_status_t hc_ofi_mr_get(hc_ofi_mrc_t *c, const void *buf, size_t len, int keep,
+                             hc_ofi_mr_t **mr);
 void           hc_ofi_mr_put(hc_ofi_mrc_t *c, hc_ofi_mr_t *mr);
 void           hc_ofi_mr_fini(hc_ofi_mrc_t *c);
 
@@ -161,6 +165,7 @@ typedef struct hc_ofi_op {
     uint8_t            kind;
     int8_t             slot; /* sink: the staging buffer */
     size_t             len;  /* the chunk's expected bytes */
+    fi_addr_t          to;   /* a control send's destination */
     hc_ofi_ctl_t       ctl;  /* control operations' message */
 } hc_ofi_op_t;
 
@@ -279,6 +284,8 @@ void           hc_ofi_ctl_recv(hc_tl_ctx_t *ctx, hc_ofi_op_t *op, size_t len);
 hcomm_status_t hc_ofi_ctl_send(hc_tl_ctx_t *ctx, fi_addr_t to, int kind, uint64_t limit,
                                uint64_t taken);
 void           hc_ofi_ctl_flush(hc_tl_ctx_t *ctx);
+/* A control message to `to` failed with err (positive): fails its endpoint. */
+void           hc_ofi_ctl_failed(hc_tl_ctx_t *ctx, fi_addr_t to, int kind, int err);
 void           hc_ofi_say_bye(hc_tl_ctx_t *ctx);
 /* Parses an address blob: the endpoint name and the peer's cut; 0 or -1. */
 int hc_ofi_addr_parse(const hc_tl_ctx_t *ctx, const void *addr, size_t len, const uint8_t **name,

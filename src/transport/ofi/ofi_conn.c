@@ -24,7 +24,7 @@ hcomm_status_t hc_ofi_ctl_post_rx(hc_tl_ctx_t *ctx, hc_ofi_op_t *op)
     op->ep   = NULL;
     op->req  = NULL;
     if (op->mr == NULL) {
-        hcomm_status_t st = hc_ofi_mr_get(&ctx->mrc, &op->ctl, sizeof(op->ctl), &op->mr);
+        hcomm_status_t st = hc_ofi_mr_get(&ctx->mrc, &op->ctl, sizeof(op->ctl), 1, &op->mr);
         if (st != HCOMM_SUCCESS)
             return st;
     }
@@ -123,8 +123,9 @@ static int ctl_try(hc_tl_ctx_t *ctx, fi_addr_t to, const hc_ofi_ctl_t *m)
     if (op == NULL)
         return -FI_ENOMEM;
     op->kind = HC_OFI_OP_CTL_TX;
+    op->to   = to;
     op->ctl  = *m;
-    if (hc_ofi_mr_get(&ctx->mrc, &op->ctl, sizeof(op->ctl), &op->mr) != HCOMM_SUCCESS) {
+    if (hc_ofi_mr_get(&ctx->mrc, &op->ctl, sizeof(op->ctl), 1, &op->mr) != HCOMM_SUCCESS) {
         hc_ofi_op_put(ctx, op);
         return -FI_ENOMEM;
     }
@@ -164,6 +165,27 @@ static void ctl_sent(hc_tl_ctx_t *ctx, fi_addr_t to, const hc_ofi_ctl_t *m)
             ctx->eps[i]->hello_out = 1;
 }
 
+/* A control message that could not go. The peer's sends wait for our
+ * credits and its connection for our hello: without them it stalls until the
+ * operation's timeout, so the endpoint fails now, saying why. A lost bye or
+ * its ack, or anything to a peer already leaving, costs only a wait at fini. */
+void hc_ofi_ctl_failed(hc_tl_ctx_t *ctx, fi_addr_t to, int kind, int err)
+{
+    hc_tl_ep_t *ep = NULL;
+    for (int i = 0; i < ctx->neps && ep == NULL; i++)
+        if (ctx->eps[i]->addr == to)
+            ep = ctx->eps[i];
+    if (ep == NULL || kind == HC_OFI_CTL_BYE || kind == HC_OFI_CTL_BYE_ACK || ep->gone) {
+        hc_debug(NET, "ofi: a control message to a peer leaving, or unknown, failed: %s",
+                 hc_ofi_lib.fi_strerror(err));
+        return;
+    }
+    hc_error(NET, "ofi: peer %d: a control message failed: %s", ep->peer,
+             hc_ofi_lib.fi_strerror(err));
+    if (ep->pend_fail == HCOMM_SUCCESS)
+        ep->pend_fail = HCOMM_ERR_REMOTE;
+}
+
 /* Sends a control message now, or once the provider has room (progress). */
 hcomm_status_t hc_ofi_ctl_send(hc_tl_ctx_t *ctx, fi_addr_t to, int kind, uint64_t limit,
                                uint64_t taken)
@@ -181,7 +203,7 @@ hcomm_status_t hc_ofi_ctl_send(hc_tl_ctx_t *ctx, fi_addr_t to, int kind, uint64_
     if (rc == -FI_EAGAIN)
         return ctlq_push(ctx, to, &m);
     if (rc != 0)
-        hc_warn(NET, "ofi: sending a control message: %s", hc_ofi_lib.fi_strerror(-rc));
+        hc_ofi_ctl_failed(ctx, to, kind, -rc);
     ctl_sent(ctx, to, &m);
     return HCOMM_SUCCESS;
 }
@@ -202,7 +224,7 @@ void hc_ofi_ctl_flush(hc_tl_ctx_t *ctx)
         if (rc == -FI_EAGAIN)
             break;
         if (rc != 0)
-            hc_warn(NET, "ofi: sending a control message: %s", hc_ofi_lib.fi_strerror(-rc));
+            hc_ofi_ctl_failed(ctx, ctx->ctlq[i].to, ctx->ctlq[i].msg.kind, -rc);
         ctl_sent(ctx, ctx->ctlq[i].to, &ctx->ctlq[i].msg);
     }
     memmove(ctx->ctlq, ctx->ctlq + i, (size_t)(ctx->nctlq - i) * sizeof(*ctx->ctlq));

@@ -109,7 +109,8 @@ static void cq_error(hc_tl_ctx_t *ctx)
         return;
     }
     if (op->kind == HC_OFI_OP_CTL_TX) {
-        hc_warn(NET, "ofi: a control message failed: %s (%s)", hc_ofi_lib.fi_strerror(err.err), why);
+        hc_debug(NET, "ofi: a control message's completion: %s", why);
+        hc_ofi_ctl_failed(ctx, op->to, op->ctl.kind, err.err);
         ctx->tx_live--;
         hc_ofi_op_put(ctx, op);
         return;

@@ -143,7 +143,7 @@ static int send_chunk(hc_tl_ep_t *ep, hc_tl_req_t *r, uint32_t j)
     hc_ofi_op_t *op = hc_ofi_op_get(ctx);
     if (op == NULL)
         return OWN_NOMEM;
-    if (hc_ofi_mr_get(&ctx->mrc, r->sbuf, r->len, &mr) != HCOMM_SUCCESS) {
+    if (hc_ofi_mr_get(&ctx->mrc, r->sbuf, r->len, 0, &mr) != HCOMM_SUCCESS) {
         hc_ofi_op_put(ctx, op);
         return OWN_NOMEM;
     }
@@ -176,9 +176,9 @@ static int recv_chunk(hc_tl_ep_t *ep, hc_tl_req_t *r, uint32_t j)
     uint8_t     *p = staged ? ep->slot[slot] : r->len > 0 ? (uint8_t *)r->rbuf + off : zero_len_buf;
     hc_ofi_mr_t *mr   = NULL;
     hc_ofi_op_t *op   = hc_ofi_op_get(ctx);
-    hcomm_status_t st = op == NULL ? HCOMM_ERR_NO_MEMORY
-                        : staged   ? hc_ofi_mr_get(&ctx->mrc, p, ep->cut.chunk, &mr)
-                                   : hc_ofi_mr_get(&ctx->mrc, r->rbuf, r->len, &mr);
+    hcomm_status_t st   = op == NULL ? HCOMM_ERR_NO_MEMORY
+                          : staged   ? hc_ofi_mr_get(&ctx->mrc, p, ep->cut.chunk, 1, &mr)
+                                     : hc_ofi_mr_get(&ctx->mrc, r->rbuf, r->len, 0, &mr);
     if (st != HCOMM_SUCCESS) {
         if (op != NULL)
             hc_ofi_op_put(ctx, op);

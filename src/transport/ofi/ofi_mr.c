@@ -1,12 +1,15 @@
 /* ofi_mr.c - registration of local buffers, for providers that ask for it
- * (FI_MR_LOCAL), through a small LRU cache keyed by address range: the
- * buffers of a schedule come back every step, and a registration costs a
- * system call or more.
+ * (FI_MR_LOCAL), through a small LRU cache keyed by address range: a
+ * registration costs a system call or more.
  *
- * The cache trusts that an address range keeps its pages while it is cached:
- * memory freed and mapped again at the same address would keep a stale
- * registration. Providers that pin pages (verbs) guard against that in their
- * own cache (FI_MR_CACHE_MONITOR); ours only saves the calls in between. */
+ * A registration that pins pages keeps the pages it pinned: a user's buffer
+ * freed and mapped again at the same address (malloc does that with large
+ * blocks) would be read and written through a stale one, and our open
+ * registration keeps the provider's own cache, which watches unmaps
+ * (FI_MR_CACHE_MONITOR), from dropping it. So a user's buffer is registered
+ * only while operations use it: concurrent chunks and messages share one
+ * registration, and the provider's cache makes the next one cheap. hcomm's
+ * own memory (staging slots, control messages) stays registered. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,9 +65,12 @@ static void mr_release(hc_ofi_mr_t *e)
  * one (deregistered), else -1 (every entry is in use). */
 static int mr_victim(hc_ofi_mrc_t *c)
 {
+    int v = -1;
+    for (int i = 0; i < c->n; i++)
+        if (c->ent[i].mr == NULL) /* a user buffer's, let go */
+            return i;
     if (c->n < HC_OFI_MRC_SIZE)
         return c->n++;
-    int v = -1;
     for (int i = 0; i < c->n; i++)
         if (c->ent[i].refs == 0 && (v < 0 || c->ent[i].used < c->ent[v].used))
             v = i;
@@ -73,7 +79,8 @@ static int mr_victim(hc_ofi_mrc_t *c)
     return v;
 }
 
-hcomm_status_t hc_ofi_mr_get(hc_ofi_mrc_t *c, const void *buf, size_t len, hc_ofi_mr_t **mr)
+hcomm_status_t hc_ofi_mr_get(hc_ofi_mrc_t *c, const void *buf, size_t len, int keep,
+                             hc_ofi_mr_t **mr)
 {
     *mr = NULL;
     if (!c->on || len == 0)
@@ -104,6 +111,7 @@ hcomm_status_t hc_ofi_mr_get(hc_ofi_mrc_t *c, const void *buf, size_t len, hc_of
         return st;
     }
     e->temp = v < 0;
+    e->keep = keep;
     e->used = c->clock;
     e->refs = 1;
     *mr     = e;
@@ -115,9 +123,13 @@ void hc_ofi_mr_put(hc_ofi_mrc_t *c, hc_ofi_mr_t *mr)
     (void)c;
     if (mr == NULL)
         return;
-    if (--mr->refs == 0 && mr->temp) {
+    if (--mr->refs > 0)
+        return;
+    if (mr->temp) {
         mr_release(mr);
         free(mr);
+    } else if (!mr->keep) {
+        mr_release(mr);
     }
 }
 

@@ -101,6 +101,7 @@ static int cq_open(hc_tl_ctx_t *ctx, const struct fi_info *i)
             return 0;
         ctx->wait_fd = -1;
         fi_close(&ctx->cq->fid);
+        ctx->cq = NULL; /* a failed reopen below leaves it untouched */
     }
     a.wait_obj = FI_WAIT_NONE;
     hc_debug(NET, "ofi: %s offers no CQ wait fd: the transport is polled only",

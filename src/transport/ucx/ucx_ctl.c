@@ -104,9 +104,13 @@ int hc_ucx_bye_check(hc_tl_ep_t *ep)
          ep->bye_in.magic == HC_UCX_MAGIC && ep->bye_in.rank == (uint32_t)ep->peer;
     hc_ucx_ctl_release(ep->ctx, ctl);
     if (!ok) {
-        if (ctl->status != UCS_ERR_CANCELED)
-            hc_warn(NET, "peer %d: malformed bye (%s, %zu bytes) ignored", ep->peer,
-                    hc_ucx_api.ucs_status_string(ctl->status), ctl->length);
+        if (ctl->status == UCS_ERR_CANCELED)
+            return 0;
+        hc_warn(NET, "peer %d: malformed bye (%s, %zu bytes) ignored", ep->peer,
+                hc_ucx_api.ucs_status_string(ctl->status), ctl->length);
+        /* the peer's real bye may still come */
+        hc_ucx_ctl_recv(ep->ctx, ep, ctl, &ep->bye_in, sizeof(ep->bye_in), ep->peer,
+                        HC_UCX_TAG_BYE);
         return 0;
     }
     /* what it sent before the bye is here or on its way, even if it died since */

@@ -68,13 +68,13 @@ static int reap_queue(hc_tl_ep_t *ep, int recv, hcomm_status_t *err)
         if (*head == NULL)
             *tail = NULL;
         req->next = NULL;
-        (*done)++;
         n++;
         req->status = st;
         if (st != HCOMM_SUCCESS) {
             *err = st;
             break;
         }
+        (*done)++; /* a failed send is not one the bye may count */
     }
     return n;
 }
@@ -105,17 +105,37 @@ static void ctl_reap(hc_tl_ctx_t *ctx, hc_ucx_ctl_t *ctl)
         hc_ucx_ctl_release(ctx, ctl);
 }
 
+/* A hello that did not go leaves the peer waiting for it at connect, and
+ * our receives from the peer unmatched: the endpoint fails now, saying why,
+ * not at the operation's timeout. */
+static int hello_reap(hc_tl_ep_t *ep)
+{
+    ucs_status_t s = ep->hello_tx.status;
+
+    if (!ep->hello_tx.done)
+        return 0;
+    hc_ucx_ctl_release(ep->ctx, &ep->hello_tx);
+    if (s == UCS_OK || ep->status != HCOMM_SUCCESS || ep->gone != HC_UCX_PEER_OK)
+        return 0;
+    hc_error(NET, "peer %d: the connection's hello failed: %s", ep->peer,
+             hc_ucx_api.ucs_status_string(s));
+    return hc_ucx_ep_fail(ep, HCOMM_ERR_REMOTE);
+}
+
 static int ep_reap(hc_tl_ep_t *ep)
 {
     hcomm_status_t err = HCOMM_SUCCESS;
     int            n;
 
     ep->ready = 0;
-    ctl_reap(ep->ctx, &ep->hello_tx);
     ctl_reap(ep->ctx, &ep->bye_tx);
-    if (ep->status != HCOMM_SUCCESS)
+    if (ep->status != HCOMM_SUCCESS) {
+        ctl_reap(ep->ctx, &ep->hello_tx);
         return 0;
-    hc_ucx_bye_check(ep);
+    }
+    hc_ucx_bye_check(ep); /* first: a hello to a peer that left is no news */
+    if ((n = hello_reap(ep)) > 0 || ep->status != HCOMM_SUCCESS)
+        return n;
     n = reap_queue(ep, 0, &err);
     if (err == HCOMM_SUCCESS)
         n += reap_queue(ep, 1, &err);
