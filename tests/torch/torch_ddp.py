@@ -197,6 +197,10 @@ def check_errors(hc, gl):
     raises("a bad spec", RuntimeError,
            lambda: hc._allreduce_compressed(torch.ones(5), "topk:2", -1, 0))
     raises("a bad ratio", ValueError, lambda: hooks.CompressionState(topk_ratio=0))
+    # an empty tensor: nothing to reduce, and the work still completes
+    empty = torch.ones(0)
+    hc._allreduce_compressed(empty, "onebit", -1, 2).wait()
+    check("an empty tensor through onebit", empty.numel() == 0)
     # float16 and bfloat16 tensors: the average of the same values is them
     for dt in (torch.float16, torch.bfloat16):
         t = torch.full((3000,), 0.5, dtype=dt)

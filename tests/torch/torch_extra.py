@@ -40,6 +40,23 @@ def run_async(hc, gl, check, timeout):
     w = dist.barrier(group=hc, async_op=True)
     w.wait(timeout)
     check("async barrier completes", torch.tensor(w.is_completed()), torch.tensor(True))
+    run_nested(hc, gl, check)
+
+
+def run_nested(hc, gl, check):
+    # A then() callback that waits for an operation of its own group, as
+    # PowerSGD's hook does. A 4 MiB allreduce is still running when then() is
+    # called, so the callback runs on the thread of the group's stream: the
+    # operation it waits for must not queue behind it there.
+    def nested(fut):
+        inner = fut.value()[0][:4].clone()
+        dist.all_reduce(inner, group=hc)
+        return inner
+
+    big = torch.full((1 << 20,), float(RANK))
+    got = dist.all_reduce(big, group=hc, async_op=True).get_future().then(nested).wait()
+    want = torch.full((4,), float(sum(range(N)) * N))
+    check("then() callback waiting for its own group's allreduce", got, want)
 
 
 def run_subgroup(check, timeout):

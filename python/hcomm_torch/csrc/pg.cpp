@@ -69,10 +69,14 @@ ProcessGroupHcomm::~ProcessGroupHcomm()
 void ProcessGroupHcomm::shutdown()
 {
     // the stream runs its queued work first, whose Futures may call Python
+    // and queue more on aux_
     withoutGil([this] {
         if (stream_ != nullptr)
             hcomm_stream_destroy(stream_);
         stream_ = nullptr;
+        if (aux_ != nullptr)
+            hcomm_stream_destroy(aux_);
+        aux_ = nullptr;
         coalesced_.clear();
         destroyCompressStates(); // the stream that used them has ended
         if (comm_ != nullptr) {
@@ -96,6 +100,7 @@ void ProcessGroupHcomm::queueCompletion(Completion *c)
 {
     pending_.fetch_add(1, std::memory_order_relaxed);
     c->pending = &pending_;
+    c->stream  = stream_;
     if (hcomm_launch_host_func(stream_, Completion::run, c) == HCOMM_SUCCESS)
         return;
     // cannot queue it (out of memory): complete it once the stream is idle
@@ -110,10 +115,47 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launch(const c10::intrusive_ptr<Hc
     return launchLocked(w, issue);
 }
 
+// An operation issued from a Future's callback that stream_'s thread runs
+// (a DDP comm hook's then(), PowerSGD's) may be waited for right there: it
+// goes to aux_, whose thread is free, for as long as it is being queued
+// (every queueing call of launchLocked names stream_). The communicator orders
+// it after what was issued before it, as anywhere. A callback on aux_'s
+// thread queues on stream_ (its thread may wait in a callback of its own
+// only for an operation issued before).
+class ProcessGroupHcomm::ReentrantIssue
+{
+  public:
+    explicit ReentrantIssue(ProcessGroupHcomm &pg) : pg_(pg), main_(pg.stream_)
+    {
+        hcomm_stream_t on = Completion::runningOn();
+        if (on == nullptr || (on != pg.stream_ && on != pg.aux_))
+            return;
+        if (pg.aux_ == nullptr) {
+            hcomm_status_t st = hcomm_stream_create(&pg.aux_);
+            TORCH_CHECK(st == HCOMM_SUCCESS,
+                        "hcomm backend: a second stream for operations "
+                        "issued by Future callbacks: ",
+                        statusText(st));
+        }
+        pg.stream_    = on == main_ ? pg.aux_ : main_;
+        pg.reentrant_ = true;
+    }
+    ~ReentrantIssue()
+    {
+        pg_.stream_    = main_;
+        pg_.reentrant_ = false;
+    }
+
+  private:
+    ProcessGroupHcomm &pg_;
+    hcomm_stream_t     main_;
+};
+
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchLocked(const c10::intrusive_ptr<HcommWork> &w,
                                                            const Issue &issue)
 {
     TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
+    ReentrantIssue reentrant(*this);
     // w outlives this host function: its completion is always queued after it
     hcomm_status_t st = HCOMM_SUCCESS;
     if (w->hasStageIn())
@@ -138,6 +180,22 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchLocked(const c10::intrusive_
         coalesceError_ = st;
     TORCH_CHECK(st == HCOMM_SUCCESS, "hcomm backend: ", w->name(), " on rank ", rank_,
                 " failed: ", statusText(st));
+    return w;
+}
+
+ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchEmpty(const c10::intrusive_ptr<HcommWork> &w)
+{
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
+    ReentrantIssue reentrant(*this);
+    if (w->hasStageIn()) {
+        hcomm_status_t st = hcomm_launch_host_func(stream_, HcommWork::runStageIn, w.get());
+        TORCH_CHECK(st == HCOMM_SUCCESS, "hcomm backend: ", w->name(),
+                    ": queueing the input copies failed: ", statusText(st));
+    }
+    auto c = new Completion;
+    c->works.push_back(w);
+    queueCompletion(c);
     return w;
 }
 

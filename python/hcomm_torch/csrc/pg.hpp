@@ -131,7 +131,10 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     // Queues w's stage-in copies, then issue() (hcomm calls on stream_), then
     // w's completion; throws when the issue failed.
     WorkPtr launch(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue);
+    class ReentrantIssue;
     WorkPtr launchLocked(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue);
+    // w without an hcomm operation: completes after the group's earlier ones.
+    WorkPtr launchEmpty(const c10::intrusive_ptr<HcommWork> &w);
     // launch, or, for an operation of at most inlineBytes_ while no
     // earlier one is outstanding, on the caller's thread (pg_inline.cpp).
     WorkPtr launchSmall(const c10::intrusive_ptr<HcommWork> &w, size_t bytes, const IssueOn &issue);
@@ -164,11 +167,19 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
 
     hcomm_comm_t                               comm_   = nullptr;
     hcomm_stream_t                             stream_ = nullptr;
+    // Operations issued by a Future's callback that stream_'s thread runs go
+    // here (made on first use): a callback that waits for one would otherwise
+    // wait for its own thread (pg.cpp, ReentrantIssue).
+    hcomm_stream_t                             aux_       = nullptr;
+    bool                                       reentrant_ = false; // stream_ is aux_ for now
     std::mutex                                 mu_; // issue order: one issuing thread at a time
     bool                                       coalescing_ = false;
     std::vector<c10::intrusive_ptr<HcommWork>> coalesced_;
     hcomm_status_t                             coalesceError_ = HCOMM_SUCCESS;
     std::map<SlotKey, CompressSlot>            compress_;
+    // states replaced while queueing on aux_: an operation on stream_ may
+    // still use them, so they go at shutdown
+    std::vector<hcomm_compress_t> retired_;
     // inline runs (pg_inline.cpp); under mu_
     size_t                   inlineBytes_ = 0;
     std::chrono::nanoseconds inlineSpin_{0};

@@ -43,8 +43,10 @@ hcomm_status_t ProcessGroupHcomm::compressState(const SlotKey &key, size_t count
     // another bucket now (DDP rebuilt its buckets): its residuals mean nothing
     // for the new one. The stream may still run an operation on the old state,
     // so it goes after them.
-    if (slot.state != nullptr &&
-        hcomm_launch_host_func(stream_, destroyState, slot.state) != HCOMM_SUCCESS) {
+    if (slot.state != nullptr && reentrant_) {
+        retired_.push_back(slot.state);
+    } else if (slot.state != nullptr &&
+               hcomm_launch_host_func(stream_, destroyState, slot.state) != HCOMM_SUCCESS) {
         hcomm_stream_synchronize(stream_);
         hcomm_compress_destroy(slot.state);
     }
@@ -66,6 +68,9 @@ void ProcessGroupHcomm::destroyCompressStates()
     for (auto &kv : compress_)
         hcomm_compress_destroy(kv.second.state);
     compress_.clear();
+    for (hcomm_compress_t s : retired_)
+        hcomm_compress_destroy(s);
+    retired_.clear();
 }
 
 size_t ProcessGroupHcomm::compressionStates()
@@ -89,6 +94,8 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::allreduceCompressed(at::Tensor    
     auto       w   = makeWork(c10d::OpType::ALLREDUCE, name, {t});
     at::Tensor buf = contiguous(*w, t, true, true);
     SlotKey    key(owner, bucket);
+    if (buf.numel() == 0) // hcomm queues nothing for it: it completes in its turn
+        return launchEmpty(w);
     // launch holds mu_ while it issues: the slots change in issue order
     return launch(w, [=] {
         hcomm_compress_t state = nullptr;

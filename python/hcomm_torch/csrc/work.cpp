@@ -93,6 +93,13 @@ std::vector<at::Tensor> HcommWork::result()
     return outputs_;
 }
 
+static thread_local hcomm_stream_t completing = nullptr;
+
+hcomm_stream_t Completion::runningOn()
+{
+    return completing;
+}
+
 void Completion::run(void *arg)
 {
     auto          *c  = static_cast<Completion *>(arg);
@@ -105,8 +112,22 @@ void Completion::run(void *arg)
             st = hcomm_wait(&c->req);
     }
     std::vector<std::exception_ptr> errs;
-    for (auto &w : c->works)
-        errs.push_back(w->settle(st));
+    {
+        // while the Futures' callbacks run here (restored for a nested one)
+        struct Mark {
+            hcomm_stream_t outer = completing;
+            explicit Mark(hcomm_stream_t s)
+            {
+                completing = s;
+            }
+            ~Mark()
+            {
+                completing = outer;
+            }
+        } mark(c->stream);
+        for (auto &w : c->works)
+            errs.push_back(w->settle(st));
+    }
     // after the copy-backs and the Futures' callbacks, as on the stream, and
     // before wait() returns: the waiter's next operation may then run inline
     // (after finish() a woken waiter often ran before this thread got here)

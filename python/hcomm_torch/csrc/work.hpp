@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <hcomm.h>
+#include <hcomm_stream.h>
 
 #include "tensors.hpp"
 
@@ -79,9 +80,13 @@ struct Completion {
     hcomm_request_t                            req    = nullptr;
     hcomm_status_t                             status = HCOMM_SUCCESS;
     std::atomic<int> *pending = nullptr; // the group's count of these, decremented when done
+    hcomm_stream_t    stream  = nullptr; // the stream that runs it
 
     // The stream's host function; arg is a Completion made with new, freed here.
     static void run(void *arg);
+    // The stream whose Completion this thread is running (its Futures'
+    // callbacks run here), or null.
+    static hcomm_stream_t runningOn();
 };
 
 } // namespace hcomm_torch
