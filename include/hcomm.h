@@ -351,8 +351,11 @@ hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendco
 
 /*
  * Point to point. The n-th send from a to b matches the n-th recv at b from a;
- * counts must agree. A send and a recv that depend on each other (exchanges,
- * rings) go inside one group.
+ * counts must agree. Nonblocking sends and receives issued one after another
+ * (hcomm_isend, hcomm_irecv, nothing else between them on the communicator)
+ * run together, as in MPI: an exchange of isends then irecvs completes. A
+ * blocking call, or one on a stream, runs alone: a send and a recv that
+ * depend on each other (exchanges, rings) go inside one group there.
  */
 hcomm_status_t hcomm_send(const void *sendbuf, size_t count, hcomm_dtype_t dtype, int peer,
                           hcomm_comm_t comm, hcomm_stream_t stream);

@@ -13,6 +13,8 @@
 #include "core/ops.h"
 #include "core/stage.h"
 
+#define HC_P2P_AHEAD_MAX 64 /* sends and receives run behind the head, at most */
+
 void hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req, int gated)
 {
     if (gated) {
@@ -46,6 +48,43 @@ static int comm_gate_closed(hcomm_comm_t comm, hcomm_request_t req)
     return 0;
 }
 
+/* A send or a receive alone: one message, posted as it starts. */
+static int req_single_p2p(const struct hcomm_request *r)
+{
+    return r->sched != NULL && (r->sched->coll == HC_COLL_SEND || r->sched->coll == HC_COLL_RECV) &&
+           r->sched->nsteps <= 1 && r->stage == NULL && !r->gated;
+}
+
+static int req_all_posted(const struct hcomm_request *r)
+{
+    return r->started && r->nposted >= r->sched->nsteps;
+}
+
+/* Sends and receives right behind a head that is one too run beside it:
+ * an exchange (hcomm_isend then hcomm_irecv on both ranks) waits for itself
+ * otherwise, and MPI programs rely on it not to. One starts only once all
+ * before it have posted their message, so each pair's messages still go out
+ * in issue order; a collective, a group, a gated or staged request ends the
+ * run. One that finishes keeps its status (ahead_status) until it is the
+ * head: requests end, and their waiters return, in issue order. */
+static void comm_progress_behind(hcomm_request_t head)
+{
+    if (!req_single_p2p(head) || !req_all_posted(head))
+        return;
+    hcomm_request_t r = head->next;
+    for (int n = 0; r != NULL && n < HC_P2P_AHEAD_MAX; r = r->next, n++) {
+        if (!req_single_p2p(r))
+            return;
+        if (!r->ahead_done && hc_exec_progress(r) != HCOMM_IN_PROGRESS) {
+            r->ahead_status = r->status;
+            r->status       = HCOMM_IN_PROGRESS;
+            r->ahead_done   = 1;
+        }
+        if (!r->ahead_done && !req_all_posted(r))
+            return;
+    }
+}
+
 hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
 {
     hcomm_status_t st = HCOMM_SUCCESS;
@@ -57,7 +96,14 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
 
     while (comm->req_head != NULL) {
         hcomm_request_t req = comm->req_head;
-        if (comm_gate_closed(comm, req) || hc_exec_progress(req) == HCOMM_IN_PROGRESS) {
+        if (req->ahead_done && req->status == HCOMM_IN_PROGRESS)
+            req->status = req->ahead_status;
+        if (comm_gate_closed(comm, req)) {
+            st = HCOMM_IN_PROGRESS;
+            break;
+        }
+        if (hc_exec_progress(req) == HCOMM_IN_PROGRESS) {
+            comm_progress_behind(req);
             st = HCOMM_IN_PROGRESS;
             break;
         }

@@ -90,6 +90,8 @@ static inline __attribute__((always_inline)) void exec_fill(hcomm_request_t    r
     req->sched         = sched;
     req->status        = HCOMM_IN_PROGRESS;
     req->started       = 0;
+    req->ahead_done    = 0;
+    req->nposted       = 0;
     req->first_pending = 0;
     req->ndone         = 0;
     req->poll_tick     = 0;

@@ -26,6 +26,10 @@ struct hcomm_request {
     double            gate_since; /* when the closed gate was first found at the head */
     hcomm_status_t    status;    /* HCOMM_IN_PROGRESS until finished */
     int               started;
+    /* finished behind the head (comm_queue.c): what status it ends with once
+     * it is the head, so that requests end in issue order */
+    int               ahead_done;
+    hcomm_status_t    ahead_status;
     void            **bufs;      /* sched->nbufs base pointers; TMP ones hold offsets
                                     into the comm's scratch until it starts */
     size_t            tmp_total; /* scratch bytes it needs */

@@ -3,6 +3,7 @@
  * groups of collectives, comm_split, overlapping buffers, barrier semantics
  * and the name API. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -185,6 +186,58 @@ static void nb_p2p(ct_ctx_t *ctx)
     ctx->passed++;
 }
 
+/* An exchange of nonblocking calls outside a group: each rank sends 2 MiB
+ * to both neighbours and receives 2 MiB from both, sends first, as MPI
+ * programs do. More than any transport buffers: each send completes only
+ * once the receive behind it on the peer runs, so the receives must run
+ * beside the sends. Waited for last to first: requests still end in order. */
+static void nb_exchange(ct_ctx_t *ctx)
+{
+    enum { N = 1 << 19 };
+    int      r = ctx->rank, n = ctx->nranks, right = (r + 1) % n, left = (r + n - 1) % n;
+    int32_t *out           = malloc(sizeof(int32_t) * N),
+            *in[2]         = {malloc(sizeof(int32_t) * N), malloc(sizeof(int32_t) * N)};
+    hcomm_request_t req[4] = {NULL, NULL, NULL, NULL};
+    hcomm_status_t  st     = HCOMM_SUCCESS;
+    char            msg[160];
+
+    if (ctx->broken || n < 2 || out == NULL || in[0] == NULL || in[1] == NULL)
+        goto out;
+    for (int i = 0; i < N; i++)
+        out[i] = r * 1000000 + i, in[0][i] = in[1][i] = -1;
+    st = hcomm_isend(out, N, HCOMM_INT32, right, ctx->comm, &req[0]);
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_isend(out, N, HCOMM_INT32, left, ctx->comm, &req[1]);
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_irecv(in[0], N, HCOMM_INT32, left, ctx->comm, &req[2]);
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_irecv(in[1], N, HCOMM_INT32, right, ctx->comm, &req[3]);
+    for (int k = 3; k >= 0; k--) {
+        hcomm_status_t w = req[k] != NULL ? hcomm_wait(&req[k]) : HCOMM_SUCCESS;
+        st               = st != HCOMM_SUCCESS ? st : w;
+    }
+    if (st != HCOMM_SUCCESS) {
+        snprintf(msg, sizeof(msg), "isend, isend, irecv, irecv with ranks %d and %d: %s", left,
+                 right, hcomm_status_name(st));
+        check_fail(ctx, msg);
+        ctx->broken = 1;
+        goto out;
+    }
+    for (int i = 0; i < N; i++) {
+        if (in[0][i] != left * 1000000 + i || in[1][i] != right * 1000000 + i) {
+            snprintf(msg, sizeof(msg), "exchange: index %d got %d from %d and %d from %d", i,
+                     in[0][i], left, in[1][i], right);
+            check_fail(ctx, msg);
+            goto out;
+        }
+    }
+    ctx->passed++;
+out:
+    free(out);
+    free(in[0]);
+    free(in[1]);
+}
+
 /* Collectives inside a (nested) group: one allreduce, one broadcast, one alltoall. */
 static void group_colls(ct_ctx_t *ctx)
 {
@@ -299,6 +352,7 @@ void ct_run_extras(ct_ctx_t *ctx)
     nb_all_variants(ctx);
     nb_test_poll(ctx);
     nb_p2p(ctx);
+    nb_exchange(ctx);
     group_colls(ctx);
     ct_run_split(ctx);
     ct_run_overlap(ctx);
