@@ -127,7 +127,24 @@ def run_errors(hc, check, refuses, skip):
     says(check, "CUDA error", msg, "device memory is not supported yet")
 
 
+def run_exchange(check, timeout):
+    # isend to the right, irecv from the left, on every rank, then wait: 4
+    # MiB, more than a transport buffers, so each send ends only once the
+    # receive issued after it on the peer runs (gloo runs them together)
+    if N < 2:
+        return
+    # a group of its own: these are its first operations
+    hc = dist.new_group(list(range(N)), backend="hcomm", timeout=timeout)
+    out = torch.full((1 << 20,), float(RANK))
+    got = torch.empty(1 << 20)
+    works = [dist.isend(out, (RANK + 1) % N, group=hc), dist.irecv(got, (RANK - 1) % N, group=hc)]
+    for w in works:
+        w.wait(timeout)
+    check("isend right, irecv left, 4 MiB", got, torch.full((1 << 20,), float((RANK - 1) % N)))
+
+
 def run(hc, gl, check, refuses, skip, timeout):
+    run_exchange(check, timeout)
     run_async(hc, gl, check, timeout)
     run_noncontiguous(hc, gl, check)
     run_errors(hc, check, refuses, skip)

@@ -115,42 +115,6 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launch(const c10::intrusive_ptr<Hc
     return launchLocked(w, issue);
 }
 
-// An operation issued from a Future's callback that stream_'s thread runs
-// (a DDP comm hook's then(), PowerSGD's) may be waited for right there: it
-// goes to aux_, whose thread is free, for as long as it is being queued
-// (every queueing call of launchLocked names stream_). The communicator orders
-// it after what was issued before it, as anywhere. A callback on aux_'s
-// thread queues on stream_ (its thread may wait in a callback of its own
-// only for an operation issued before).
-class ProcessGroupHcomm::ReentrantIssue
-{
-  public:
-    explicit ReentrantIssue(ProcessGroupHcomm &pg) : pg_(pg), main_(pg.stream_)
-    {
-        hcomm_stream_t on = Completion::runningOn();
-        if (on == nullptr || (on != pg.stream_ && on != pg.aux_))
-            return;
-        if (pg.aux_ == nullptr) {
-            hcomm_status_t st = hcomm_stream_create(&pg.aux_);
-            TORCH_CHECK(st == HCOMM_SUCCESS,
-                        "hcomm backend: a second stream for operations "
-                        "issued by Future callbacks: ",
-                        statusText(st));
-        }
-        pg.stream_    = on == main_ ? pg.aux_ : main_;
-        pg.reentrant_ = true;
-    }
-    ~ReentrantIssue()
-    {
-        pg_.stream_    = main_;
-        pg_.reentrant_ = false;
-    }
-
-  private:
-    ProcessGroupHcomm &pg_;
-    hcomm_stream_t     main_;
-};
-
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchLocked(const c10::intrusive_ptr<HcommWork> &w,
                                                            const Issue &issue)
 {

@@ -138,6 +138,10 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     // launch, or, for an operation of at most inlineBytes_ while no
     // earlier one is outstanding, on the caller's thread (pg_inline.cpp).
     WorkPtr launchSmall(const c10::intrusive_ptr<HcommWork> &w, size_t bytes, const IssueOn &issue);
+    // send and recv: issued nonblocking at once, off the stream (pg_inline.cpp)
+    WorkPtr launchP2P(const c10::intrusive_ptr<HcommWork> &w, size_t bytes, const IssueOn &issue);
+    // Makes comm_ take its lock before a request is issued off the stream.
+    void    markStreamed();
     bool    canInline(size_t bytes);
     // Tests req until it finishes or inlineSpin_ passes; *done as hcomm_test's.
     hcomm_status_t spin(hcomm_request_t *req, int *done);
@@ -190,6 +194,42 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     // calls are refused: no group runs inline on it meanwhile.
     static thread_local int coalescingHere_;
     uint64_t                inlined_ = 0, handedOver_ = 0;
+};
+
+// An operation issued from a Future's callback that stream_'s thread runs
+// (a DDP comm hook's then(), PowerSGD's) may be waited for right there: it
+// goes to aux_, whose thread is free, for as long as it is being queued
+// (every queueing call names stream_). The communicator orders
+// it after what was issued before it, as anywhere. A callback on aux_'s
+// thread queues on stream_ (its thread may wait in a callback of its own
+// only for an operation issued before).
+class ProcessGroupHcomm::ReentrantIssue
+{
+  public:
+    inline explicit ReentrantIssue(ProcessGroupHcomm &pg) : pg_(pg), main_(pg.stream_)
+    {
+        hcomm_stream_t on = Completion::runningOn();
+        if (on == nullptr || (on != pg.stream_ && on != pg.aux_))
+            return;
+        if (pg.aux_ == nullptr) {
+            hcomm_status_t st = hcomm_stream_create(&pg.aux_);
+            TORCH_CHECK(st == HCOMM_SUCCESS,
+                        "hcomm backend: a second stream for operations "
+                        "issued by Future callbacks: ",
+                        statusText(st));
+        }
+        pg.stream_    = on == main_ ? pg.aux_ : main_;
+        pg.reentrant_ = true;
+    }
+    ~ReentrantIssue()
+    {
+        pg_.stream_    = main_;
+        pg_.reentrant_ = false;
+    }
+
+  private:
+    ProcessGroupHcomm &pg_;
+    hcomm_stream_t     main_;
 };
 
 } // namespace hcomm_torch

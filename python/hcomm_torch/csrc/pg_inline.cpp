@@ -113,6 +113,67 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchSmall(const c10::intrusive_p
     return w;
 }
 
+void ProcessGroupHcomm::markStreamed()
+{
+    if (streamed_)
+        return;
+    // hcomm locks a communicator once a request has gone to a stream; a
+    // request issued here is then waited for on the stream's thread too. So
+    // one goes first: a message of no bytes to and from this rank, in a group
+    // (no peer takes part, and it moves nothing).
+    hcomm_status_t st = hcomm_group_start();
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_send(nullptr, 0, HCOMM_UINT8, rank_, comm_, stream_);
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_recv(nullptr, 0, HCOMM_UINT8, rank_, comm_, stream_);
+    hcomm_status_t end = hcomm_group_end();
+    st                 = st != HCOMM_SUCCESS ? st : end;
+    TORCH_CHECK(st == HCOMM_SUCCESS,
+                "hcomm backend: readying the group for point-to-point calls: ", statusText(st));
+    streamed_ = true;
+}
+
+// A send or recv is issued nonblocking now, not when the stream reaches it:
+// hcomm runs sends and receives issued back to back together, so an
+// exchange (isend, then irecv, on both ranks) completes, as on gloo, where
+// through the stream each would wait for the other. The communicator still
+// orders it after everything issued before it; its Completion on the stream
+// ends the Work in order. Small and alone, it is tested here first, as
+// launchSmall's. A send that needs a contiguous copy first, or one inside
+// coalescing, takes launchSmall's way.
+ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchP2P(const c10::intrusive_ptr<HcommWork> &w,
+                                                        size_t bytes, const IssueOn &issue)
+{
+    if (w->hasStageIn() || coalescingHere_ != 0)
+        return launchSmall(w, bytes, issue);
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
+    if (coalescing_)
+        return launchLocked(w, [&] { return issue(nullptr); });
+    ReentrantIssue reentrant(*this);
+    markStreamed();
+    hcomm_request_t req = nullptr;
+    hcomm_status_t  st  = issue(&req);
+    if (st == HCOMM_SUCCESS && canInline(bytes)) {
+        int done = 0;
+        st       = spin(&req, &done);
+        if (done) {
+            inlined_++;
+            w->complete(st);
+            return w;
+        }
+        st = HCOMM_SUCCESS; // in progress: the stream finishes it
+    }
+    auto c = new Completion;
+    c->works.push_back(w);
+    c->req    = req;
+    c->status = st;
+    queueCompletion(c);
+    TORCH_CHECK(st == HCOMM_SUCCESS, "hcomm backend: ", w->name(), " on rank ", rank_,
+                " failed: ", statusText(st));
+    return w;
+}
+
 std::pair<uint64_t, uint64_t> ProcessGroupHcomm::inlineCounts()
 {
     std::lock_guard<std::mutex> lock(mu_);

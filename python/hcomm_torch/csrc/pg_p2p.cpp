@@ -126,7 +126,7 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::send(std::vector<at::Tensor> &tens
     checkTag(tag, name);
     auto       w   = makeWork(c10d::OpType::SEND, name, {});
     at::Tensor buf = contiguous(*w, tensors[0], true, false);
-    return launchSmall(w, byteCount(buf), [&](hcomm_request_t *req) {
+    return launchP2P(w, byteCount(buf), [&](hcomm_request_t *req) {
         return HCOMM_ISSUE_ON(req, send, buf.data_ptr(), byteCount(buf), HCOMM_UINT8, dstRank);
     });
 }
@@ -140,7 +140,7 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::recv(std::vector<at::Tensor> &tens
     checkTag(tag, name);
     auto       w   = makeWork(c10d::OpType::RECV, name, tensors);
     at::Tensor buf = contiguous(*w, tensors[0], false, true);
-    return launchSmall(w, byteCount(buf), [&](hcomm_request_t *req) {
+    return launchP2P(w, byteCount(buf), [&](hcomm_request_t *req) {
         return HCOMM_ISSUE_ON(req, recv, buf.data_ptr(), byteCount(buf), HCOMM_UINT8, srcRank);
     });
 }
