@@ -103,7 +103,8 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
             break;
         }
         if (hc_exec_progress(req) == HCOMM_IN_PROGRESS) {
-            comm_progress_behind(req);
+            if (req->next != NULL)
+                comm_progress_behind(req);
             st = HCOMM_IN_PROGRESS;
             break;
         }
