@@ -96,21 +96,18 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
 
     while (comm->req_head != NULL) {
         hcomm_request_t req = comm->req_head;
-        if (req->ahead_done && req->status == HCOMM_IN_PROGRESS)
-            req->status = req->ahead_status;
-        if (comm_gate_closed(comm, req)) {
-            st = HCOMM_IN_PROGRESS;
-            break;
-        }
-        if (hc_exec_progress(req) == HCOMM_IN_PROGRESS) {
+        if (comm_gate_closed(comm, req) || hc_exec_progress(req) == HCOMM_IN_PROGRESS) {
             if (req->next != NULL)
                 comm_progress_behind(req);
             st = HCOMM_IN_PROGRESS;
             break;
         }
-        comm->req_head = req->next;
-        if (comm->req_head == NULL)
+        hcomm_request_t next = req->next;
+        comm->req_head       = next;
+        if (next == NULL)
             comm->req_tail = NULL;
+        else if (next->ahead_done && next->status == HCOMM_IN_PROGRESS)
+            next->status = next->ahead_status; /* it finished behind this one */
         req->next = NULL;
         if (req->stage != NULL && req->status == HCOMM_SUCCESS) /* before anyone sees it done */
             req->status = hc_stage_out(req->stage);
