@@ -351,11 +351,12 @@ hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendco
 
 /*
  * Point to point. The n-th send from a to b matches the n-th recv at b from a;
- * counts must agree. Nonblocking sends and receives issued one after another
- * (hcomm_isend, hcomm_irecv, nothing else between them on the communicator)
- * run together, as in MPI: an exchange of isends then irecvs completes. A
- * blocking call, or one on a stream, runs alone: a send and a recv that
- * depend on each other (exchanges, rings) go inside one group there.
+ * counts must agree. Up to 65 nonblocking sends and receives of host memory
+ * issued one after another (hcomm_isend, hcomm_irecv, nothing else between
+ * them on the communicator) run together: an exchange of isends then irecvs
+ * completes, as in MPI. Otherwise operations run one at a time, in issue
+ * order: a blocking send and recv that depend on each other (exchanges,
+ * rings), or more calls than that, or device buffers, go inside one group.
  */
 hcomm_status_t hcomm_send(const void *sendbuf, size_t count, hcomm_dtype_t dtype, int peer,
                           hcomm_comm_t comm, hcomm_stream_t stream);

@@ -75,10 +75,17 @@ static void comm_progress_behind(hcomm_request_t head)
     for (int n = 0; r != NULL && n < HC_P2P_AHEAD_MAX; r = r->next, n++) {
         if (!req_single_p2p(r))
             return;
-        if (!r->ahead_done && hc_exec_progress(r) != HCOMM_IN_PROGRESS) {
-            r->ahead_status = r->status;
-            r->status       = HCOMM_IN_PROGRESS;
-            r->ahead_done   = 1;
+        if (!r->ahead_done) {
+            /* No health check while it runs behind: it would time it out
+             * for the head's turn (the peer may reach it only after the
+             * head's message) and publish its peer as the one this rank
+             * waits for. Its wait is timed from when it is the head. */
+            r->poll_tick = 0;
+            if (hc_exec_progress(r) != HCOMM_IN_PROGRESS) {
+                r->ahead_status = r->status;
+                r->status       = HCOMM_IN_PROGRESS;
+                r->ahead_done   = 1;
+            }
         }
         if (!r->ahead_done && !req_all_posted(r))
             return;
@@ -108,6 +115,8 @@ hcomm_status_t hc_comm_progress_locked(hcomm_comm_t comm)
             comm->req_tail = NULL;
         else if (next->ahead_done && next->status == HCOMM_IN_PROGRESS)
             next->status = next->ahead_status; /* it finished behind this one */
+        else if (next->started)                /* it runs on behind this one: timed from now */
+            next->last_progress = (double)hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE) * 1e-9;
         req->next = NULL;
         if (req->stage != NULL && req->status == HCOMM_SUCCESS) /* before anyone sees it done */
             req->status = hc_stage_out(req->stage);

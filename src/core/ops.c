@@ -58,6 +58,17 @@ void hc_ops_rec(const struct hcomm_request *req, hc_op_rec_t *o)
 /* Takes the ring's last ops_spill records to the trace's spill file (ops_trace.c). */
 void hc_trace_spill(struct hcomm_comm *c, uint64_t seq);
 
+/* The payload req handed to transports since it started. A send or receive
+ * may run beside others (comm_queue.c), whose bytes the counter's difference
+ * would hold too: its own is its message, once posted. */
+static uint64_t ops_sent(const struct hcomm_comm *c, hcomm_request_t req)
+{
+    const hc_sched_t *s = req->sched;
+    if (s->coll == HC_COLL_SEND || s->coll == HC_COLL_RECV)
+        return s->coll == HC_COLL_SEND && req->nposted > 0 ? s->bytes : 0;
+    return c->bytes_sent - req->op.sent;
+}
+
 void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req)
 {
     const hc_op_rec_t *q       = &req->op;
@@ -75,7 +86,7 @@ void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req)
     r->t_end             = end;
     r->count             = s->count;
     r->bytes             = s->bytes;
-    r->sent              = started ? c->bytes_sent - q->sent : 0;
+    r->sent              = started ? ops_sent(c, req) : 0;
     r->peer              = s->peer;
     r->status            = req->status;
     r->nsteps            = s->nsteps;
@@ -132,7 +143,7 @@ static void ops_view(const struct hcomm_comm *c, hcomm_request_t req, hc_op_view
     ops_view_rec(c, &r, v);
     if (req->op.state != HC_OP_RUNNING)
         return;
-    v->rec.sent = c->bytes_sent - req->op.sent;
+    v->rec.sent = ops_sent(c, req);
     v->nwaiting = hc_exec_waiting_peers(req, v->waiting, HC_OP_WAIT_MAX);
 }
 

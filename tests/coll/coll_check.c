@@ -8,6 +8,7 @@
  *
  * Usage: coll_check [--quick] [--max-count N] [--seed S] [--coll NAME]
  *                   [--dtype NAME] [--skip NAME]... [--no-extras] [--verbose]
+ *        coll_check --late-peer SECONDS   (ct_run_late_peer alone)
  * Exit: 0 all passed, 1 a case failed, 2 usage or init failure.
  */
 #include <getopt.h>
@@ -137,6 +138,7 @@ static void usage(FILE *f)
                "  --max-count N  leave out counts above N (the 1M+3 one: --max-count 1023)\n"
                "  --coll, --dtype  only this collective / dtype (seeds do not change)\n"
                "  --skip NAME    leave out a collective (repeatable)\n"
+               "  --late-peer S  only: an isend/irecv pair whose peer answers S s late\n"
                "Run under hcomm-run -n N; alone it runs as one rank.\n");
 }
 
@@ -152,17 +154,27 @@ static int dtype_from_name(const char *name)
 
 static int parse_args(ct_ctx_t *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"quick", no_argument, NULL, 'q'},       {"max-count", required_argument, NULL, 'm'},
-        {"seed", required_argument, NULL, 's'},  {"coll", required_argument, NULL, 'c'},
-        {"dtype", required_argument, NULL, 'd'}, {"no-extras", no_argument, NULL, 'x'},
-        {"verbose", no_argument, NULL, 'v'},     {"help", no_argument, NULL, 'h'},
-        {"skip", required_argument, NULL, 'k'},  {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"quick", no_argument, NULL, 'q'},
+                                         {"max-count", required_argument, NULL, 'm'},
+                                         {"seed", required_argument, NULL, 's'},
+                                         {"coll", required_argument, NULL, 'c'},
+                                         {"dtype", required_argument, NULL, 'd'},
+                                         {"no-extras", no_argument, NULL, 'x'},
+                                         {"verbose", no_argument, NULL, 'v'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"skip", required_argument, NULL, 'k'},
+                                         {"late-peer", required_argument, NULL, 'l'},
+                                         {NULL, 0, NULL, 0}};
     int       ch;
     ct_coll_t coll;
 
-    while ((ch = getopt_long(argc, argv, "qm:s:c:d:xvhk:", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "qm:s:c:d:xvhk:l:", opts, NULL)) != -1) {
         switch (ch) {
+        case 'l':
+            ctx->late_peer = strtod(optarg, NULL);
+            if (ctx->late_peer <= 0)
+                return -1;
+            break;
         case 'q':
             ctx->quick = 1;
             break;
@@ -253,9 +265,14 @@ int main(int argc, char **argv)
         printf("coll_check: communicator init failed: %s (%d)\n", hcomm_status_name(st), st);
         return 2;
     }
-    if (ctx.rank == 0)
-        print_tolerances(&ctx);
-    run_matrix(&ctx);
+    if (ctx.late_peer > 0) {
+        ct_run_late_peer(&ctx);
+        ctx.extras = 0;
+    } else {
+        if (ctx.rank == 0)
+            print_tolerances(&ctx);
+        run_matrix(&ctx);
+    }
     if (ctx.extras && !ctx.broken && (ctx.coll_filter < 0 || ctx.coll_filter == CT_ALLREDUCE) &&
         (ctx.dtype_filter < 0 || ctx.dtype_filter == HCOMM_FLOAT32))
         ct_run_identical(&ctx);

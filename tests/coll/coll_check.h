@@ -12,6 +12,7 @@ typedef struct {
     hcomm_comm_t comm;
     int          rank, nranks;
     int          quick, verbose, extras;
+    double       late_peer; /* > 0: only ct_run_late_peer, with this delay (s) */
     size_t       max_count;
     uint64_t     seed;
     int          coll_filter;  /* -1: every collective */
@@ -29,6 +30,12 @@ void ct_run_case(ct_ctx_t *ctx, ct_case_t *c);
 
 /* Records a failed call: counts it, prints it, marks the communicator broken. */
 void ct_call_failed(ct_ctx_t *ctx, const ct_run_t *run, const char *what, hcomm_status_t st);
+
+/* Rank 0 isends to rank 1, then irecvs from it; rank 1 answers late: it
+ * receives after ctx->late_peer s and sends after as long again. Run with
+ * late_peer < HCOMM_TIMEOUT < 2 * late_peer: the irecv, running beside the
+ * isend, must not time out for the time it waited behind it. */
+void ct_run_late_peer(ct_ctx_t *ctx);
 
 /* Nonblocking variants, groups, comm_split, barrier timing, API names. */
 void ct_run_extras(ct_ctx_t *ctx);

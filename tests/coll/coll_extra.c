@@ -238,6 +238,54 @@ out:
     free(in[1]);
 }
 
+void ct_run_late_peer(ct_ctx_t *ctx)
+{
+    enum { N = 1 << 20 }; /* 4 MiB: more than a transport buffers */
+    int32_t        *a = malloc(sizeof(int32_t) * N), *b = malloc(sizeof(int32_t) * N);
+    hcomm_request_t req[2] = {NULL, NULL};
+    hcomm_status_t  st     = HCOMM_SUCCESS;
+    struct timespec nap    = {(time_t)ctx->late_peer,
+                              (long)((ctx->late_peer - (double)(time_t)ctx->late_peer) * 1e9)};
+    char            msg[160];
+
+    if (a == NULL || b == NULL || ctx->nranks < 2 || ctx->rank > 1) {
+        free(a);
+        free(b);
+        return;
+    }
+    for (int i = 0; i < N; i++)
+        a[i] = ctx->rank * 1000000 + i, b[i] = -1;
+    if (ctx->rank == 0) {
+        st = hcomm_isend(a, N, HCOMM_INT32, 1, ctx->comm, &req[0]);
+        if (st == HCOMM_SUCCESS)
+            st = hcomm_irecv(b, N, HCOMM_INT32, 1, ctx->comm, &req[1]);
+        for (int k = 0; k < 2; k++) {
+            hcomm_status_t w = req[k] != NULL ? hcomm_wait(&req[k]) : HCOMM_SUCCESS;
+            st               = st != HCOMM_SUCCESS ? st : w;
+        }
+    } else {
+        nanosleep(&nap, NULL);
+        st = hcomm_recv(b, N, HCOMM_INT32, 0, ctx->comm, NULL);
+        nanosleep(&nap, NULL);
+        if (st == HCOMM_SUCCESS)
+            st = hcomm_send(a, N, HCOMM_INT32, 0, ctx->comm, NULL);
+    }
+    int peer = 1 - ctx->rank, bad = -1;
+    for (int i = 0; i < N && st == HCOMM_SUCCESS && bad < 0; i++)
+        if (b[i] != peer * 1000000 + i)
+            bad = i;
+    if (st != HCOMM_SUCCESS || bad >= 0) {
+        snprintf(msg, sizeof(msg), "a peer %.1f s late: %s%s", ctx->late_peer,
+                 hcomm_status_name(st), bad >= 0 ? ", wrong data" : "");
+        check_fail(ctx, msg);
+        ctx->broken = st != HCOMM_SUCCESS;
+    } else {
+        ctx->passed++;
+    }
+    free(a);
+    free(b);
+}
+
 /* Collectives inside a (nested) group: one allreduce, one broadcast, one alltoall. */
 static void group_colls(ct_ctx_t *ctx)
 {

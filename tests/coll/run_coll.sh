@@ -83,6 +83,11 @@ one 4 tcp "HCOMM_CHUNK_BYTES=1K" --quick
 one 2 shm "HCOMM_SHM_RING_BYTES=64K HCOMM_SHM_CMA_MIN=0"
 one 3 shm "HCOMM_SHM_CMA_MIN=1K"
 one 3 tcp "HCOMM_TCP_NSOCKS=3 HCOMM_TCP_STRIPE_MIN=4K"
+# an isend then an irecv whose peer answers 1.8 s late, twice, under a 3 s
+# timeout: the irecv runs beside the isend, and its wait is timed from when
+# it is the head (shm: a 4 MiB send ends only once the peer receives it; tcp
+# may buffer it and end at once, and then the wait is rightly 3.6 s)
+one 2 shm "HCOMM_TIMEOUT=3" --late-peer 1.8
 
 echo "run_coll: $(( $(date +%s) - start_all )) s in all"
 [ "$fail" -eq 0 ] && rmdir "$logdir" 2>/dev/null
