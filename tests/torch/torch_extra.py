@@ -143,8 +143,44 @@ def run_exchange(check, timeout):
     check("isend right, irecv left, 4 MiB", got, torch.full((1 << 20,), float((RANK - 1) % N)))
 
 
+def run_exchange_strided(check, timeout):
+    # the same with a non-contiguous send (every other column of a matrix),
+    # issued first and issued after the receive; hcomm copies it at issue
+    if N < 2:
+        return
+    hc = dist.new_group(list(range(N)), backend="hcomm", timeout=timeout)
+    right, left = (RANK + 1) % N, (RANK - 1) % N
+    mat = torch.arange(2048 * 1024, dtype=torch.float32).view(2048, 1024) + RANK
+    want = (torch.arange(2048 * 1024, dtype=torch.float32).view(2048, 1024) + left)[:, ::2]
+    for recv_first in (False, True):
+        got = torch.empty(2048, 512)
+        send = lambda: dist.isend(mat[:, ::2], right, group=hc)
+        recv = lambda: dist.irecv(got, left, group=hc)
+        works = [recv(), send()] if recv_first else [send(), recv()]
+        for w in works:
+            w.wait(timeout)
+        check("strided isend right, irecv left, 4 MiB, %s first" % ("irecv" if recv_first else "isend"),
+              got, want)
+    # a send of what a receive still outstanding writes waits for it: rank 0
+    # forwards to rank 1 the transpose of what rank 1 sends it
+    if RANK <= 1:
+        buf = torch.empty(1024, 1024)
+        if RANK == 0:
+            first = dist.irecv(buf, 1, group=hc)
+            second = dist.isend(buf.t(), 1, group=hc)
+        else:
+            src = torch.arange(1024 * 1024, dtype=torch.float32).view(1024, 1024)
+            first = dist.isend(src, 0, group=hc)
+            second = dist.irecv(buf, 0, group=hc)
+        first.wait(timeout)
+        second.wait(timeout)
+        if RANK == 1:
+            check("a strided send of a tensor a receive writes, after it", buf, src.t())
+
+
 def run(hc, gl, check, refuses, skip, timeout):
     run_exchange(check, timeout)
+    run_exchange_strided(check, timeout)
     run_async(hc, gl, check, timeout)
     run_noncontiguous(hc, gl, check)
     run_errors(hc, check, refuses, skip)

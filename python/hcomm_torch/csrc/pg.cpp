@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -78,6 +79,7 @@ void ProcessGroupHcomm::shutdown()
             hcomm_stream_destroy(aux_);
         aux_ = nullptr;
         coalesced_.clear();
+        queuedWrites_.clear();
         destroyCompressStates(); // the stream that used them has ended
         if (comm_ != nullptr) {
             // a failed communicator's peers may be gone: abort, not a clean destroy
@@ -101,11 +103,37 @@ void ProcessGroupHcomm::queueCompletion(Completion *c)
     pending_.fetch_add(1, std::memory_order_relaxed);
     c->pending = &pending_;
     c->stream  = stream_;
+    QueuedWrites q;
+    for (const auto &w : c->works)
+        w->outputStorages(q.storages);
+    if (!q.storages.empty()) {
+        if (queuedWrites_.size() >= 64) // bounded by what is outstanding
+            forgetEndedWrites();
+        q.done   = std::make_shared<std::atomic<bool>>(false);
+        c->wrote = q.done;
+        queuedWrites_.push_back(std::move(q));
+    }
     if (hcomm_launch_host_func(stream_, Completion::run, c) == HCOMM_SUCCESS)
         return;
     // cannot queue it (out of memory): complete it once the stream is idle
     hcomm_stream_synchronize(stream_);
     Completion::run(c);
+}
+
+void ProcessGroupHcomm::forgetEndedWrites()
+{
+    auto ended = [](const QueuedWrites &q) { return q.done->load(std::memory_order_acquire); };
+    queuedWrites_.erase(std::remove_if(queuedWrites_.begin(), queuedWrites_.end(), ended),
+                        queuedWrites_.end());
+}
+
+bool ProcessGroupHcomm::stagesFromQueuedOutput(const HcommWork &w)
+{
+    forgetEndedWrites();
+    for (const auto &q : queuedWrites_)
+        if (w.stagesFrom(q.storages))
+            return true;
+    return false;
 }
 
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launch(const c10::intrusive_ptr<HcommWork> &w,

@@ -147,6 +147,10 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     hcomm_status_t spin(hcomm_request_t *req, int *done);
     void           readInlineSettings();
     void    queueCompletion(Completion *c);
+    // Whether an operation queued on a stream and not yet ended writes what
+    // w's stage-in copies read; forgets the ended ones. Under mu_.
+    bool stagesFromQueuedOutput(const HcommWork &w);
+    void forgetEndedWrites();
     // t itself when contiguous, else a contiguous twin that w fills from t
     // before the operation (in) and copies back into t after it (out).
     at::Tensor contiguous(HcommWork &w, const at::Tensor &t, bool in, bool out);
@@ -190,6 +194,13 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     bool                     inlineYield_ = false; // more ranks than CPUs: yield between tests
     bool                     streamed_    = false; // an operation went to stream_: comm_ is locked
     std::atomic<int>         pending_{0}; // Completions queued and not yet run to their end
+    // What the queued Completions' works write, until each has run (a send
+    // copies its tensor at issue when none writes it: pg_inline.cpp); under mu_
+    struct QueuedWrites {
+        std::vector<const void *>          storages;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
+    std::vector<QueuedWrites> queuedWrites_;
     // Coalescing has an hcomm group open on this thread, where nonblocking
     // calls are refused: no group runs inline on it meanwhile.
     static thread_local int coalescingHere_;

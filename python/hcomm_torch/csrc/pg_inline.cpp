@@ -139,17 +139,20 @@ void ProcessGroupHcomm::markStreamed()
 // through the stream each would wait for the other. The communicator still
 // orders it after everything issued before it; its Completion on the stream
 // ends the Work in order. Small and alone, it is tested here first, as
-// launchSmall's. A send that needs a contiguous copy first, or one inside
-// coalescing, takes launchSmall's way.
+// launchSmall's. A send of a non-contiguous tensor copies it first, here,
+// unless an operation still queued writes it: then the copy, and the send,
+// wait for that on the stream. Inside coalescing, launchSmall's way.
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchP2P(const c10::intrusive_ptr<HcommWork> &w,
                                                         size_t bytes, const IssueOn &issue)
 {
-    if (w->hasStageIn() || coalescingHere_ != 0)
+    if (coalescingHere_ != 0)
         return launchSmall(w, bytes, issue);
     std::lock_guard<std::mutex> lock(mu_);
     TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
-    if (coalescing_)
+    if (coalescing_ || (w->hasStageIn() && stagesFromQueuedOutput(*w)))
         return launchLocked(w, [&] { return issue(nullptr); });
+    if (w->hasStageIn())
+        w->stageInNow(); // no queued operation writes the tensor: its data is final
     ReentrantIssue reentrant(*this);
     markStreamed();
     hcomm_request_t req = nullptr;

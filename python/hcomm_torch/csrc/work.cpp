@@ -51,6 +51,33 @@ void HcommWork::runStageIn(void *arg)
     }
 }
 
+void HcommWork::stageInNow()
+{
+    runStageIn(this);
+    stageIn_.clear(); // the staging tensors stay in kept_
+}
+
+// A tensor's storage: what two tensors that alias share.
+static const void *storageOf(const at::Tensor &t)
+{
+    return t.storage().unsafeGetStorageImpl();
+}
+
+void HcommWork::outputStorages(std::vector<const void *> &out) const
+{
+    for (const auto &t : outputs_)
+        out.push_back(storageOf(t));
+}
+
+bool HcommWork::stagesFrom(const std::vector<const void *> &storages) const
+{
+    for (const auto &c : stageIn_)
+        for (const void *s : storages)
+            if (storageOf(c.src) == s)
+                return true;
+    return false;
+}
+
 void HcommWork::complete(hcomm_status_t st)
 {
     end(settle(st));
@@ -131,6 +158,8 @@ void Completion::run(void *arg)
     // after the copy-backs and the Futures' callbacks, as on the stream, and
     // before wait() returns: the waiter's next operation may then run inline
     // (after finish() a woken waiter often ran before this thread got here)
+    if (c->wrote != nullptr)
+        c->wrote->store(true, std::memory_order_release);
     if (c->pending != nullptr)
         c->pending->fetch_sub(1, std::memory_order_release);
     for (size_t i = 0; i < c->works.size(); i++)

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,13 @@ class HcommWork : public c10d::Work
     {
         return !stageIn_.empty();
     }
+    // The stage-in copies now, on the caller's thread; a send's, issued at
+    // once (pg_inline.cpp). A failure reaches wait().
+    void stageInNow();
+    // Adds the storages the operation writes (its outputs') to out.
+    void outputStorages(std::vector<const void *> &out) const;
+    // Whether a stage-in copy reads one of storages.
+    bool        stagesFrom(const std::vector<const void *> &storages) const;
     const char *name() const
     {
         return name_;
@@ -81,6 +89,8 @@ struct Completion {
     hcomm_status_t                             status = HCOMM_SUCCESS;
     std::atomic<int> *pending = nullptr; // the group's count of these, decremented when done
     hcomm_stream_t    stream  = nullptr; // the stream that runs it
+    // set once its works' copy-backs are done: nothing writes their outputs
+    std::shared_ptr<std::atomic<bool>> wrote;
 
     // The stream's host function; arg is a Completion made with new, freed here.
     static void run(void *arg);
