@@ -49,17 +49,22 @@ hcomm_status_t hc_ofi_ep_status(hc_tl_ep_t *ep)
 
 /* ---- sink staging ---- */
 
+#define SLOT_NONE_FREE (-1)
+#define SLOT_NO_MEMORY (-2)
+
+/* A free staging slot, its memory made on first use; SLOT_NONE_FREE (wait
+ * for one) or SLOT_NO_MEMORY. */
 static int slot_get(hc_tl_ep_t *ep)
 {
     for (int i = 0; i < HC_OFI_SINK_SLOTS; i++) {
         if (ep->slot_busy & (1u << i))
             continue;
         if (ep->slot[i] == NULL && (ep->slot[i] = malloc(ep->cut.chunk)) == NULL)
-            return -1;
+            return SLOT_NO_MEMORY;
         ep->slot_busy |= 1u << i;
         return i;
     }
-    return -1;
+    return SLOT_NONE_FREE;
 }
 
 static void slot_put(hc_tl_ep_t *ep, int slot)
@@ -172,7 +177,7 @@ static int recv_chunk(hc_tl_ep_t *ep, hc_tl_req_t *r, uint32_t j)
     int staged = r->sink != NULL && r->len > 0; /* an empty message has nothing to stage */
     int slot   = staged ? slot_get(ep) : -1;
     if (staged && slot < 0)
-        return -FI_EAGAIN;
+        return slot == SLOT_NO_MEMORY ? OWN_NOMEM : -FI_EAGAIN;
     uint8_t     *p = staged ? ep->slot[slot] : r->len > 0 ? (uint8_t *)r->rbuf + off : zero_len_buf;
     hc_ofi_mr_t *mr   = NULL;
     hc_ofi_op_t *op   = hc_ofi_op_get(ctx);
