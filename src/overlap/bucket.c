@@ -16,6 +16,7 @@
 #include "base/params.h"
 #include "device/device.h"
 #include "hcomm_bucket.h"
+#include "overlap/overlap.h"
 
 #define BUCKETS_MAGIC     0x424b5453u
 #define FIRST_BUCKET_CAP  ((size_t)1 << 20) /* as DDP: the first bucket starts early */
@@ -27,8 +28,9 @@ typedef struct bucket {
     size_t                count;       /* elements */
     void                 *fusion;
     hcomm_compress_t      cstate;      /* NULL: plain average */
-    /* written by unpack on the stream's thread, read after
+    /* written on the stream's thread (mark, unpack), read after
      * hcomm_stream_synchronize, which orders the two */
+    uint64_t              fails0; /* the stream's failures before its allreduce */
     hcomm_status_t        error;
 } bucket_t;
 
@@ -222,15 +224,23 @@ err_nomem:
     return HCOMM_ERR_NO_MEMORY;
 }
 
-/* On the stream, after the bucket's allreduce: skip the copy when the stream
- * has failed (the fusion buffer then holds no average). */
+/* On the stream, before the bucket's allreduce: what failed before it is
+ * not its failure (the stream's error is sticky). */
+static void mark(void *arg)
+{
+    bucket_t *b = arg;
+    b->fails0   = hc_stream_failures(b->owner->stream, NULL);
+}
+
+/* On the stream, after the bucket's allreduce: skip the copy when it failed
+ * (the fusion buffer then holds no average). */
 static void unpack(void *arg)
 {
     bucket_t       *b  = arg;
     hcomm_buckets_t bk = b->owner;
-    hcomm_status_t  st = hcomm_stream_query(bk->stream); /* in progress: this very task */
+    hcomm_status_t  st;
 
-    if (st < 0) {
+    if (hc_stream_failures(bk->stream, &st) != b->fails0) {
         b->error = st;
         return;
     }
@@ -246,6 +256,9 @@ static hcomm_status_t launch(hcomm_buckets_t bk, bucket_t *b)
 
     if (b->count == 0)
         return HCOMM_SUCCESS;
+    st = hcomm_launch_host_func(bk->stream, mark, b);
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (b->cstate != NULL)
         st = hcomm_allreduce_compressed(b->fusion, b->fusion, b->count, bk->dtype, b->cstate,
                                         bk->comm, bk->stream);
@@ -314,11 +327,12 @@ hcomm_status_t hcomm_buckets_wait(hcomm_buckets_t bk)
                  bk->ntensors - bk->nready, bk->ntensors, i);
         return HCOMM_ERR_INVALID_USAGE;
     }
-    st = hcomm_stream_synchronize(bk->stream);
-    if (st == HCOMM_ERR_TIMEOUT)
-        return st; /* buckets still queued: the step stays as it is */
-    if (bk->error != HCOMM_SUCCESS)
-        st = bk->error;
+    int stuck;
+    st = hc_stream_sync(bk->stream, &stuck);
+    if (stuck)
+        return st; /* buckets may still be running: the step stays as it is */
+    /* the step's own errors: the stream's (sticky) may be older */
+    st = bk->error;
     for (int i = 0; st == HCOMM_SUCCESS && i < bk->nbuckets; i++)
         st = bk->b[i].error; /* logged where it happened */
     step_reset(bk);
@@ -348,7 +362,11 @@ void hcomm_buckets_destroy(hcomm_buckets_t bk)
 {
     if (bk == NULL || check(bk, "hcomm_buckets_destroy") != HCOMM_SUCCESS)
         return;
-    if (bk->next > 0 && hcomm_stream_synchronize(bk->stream) == HCOMM_ERR_TIMEOUT) {
+    int stuck = 0;
+    /* a failed launch may have queued part of its bucket's work */
+    if (bk->next > 0 || bk->error != HCOMM_SUCCESS)
+        hc_stream_sync(bk->stream, &stuck);
+    if (stuck) {
         /* the stream may still write the fusion buffers and tensors */
         hc_error(STREAM, "hcomm_buckets_destroy: the stream is stuck; buckets %p not freed",
                  (void *)bk);

@@ -7,6 +7,7 @@
 #define HC_OVERLAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/handles.h"
 #include "hcomm_stream.h"
@@ -32,6 +33,15 @@ void hc_stream_push(hcomm_stream_t stream, hc_stream_task_t *t);
  * hcomm_stream_last_request, so that destroying comm waits only for requests
  * still running (api/api_comm.c). */
 void hc_stream_forget_comm(hcomm_comm_t comm);
+
+/* hcomm_stream_synchronize's wait; *stuck: no queued work finished within
+ * HCOMM_TIMEOUT (the thread may still be inside a task), which a task failed
+ * with HCOMM_ERR_TIMEOUT does not set. */
+hcomm_status_t hc_stream_sync(hcomm_stream_t stream, int *stuck);
+
+/* How many of stream's tasks have failed, and the latest one's status (last
+ * may be NULL); from any thread, a host function on the stream too. */
+uint64_t hc_stream_failures(hcomm_stream_t stream, hcomm_status_t *last);
 
 /* A host function whose failure (a status other than success) becomes the
  * stream's error: the library's own steps between collectives. */

@@ -37,6 +37,8 @@ struct hcomm_stream {
     hc_stream_task_t *head, *tail;
     uint64_t          queued, finished;
     hcomm_status_t    error; /* first failure; sticky */
+    uint64_t             nfailed;   /* tasks failed so far */
+    hcomm_status_t       last_fail; /* the latest one's status */
     hcomm_request_t   last_req; /* held for hcomm_stream_last_request; under g_last_mu */
     struct hcomm_stream *live_next; /* g_live, under g_last_mu */
     int               stop;
@@ -187,6 +189,8 @@ void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
             t->refs = 1, t->go = 1;
             if (s->error == HCOMM_SUCCESS)
                 s->error = HCOMM_ERR_SYSTEM;
+            s->nfailed++;
+            s->last_fail = HCOMM_ERR_SYSTEM;
         }
     }
     if (s->tail != NULL)
@@ -206,7 +210,19 @@ static void stream_fail(hcomm_stream_t s, hcomm_status_t st)
     pthread_mutex_lock(&s->mu);
     if (s->error == HCOMM_SUCCESS)
         s->error = st;
+    s->nfailed++;
+    s->last_fail = st;
     pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t hc_stream_failures(hcomm_stream_t s, hcomm_status_t *last)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t n = s->nfailed;
+    if (last != NULL)
+        *last = s->last_fail;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 /* Opens the gates, then progresses every request until all finished; their
@@ -403,9 +419,15 @@ static hcomm_status_t stream_sync(hcomm_stream_t s, int *stuck)
 
 hcomm_status_t hcomm_stream_synchronize(hcomm_stream_t s)
 {
-    int            stuck;
+    int stuck;
+    return hc_stream_sync(s, &stuck);
+}
+
+hcomm_status_t hc_stream_sync(hcomm_stream_t s, int *stuck)
+{
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_synchronize");
-    return st != HCOMM_SUCCESS ? st : stream_sync(s, &stuck);
+    *stuck            = 0;
+    return st != HCOMM_SUCCESS ? st : stream_sync(s, stuck);
 }
 
 hcomm_status_t hcomm_stream_query(hcomm_stream_t s)

@@ -20,7 +20,9 @@
  *    tensor, each bucket as full as the next tensor allows);
  *  - bad usage: each a clear status.
  * With --kill instead: the last rank exits in the middle of a step and every
- * other rank's hcomm_buckets_wait must return an error.
+ * other rank's hcomm_buckets_wait must return an error. With --older-failure
+ * (and HCOMM_TIMEOUT=1): the stream failed before the buckets were made, and
+ * every step must still average and succeed.
  * Exit: 0 all passed, 1 a case failed, 2 init failure.
  */
 #include <math.h>
@@ -472,6 +474,66 @@ static int kill_case(hcomm_comm_t comm, hcomm_stream_t stream)
     return st >= 0;
 }
 
+static void nap(void *arg)
+{
+    usleep((useconds_t)(uintptr_t)arg);
+}
+
+/* --older-failure: the stream failed before the buckets came (an event wait
+ * that timed out: run with HCOMM_TIMEOUT=1); the stream's error is sticky,
+ * but it is not theirs: every step still averages and succeeds. */
+static int older_failure_case(hcomm_comm_t comm, hcomm_stream_t stream)
+{
+    enum { KN = 1000 };
+    static float    a[KN];
+    void           *t[1] = {a};
+    size_t          n[1] = {KN};
+    hcomm_stream_t  side;
+    hcomm_event_t   ev;
+    hcomm_buckets_t bk;
+    int             bad = 0;
+
+    if (hcomm_stream_create(&side) != HCOMM_SUCCESS || hcomm_event_create(&ev) != HCOMM_SUCCESS ||
+        hcomm_launch_host_func(side, nap, (void *)(uintptr_t)1500000) != HCOMM_SUCCESS ||
+        hcomm_event_record(ev, side) != HCOMM_SUCCESS ||
+        hcomm_stream_wait_event(stream, ev) != HCOMM_SUCCESS) {
+        printf("FAIL rank %d: --older-failure: set-up failed\n", g_rank);
+        return 1;
+    }
+    hcomm_status_t st = hcomm_stream_synchronize(stream);
+    if (st != HCOMM_ERR_TIMEOUT) {
+        printf("FAIL rank %d: --older-failure: the event wait gave %s, not a timeout (run with "
+               "HCOMM_TIMEOUT=1)\n",
+               g_rank, hcomm_status_name(st));
+        return 1;
+    }
+    if (hcomm_buckets_create(comm, 1, t, n, HCOMM_FLOAT32, NULL, stream, &bk) != HCOMM_SUCCESS) {
+        printf("FAIL rank %d: --older-failure: hcomm_buckets_create failed\n", g_rank);
+        return 1;
+    }
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < KN; i++)
+            a[i] = (float)(g_rank + step);
+        hcomm_status_t r = hcomm_buckets_ready(bk, 0), w = hcomm_buckets_wait(bk);
+        float          want = (float)(g_nranks - 1) / 2.0f + (float)step;
+        if (r != HCOMM_SUCCESS || w != HCOMM_SUCCESS || a[0] != want || a[KN - 1] != want) {
+            printf("FAIL rank %d: --older-failure step %d: ready %s, wait %s, %g (want %g)\n",
+                   g_rank, step, hcomm_status_name(r), hcomm_status_name(w), (double)a[0],
+                   (double)want);
+            bad = 1;
+        }
+    }
+    if (!bad)
+        printf("PASS rank %d: --older-failure: 3 steps averaged after the stream's own failure\n",
+               g_rank);
+    hcomm_buckets_destroy(bk);
+    hcomm_event_destroy(ev);
+    hcomm_stream_destroy(side);
+    hcomm_stream_destroy(stream);
+    hcomm_comm_destroy(comm);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     hcomm_comm_t   comm   = NULL;
@@ -484,6 +546,8 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "--kill") == 0)
         return kill_case(comm, stream);
+    if (argc > 1 && strcmp(argv[1], "--older-failure") == 0)
+        return older_failure_case(comm, stream);
     g_rng = 12345;
     pick_sizes();
     g_rng = 1000003u * (uint64_t)(g_rank + 1); /* from here: this rank's own order */

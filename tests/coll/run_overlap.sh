@@ -4,8 +4,8 @@
 # each rank marking its tensors ready in an order of its own, 3 steps, plain
 # and compressed buckets, the layout, bad usage), with the default bucket size
 # (a 1 MiB bucket, then one) and with 4K and 64K buckets (many of them); then
-# a rank that dies in the middle of a step: the others' wait must fail; then
-# short runs of examples/overlap_train, which checks its averages itself.
+# a rank that dies in the middle of a step: the others' wait must fail; a
+# stream that failed before the buckets came: they still work; then short runs of examples/overlap_train, which checks its averages itself.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" check="$top/tests/coll/bucket_check" train="$top/examples/overlap_train"
@@ -29,6 +29,9 @@ for n in 2 3; do
         [ "$(grep -c '^PASS' "$out")" -eq $((n - 1)) ]
     result "bucket_check --kill on $n ranks: the survivors' wait fails" $?
 done
+try 120 HCOMM_TIMEOUT=1 "$run" -n 2 "$check" --older-failure &&
+    [ "$(grep -c '^PASS' "$out")" -eq 2 ]
+result "bucket_check --older-failure on 2 ranks: a stream's earlier failure is not the buckets'" $?
 # the example: short runs, each rank checks every averaged gradient itself
 small="--layers 6 --layer-bytes 256K --compute-us 300 --steps 2 --warmup 0 --bucket-bytes 512K"
 # shellcheck disable=SC2086 # small is a list of arguments
