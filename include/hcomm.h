@@ -205,7 +205,7 @@ hcomm_status_t hcomm_comm_grow(hcomm_comm_t comm, int nranks, const hcomm_unique
  * rank, in any thread (streams included), returns HCOMM_ERR_REVOKED promptly
  * (within milliseconds where its rank is in hcomm), and so does every later
  * call on it; the communicator is then failed (hcomm_comm_get_error) and can
- * only be destroyed or aborted. The other ranks learn it over the watch
+ * only be shrunk (hcomm_comm_shrink), destroyed or aborted. The other ranks learn it over the watch
  * channel (HCOMM_WATCH; without it, only this rank is revoked, logged); a
  * rank that is gone is not waited for. Call it from any thread, on any rank,
  * as often as wanted.
@@ -275,6 +275,8 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
  * for 4 x HCOMM_WATCH_TIMEOUT too, and one that dies during the agreement
  * does not hang it; the dead need not be listed. At most comm's timeout. The
  * new communicator has the ranks alive, in their order (docs/resilience.md).
+ * A failed comm is shrunk once: a second time gives HCOMM_ERR_INVALID_USAGE
+ * (shrink the communicator the first gave).
  */
 hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexclude,
                                  hcomm_comm_t *newcomm);

@@ -2,6 +2,8 @@
  * ordered by (key, rank); hcomm_comm_shrink: every rank but the excluded ones
  * does. The parent carries the exchange; each new group's first rank starts a
  * rendezvous root for it. */
+#include "api/api_split.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +122,27 @@ static hcomm_status_t shrink_survivors(hcomm_comm_t comm, const int *exclude, in
     return HCOMM_SUCCESS;
 }
 
+hcomm_status_t hc_comm_shrink_check(hcomm_comm_t comm, const int *exclude, int nexclude,
+                                    hcomm_comm_t *newcomm)
+{
+    if (!hc_comm_is_live(comm)) {
+        hc_error(INIT, "hcomm_comm_shrink: communicator %p is NULL, destroyed or aborted",
+                 (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
+    if (newcomm == NULL || hc_group_active()) {
+        hc_error(INIT, "hcomm_comm_shrink: %s",
+                 newcomm == NULL ? "NULL newcomm" : "not allowed inside a group");
+        return newcomm == NULL ? HCOMM_ERR_INVALID_ARG : HCOMM_ERR_INVALID_USAGE;
+    }
+    uint8_t *keep = malloc((size_t)comm->nranks);
+    if (keep == NULL)
+        return HCOMM_ERR_NO_MEMORY;
+    hcomm_status_t st = shrink_survivors(comm, exclude, nexclude, keep);
+    free(keep);
+    return st;
+}
+
 /* comm failed (or was revoked): its data path is gone, so the survivors
  * agree over the watch channel on who is alive and on the new rendezvous
  * (core/watch.h); the dead need not be listed in keep's complement. */
@@ -151,18 +174,10 @@ static hcomm_status_t shrink_failed(hcomm_comm_t comm, const uint8_t *keep, uint
 hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexclude,
                                  hcomm_comm_t *newcomm)
 {
-    if (!hc_comm_is_live(comm)) {
-        hc_error(INIT, "hcomm_comm_shrink: communicator %p is NULL, destroyed or aborted",
-                 (void *)comm);
-        return HCOMM_ERR_INVALID_COMM;
-    }
-    hcomm_status_t st     = HCOMM_SUCCESS;
-    int            failed = hcomm_comm_get_error(comm) != HCOMM_SUCCESS;
-    if (newcomm == NULL || hc_group_active()) {
-        hc_error(INIT, "hcomm_comm_shrink: %s",
-                 newcomm == NULL ? "NULL newcomm" : "not allowed inside a group");
-        return newcomm == NULL ? HCOMM_ERR_INVALID_ARG : HCOMM_ERR_INVALID_USAGE;
-    }
+    hcomm_status_t st = hc_comm_shrink_check(comm, exclude, nexclude, newcomm);
+    if (st != HCOMM_SUCCESS)
+        return st;
+    int       failed   = hcomm_comm_get_error(comm) != HCOMM_SUCCESS;
     int       n        = comm->nranks;
     uint8_t  *keep     = malloc((size_t)n);
     uint64_t *host_ids = calloc((size_t)n, sizeof(*host_ids));
@@ -172,8 +187,17 @@ hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexc
     }
     if ((st = shrink_survivors(comm, exclude, nexclude, keep)) != HCOMM_SUCCESS)
         goto out;
+    if (failed && comm->shrunk_failed) {
+        /* its agreement's decision stays with the coordinator, whose answer
+         * would send a second shrink's joiners to the first's rendezvous */
+        hc_error(INIT, "hcomm_comm_shrink: this failed communicator was shrunk already; shrink "
+                       "the communicator that gave");
+        st = HCOMM_ERR_INVALID_USAGE;
+        goto out;
+    }
     if (failed) {
-        st = shrink_failed(comm, keep, host_ids, newcomm);
+        st                  = shrink_failed(comm, keep, host_ids, newcomm);
+        comm->shrunk_failed = st == HCOMM_SUCCESS;
         goto out;
     }
     int first = -1, size = 0, myrank = -1;

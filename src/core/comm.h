@@ -53,6 +53,7 @@ struct hcomm_comm {
     hc_tl_ep_t        **eps;         /* NULL until the first schedule that uses the pair */
     int                 nconnected;
     hcomm_status_t      error;                /* first failure; sticky */
+    int                    shrunk_failed; /* a shrink of it after its failure succeeded here */
     int                 revoked;              /* hcomm_comm_revoke here or on a peer: an atomic; the
                                                * progress that sees it fails the comm */
     hcomm_request_t     req_head, req_tail;   /* issued, not yet finished; head runs */

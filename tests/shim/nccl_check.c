@@ -387,7 +387,70 @@ static void check_revoke(ncclComm_t comm)
           "allreduce on a revoked communicator");
     CHECK(strstr(ncclGetLastError(c), "revoked") != NULL, "revoke message: %s",
           ncclGetLastError(c));
+    /* NCCL's recovery: a revoked communicator is quiescent, is not
+     * finalized, and is shrunk or split into a working one */
+    ncclResult_t async = ncclInternalError;
+    int          n = 0, me = -1;
+    NCCLOK(ncclCommGetAsyncError(c, &async));
+    CHECK(async == ncclSuccess, "async error %d after revoke", async);
+    NCCLOK(ncclCommCount(c, &n));
+    NCCLOK(ncclCommUserRank(c, &me));
+    CHECK(n == nranks && me == rank, "count %d, rank %d after revoke", n, me);
+    CHECK(ncclCommFinalize(c) == ncclInvalidUsage, "finalize after revoke accepted");
+    ncclComm_t s = NULL, t = NULL, c2 = NULL;
+    NCCLOK(ncclCommShrink(c, NULL, 0, &s, NULL, NCCL_SHRINK_DEFAULT));
+    CHECK(ncclCommShrink(c, NULL, 0, &t, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidUsage,
+          "a second shrink of a revoked communicator accepted");
+    NCCLOK(ncclCommSplit(comm, 0, rank, &c2, NULL));
+    NCCLOK(ncclCommRevoke(c2, NCCL_REVOKE_DEFAULT));
+    NCCLOK(ncclCommSplit(c2, rank % 2, -rank, &t, NULL));
+    NCCLOK(ncclCommDestroy(c2));
+    y = 0;
+    if (s != NULL)
+        NCCLOK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, s, NULL));
+    CHECK(y == nranks, "allreduce on the shrunk revoked communicator gave %d", y);
+    n = 0, me = -1;
+    if (t != NULL) {
+        NCCLOK(ncclCommCount(t, &n));
+        NCCLOK(ncclCommUserRank(t, &me));
+        y = 0;
+        NCCLOK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, t, NULL));
+    }
+    int want = (nranks + 1 - rank % 2) / 2; /* the ranks of this parity */
+    CHECK(n == want && y == want && me == want - 1 - rank / 2,
+          "split of a revoked communicator: rank %d of %d, sum %d (want rank %d of %d)", me, n, y,
+          want - 1 - rank / 2, want);
+    NCCLOK(ncclCommDestroy(t));
+    NCCLOK(ncclCommDestroy(s));
     NCCLOK(ncclCommDestroy(c));
+}
+
+/* As NCCL's: a call that fails inside a group fails the whole group, and
+ * ncclGroupEnd runs none of its calls; ncclGroupSimulateEnd closes it. A
+ * refused NCCL_SHRINK_ABORT leaves the parent working. */
+static void check_group_errors(ncclComm_t comm)
+{
+    int x = 1, y = 0;
+    NCCLOK(ncclGroupStart());
+    CHECK(ncclAllReduce(&x, &y, 1, (ncclDataType_t)99, ncclSum, comm, NULL) == ncclInvalidArgument,
+          "bad dtype in a group");
+    NCCLOK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, comm, NULL));
+    CHECK(ncclGroupEnd() == ncclInvalidArgument, "a group with a failed call ended well");
+    CHECK(y == 0, "a failed group's call ran (y = %d)", y);
+    CHECK(strstr(ncclGetLastError(comm), "none of the group's calls ran") != NULL,
+          "group error message: %s", ncclGetLastError(comm));
+    NCCLOK(ncclGroupStart());
+    NCCLOK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, comm, NULL));
+    CHECK(ncclGroupSimulateEnd(NULL) == ncclInvalidUsage, "simulate end");
+    NCCLOK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, comm, NULL)); /* not in a group */
+    CHECK(y == nranks, "after ncclGroupSimulateEnd: %d (want %d)", y, nranks);
+    ncclComm_t s   = NULL;
+    int        bad = nranks;
+    CHECK(ncclCommShrink(comm, &bad, 1, &s, NULL, NCCL_SHRINK_ABORT) == ncclInvalidArgument,
+          "shrink excluding rank %d accepted", bad);
+    y = 0;
+    NCCLOK(ncclAllReduce(&x, &y, 1, ncclInt, ncclSum, comm, NULL));
+    CHECK(y == nranks, "after a refused NCCL_SHRINK_ABORT: %d (want %d)", y, nranks);
 }
 
 /* hcomm's own calls on the communicator behind the NCCL one. */
@@ -666,6 +729,7 @@ static int run_checks(void)
     check_shrink(comm);
     check_bridge(comm);
     check_revoke(comm);
+    check_group_errors(comm);
     check_errors(comm);
     NCCLOK(ncclCommFinalize(comm));
     NCCLOK(ncclCommDestroy(comm));

@@ -11,6 +11,7 @@
 #include "base/extent.h"
 #include "base/log.h"
 #include "base/reduce.h" /* the library's half / bfloat16 conversions */
+#include "device/device.h" /* hc_mem_kind */
 #include "nccl_shim.h"
 
 /* Scaled copies made for PreMulSum inside a group live until its end: freed
@@ -173,6 +174,13 @@ ncclResult_t hcomm_nccl_RedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, nccl
     if (op == NULL || scalar == NULL ||
         (residence != ncclScalarDevice && residence != ncclScalarHostImmediate))
         return hc_nccl_fail(ncclInvalidArgument, "%s: invalid arguments", what);
+    /* ncclScalarDevice names where it lives, not only when it is read: the
+     * host reads it at each call, so it must be host memory */
+    if (hc_mem_kind(scalar) != HC_MEM_HOST)
+        return hc_nccl_fail(ncclInvalidUsage,
+                            "%s: the scalar is device memory; hcomm reads it on the host (pass "
+                            "host memory until hcomm's device-memory support arrives)",
+                            what);
     for (int k = 0; k < HC_NCCL_MAX_PREMUL; k++) {
         hc_nccl_premul_t *pm = &hc_nccl_ext(comm)->premul[k];
         if (pm->used)

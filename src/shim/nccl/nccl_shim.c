@@ -8,12 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_split.h"
 #include "base/log.h"
 #include "hcomm_nccl.h"
+#include "hcomm_stream.h"
 #include "nccl_shim.h"
 
 static __thread char last_error[512];
-/* read on every call: initial-exec, no __tls_get_addr (as hcomm core does) */
+/* The first failure of a call inside the thread's open group: as NCCL's,
+ * ncclGroupEnd then returns it and runs none of the group's calls. */
+static __thread ncclResult_t group_error;
 
 ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
 {
@@ -22,6 +26,8 @@ ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
     vsnprintf(last_error, sizeof(last_error), fmt, ap);
     va_end(ap);
     hc_warn(INIT, "nccl shim: %s", last_error);
+    if (hc_group_active() && group_error == ncclSuccess)
+        group_error = res;
     return res;
 }
 
@@ -247,12 +253,17 @@ static ncclResult_t unwrap_done(hc_nccl_ext_t *ext, hcomm_status_t st, const cha
     return hc_nccl_status(st, what);
 }
 
+/* A call without a CUDA stream completed before it returned; those on one
+ * are waited for here. */
 ncclResult_t hcomm_nccl_CommFinalize(ncclComm_t comm)
 {
-    /* Every operation completed before its call returned: nothing to flush. */
-    if (!hc_nccl_comm_ours(comm))
-        return hc_nccl_fail(ncclInvalidArgument, "ncclCommFinalize: invalid communicator");
-    return ncclSuccess;
+    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommFinalize"); /* revoked: invalid */
+    if (res != ncclSuccess)
+        return res;
+    hc_nccl_ext_t *ext = hc_nccl_ext(comm);
+    for (int i = 0; i < ext->nstreams && res == ncclSuccess; i++)
+        res = hc_nccl_status(hcomm_stream_synchronize(ext->streams[i].hs), "ncclCommFinalize");
+    return res;
 }
 
 ncclResult_t hcomm_nccl_CommDestroy(ncclComm_t comm)
@@ -271,13 +282,16 @@ ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
         return ncclSuccess;
     if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommAbort: invalid communicator");
+    /* first, so that work queued on its streams ends now, not at a timeout */
+    hc_comm_set_failed(hc_of(comm), HCOMM_ERR_ABORTED);
     hc_nccl_ext_t *ext = unwrap_comm(comm);
     return unwrap_done(ext, hcomm_comm_abort(hc_of(comm)), "ncclCommAbort");
 }
 
 /* NCCL's revoke is local: each rank revokes its own (the peers are not told,
- * unlike hcomm_comm_revoke); nothing of this rank's is in flight between
- * calls, and later calls end with ncclInvalidUsage. */
+ * unlike hcomm_comm_revoke). Later operations end with ncclInvalidUsage;
+ * destroy, abort, split and shrink proceed (shrink and split agree over the
+ * watch channel, as after a failure). */
 ncclResult_t hcomm_nccl_CommRevoke(ncclComm_t comm, int revokeFlags)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommRevoke");
@@ -295,18 +309,25 @@ ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_
                                   ncclConfig_t *config)
 {
     const char *what = "ncclCommSplit";
-    ncclResult_t res = hc_nccl_check_comm(comm, what);
-    if (res != ncclSuccess)
-        return res;
+    if (!hc_nccl_comm_ours(comm))
+        return hc_nccl_bad_comm(comm, what);
+    ncclResult_t res = ncclSuccess;
     if (newcomm == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "%s: newcomm is NULL", what);
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
         return hc_nccl_fail(ncclInvalidArgument, "%s: negative color %d", what, color);
     if ((res = read_config(config, what)) != ncclSuccess)
         return res;
-    hcomm_comm_t hc = NULL;
+    hcomm_comm_t hc = NULL, from = hc_of(comm), whole = NULL;
     int hcolor = color == NCCL_SPLIT_NOCOLOR ? HCOMM_SPLIT_NOCOLOR : color;
-    res = hc_nccl_status(hcomm_comm_split(hc_of(comm), hcolor, key, &hc), what);
+    /* a revoked one's data path is closed: the living ranks first agree on a
+     * new communicator of them all, which the split then runs on */
+    if (!hc_nccl_comm_live(comm) &&
+        (res = hc_nccl_status(hcomm_comm_shrink(from, NULL, 0, &whole), what)) != ncclSuccess)
+        return res;
+    res = hc_nccl_status(hcomm_comm_split(whole != NULL ? whole : from, hcolor, key, &hc), what);
+    if (whole != NULL)
+        hcomm_comm_destroy(whole);
     if (res != ncclSuccess)
         return res;
     if (hc == NULL) {
@@ -317,16 +338,16 @@ ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_
 }
 
 /* The excluded ranks do not call; survivors keep their order (hcomm_comm_shrink).
- * NCCL_SHRINK_ABORT first fails the parent (nothing of this rank's is in
- * flight between calls; the peers' operations end), so that the survivors
- * agree over the watch channel, as after a failure. */
+ * NCCL_SHRINK_ABORT, once the arguments are known good, first fails the
+ * parent (the peers' operations end), so that the survivors agree over the
+ * watch channel, as after a failure; a revoked parent does so anyway. */
 ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                                    ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
     const char  *what = "ncclCommShrink";
-    ncclResult_t res  = hc_nccl_check_comm(comm, what);
-    if (res != ncclSuccess)
-        return res;
+    ncclResult_t res  = ncclSuccess;
+    if (!hc_nccl_comm_ours(comm))
+        return hc_nccl_bad_comm(comm, what);
     if (newcomm == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "%s: newcomm is NULL", what);
     if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
@@ -334,6 +355,10 @@ ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int e
     if ((res = read_config(config, what)) != ncclSuccess)
         return res;
     hcomm_comm_t hc = NULL;
+    res             = hc_nccl_status(
+                    hc_comm_shrink_check(hc_of(comm), excludeRanksList, excludeRanksCount, &hc), what);
+    if (res != ncclSuccess)
+        return res;
     if (shrinkFlags == NCCL_SHRINK_ABORT)
         hc_comm_set_failed(hc_of(comm), HCOMM_ERR_ABORTED);
     res = hc_nccl_status(hcomm_comm_shrink(hc_of(comm), excludeRanksList, excludeRanksCount, &hc),
@@ -357,13 +382,20 @@ ncclResult_t hcomm_nccl_CommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
     if (!hc_nccl_comm_ours(comm) || asyncError == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: invalid arguments");
     /* polled in a loop by watchdogs: maps without logging or touching the last error */
-    *asyncError = map_status(hcomm_comm_get_error(hc_of(comm)));
+    hcomm_status_t st = hcomm_comm_get_error(hc_of(comm));
+    /* revoked and not failed: quiescent (NCCL's ncclSuccess after a revoke),
+     * since each call returned its work done or queued on a stream that
+     * then fails it */
+    if (st == HCOMM_ERR_REVOKED && !hc_nccl_comm_live(comm))
+        st = HCOMM_SUCCESS;
+    *asyncError = map_status(st);
     return ncclSuccess;
 }
 
 ncclResult_t hcomm_nccl_CommCount(const ncclComm_t comm, int *count)
 {
-    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommCount");
+    ncclResult_t res =
+        hc_nccl_comm_ours(comm) ? ncclSuccess : hc_nccl_bad_comm(comm, "ncclCommCount");
     if (res == ncclSuccess && count == NULL)
         res = hc_nccl_fail(ncclInvalidArgument, "ncclCommCount: count is NULL");
     if (res == ncclSuccess)
@@ -373,7 +405,8 @@ ncclResult_t hcomm_nccl_CommCount(const ncclComm_t comm, int *count)
 
 ncclResult_t hcomm_nccl_CommUserRank(const ncclComm_t comm, int *rank)
 {
-    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommUserRank");
+    ncclResult_t res =
+        hc_nccl_comm_ours(comm) ? ncclSuccess : hc_nccl_bad_comm(comm, "ncclCommUserRank");
     if (res == ncclSuccess && rank == NULL)
         res = hc_nccl_fail(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
     if (res == ncclSuccess)
@@ -408,7 +441,8 @@ ncclResult_t hcomm_nccl_CommRegister(const ncclComm_t comm, void *buff, size_t s
 
 ncclResult_t hcomm_nccl_CommDeregister(const ncclComm_t comm, void *handle)
 {
-    ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommDeregister");
+    ncclResult_t res =
+        hc_nccl_comm_ours(comm) ? ncclSuccess : hc_nccl_bad_comm(comm, "ncclCommDeregister");
     if (res == ncclSuccess && handle == NULL)
         res = hc_nccl_fail(ncclInvalidArgument, "ncclCommDeregister: handle is NULL");
     if (res == ncclSuccess)
@@ -451,21 +485,45 @@ ncclResult_t hcomm_nccl_MemFree(void *ptr)
 
 ncclResult_t hcomm_nccl_GroupStart(void)
 {
+    if (!hc_group_active())
+        group_error = ncclSuccess;
     return hc_nccl_status(hcomm_group_start(), "ncclGroupStart");
+}
+
+/* Closes the outermost group without running its calls; its error. */
+static ncclResult_t group_drop(ncclResult_t res, const char *what)
+{
+    char why[sizeof(last_error)];
+    snprintf(why, sizeof(why), "%s", last_error);
+    group_error = ncclSuccess;
+    hc_group_leave();
+    hc_group_reset();
+    hc_nccl_temps_release();
+    return hc_nccl_fail(res, "%s: none of the group's calls ran: %s", what, why);
 }
 
 /* hcomm keeps the one group depth (an hcomm group around NCCL calls counts). */
 ncclResult_t hcomm_nccl_GroupEnd(void)
 {
+    if (group_error != ncclSuccess && hc_group_depth == 1)
+        return group_drop(group_error, "ncclGroupEnd");
     ncclResult_t res = hc_nccl_status(hcomm_group_end(), "ncclGroupEnd");
     if (!hc_group_active())
         hc_nccl_temps_release();
     return res;
 }
 
+/* NCCL's ends the group; hcomm has no cost model to simulate it with. */
 ncclResult_t hcomm_nccl_GroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
     (void)simInfo;
-    return hc_nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd: hcomm has no cost model to "
-                                          "simulate with; the group stays open");
+    if (!hc_group_active())
+        return hc_nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd: no group is open");
+    if (hc_group_depth > 1) {
+        hc_group_leave();
+        return ncclSuccess; /* an inner group's end, as ncclGroupEnd's */
+    }
+    hc_nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd: hcomm has no cost model to simulate "
+                                   "with");
+    return group_drop(ncclInvalidUsage, "ncclGroupSimulateEnd");
 }
