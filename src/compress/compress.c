@@ -125,6 +125,12 @@ hcomm_status_t hcomm_compress_create(hcomm_comm_t comm, const hcomm_compress_con
         hc_error(COMPRESS, "hcomm_compress_create: %zu elements overflow", count);
         return HCOMM_ERR_OVERFLOW;
     }
+    if (config->kind == HCOMM_COMPRESS_TOPK && count > UINT32_MAX) {
+        /* a top-k pair's index is 32 bits: every encode would fail */
+        hc_error(COMPRESS, "hcomm_compress_create: top-k takes at most %u elements, not %zu",
+                 UINT32_MAX, count);
+        return HCOMM_ERR_OVERFLOW;
+    }
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
         hc_error(COMPRESS, "hcomm_compress_create: out of memory");

@@ -35,6 +35,13 @@ static hcomm_status_t check_input(const hcomm_moe_t m, const void *tokens, size_
                  T);
         return HCOMM_ERR_NULL_BUFFER;
     }
+    /* read here on the host: a router's outputs left on the device would
+     * crash the loop below (the refusal goes through the count exchange) */
+    hcomm_status_t st = HCOMM_SUCCESS;
+    if (T != 0 && ((st = hc_mem_host_only(name, tokens, T * m->row_bytes)) != HCOMM_SUCCESS ||
+                   (st = hc_mem_host_only(name, ids, T * k * sizeof(*ids))) != HCOMM_SUCCESS ||
+                   (st = hc_mem_host_only(name, w, T * k * sizeof(*w))) != HCOMM_SUCCESS))
+        return st;
     for (size_t i = 0; i < T * k; i++) {
         if (ids[i] < -1 || ids[i] >= m->nexperts) {
             hc_error(MOE, "%s: token %zu slot %zu: expert %d, not in -1 .. %d", name, i / k, i % k,
@@ -266,8 +273,6 @@ hcomm_status_t hcomm_moe_dispatch(hcomm_moe_t moe, const void *tokens, size_t nu
         return HCOMM_ERR_INVALID_ARG;
     }
     moe->have_layout = 0;
-    if ((st = hc_mem_host_only("hcomm_moe_dispatch", tokens, num_tokens)) != HCOMM_SUCCESS)
-        return st;
     if (hc_group_active()) { /* the count exchange would only be queued */
         hc_error(MOE, "hcomm_moe_dispatch: not allowed inside a group");
         return HCOMM_ERR_INVALID_USAGE;

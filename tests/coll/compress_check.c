@@ -187,6 +187,10 @@ static void bad_configs(hcomm_comm_t comm)
     cfg.ratio = 1.5;
     expect("topk ratio 1.5", hcomm_compress_create(comm, &cfg, 16, HCOMM_FLOAT32, &st),
            HCOMM_ERR_INVALID_ARG);
+    cfg.ratio = 0.01; /* its pairs' indices are 32 bits */
+    expect("topk of 2^32 elements",
+           hcomm_compress_create(comm, &cfg, (size_t)UINT32_MAX + 1, HCOMM_FLOAT32, &st),
+           HCOMM_ERR_OVERFLOW);
     expect("parse topk:0", hcomm_compress_parse("topk:0", &cfg), HCOMM_ERR_INVALID_ARG);
     expect("parse topk", hcomm_compress_parse("topk", &cfg), HCOMM_ERR_INVALID_ARG);
     expect("parse twobit", hcomm_compress_parse("twobit", &cfg), HCOMM_ERR_INVALID_ARG);

@@ -28,6 +28,7 @@
 #include "device/device.h"
 #include "hcomm.h"
 #include "hcomm_compress.h"
+#include "hcomm_moe.h"
 #include "hcomm_profiler.h"
 #include "hcomm_stream.h"
 #include "test_comm.h"
@@ -300,6 +301,35 @@ static void profiler_sees_caller(hcomm_comm_t comm)
     buf_free(1, r);
 }
 
+/* MoE dispatch reads the router's outputs on the host: expert ids left in
+ * test memory on the last rank are refused there, every other rank hears
+ * it in the count exchange, and the communicator stays usable. */
+static void moe_refusal(hcomm_comm_t comm)
+{
+    hcomm_moe_config_t cfg = {4, NULL, 2, 8, HCOMM_FLOAT32};
+    hcomm_moe_t        moe = NULL;
+    hcomm_moe_recv_t   rv;
+    float              x[3 * 8] = {0}, w[6] = {1, 1, 1, 1, 1, 1};
+    int32_t            ids[6] = {0, 1, 2, 3, -1, 0};
+    int32_t           *dids   = buf_new(1, 6, ids);
+    int                last   = g_rank == g_nranks - 1;
+    if (hcomm_moe_create(comm, &cfg, &moe) != HCOMM_SUCCESS) {
+        CHECK(0, "hcomm_moe_create failed");
+        buf_free(1, dids);
+        return;
+    }
+    hcomm_status_t st   = hcomm_moe_dispatch(moe, x, 3, last ? dids : ids, w, &rv);
+    hcomm_status_t want = last           ? HCOMM_ERR_UNSUPPORTED
+                          : g_nranks > 1 ? HCOMM_ERR_REMOTE
+                                         : HCOMM_ERR_UNSUPPORTED;
+    CHECK(st == want, "moe dispatch, ids in test memory on the last rank: %s, want %s",
+          hcomm_status_name(st), hcomm_status_name(want));
+    st = hcomm_moe_dispatch(moe, x, 3, ids, w, &rv);
+    CHECK(st == HCOMM_SUCCESS, "moe dispatch after the refusal: %s", hcomm_status_name(st));
+    hcomm_moe_destroy(moe);
+    buf_free(1, dids);
+}
+
 /* The calls that do not stage yet refuse test memory, naming it. */
 static void refusals(hcomm_comm_t comm)
 {
@@ -323,6 +353,7 @@ static void refusals(hcomm_comm_t comm)
     }
     free(h);
     buf_free(1, d);
+    moe_refusal(comm);
 }
 
 /* --bench COUNT ITERS: rank 0 prints the mean time of an int32 sum
