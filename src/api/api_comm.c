@@ -252,9 +252,13 @@ hcomm_status_t hcomm_comm_revoke(hcomm_comm_t comm)
         return HCOMM_ERR_INVALID_COMM;
     }
     /* a flag, not the failure itself: another thread may be progressing comm;
-     * whichever progresses next fails it, here and on the peers */
-    __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELAXED);
+     * whichever progresses next fails it, here and on the peers. The hold,
+     * first: a call that ends revoked may abort comm while the peers are
+     * still being told, and the abort then waits for it. */
+    __atomic_add_fetch(&comm->held, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
     hc_watch_revoke(comm);
+    __atomic_sub_fetch(&comm->held, 1, __ATOMIC_RELEASE);
     return HCOMM_SUCCESS;
 }
 

@@ -331,14 +331,14 @@ int hc_comm_wait_released(hcomm_comm_t c)
     double                deadline = hc_clock_now() + c->timeout;
 
     for (;;) {
-        hc_comm_lock(c);
-        int held = c->held;
-        hc_comm_unlock(c);
+        int held = __atomic_load_n(&c->held, __ATOMIC_ACQUIRE);
         if (held == 0)
             return 0;
         if (hc_clock_now() > deadline) {
-            hc_error(INIT, "communicator destroyed while streams still hold %d of its "
-                           "requests; not freed", held);
+            hc_error(INIT,
+                     "communicator destroyed while streams or a revoke still hold it (%d); "
+                     "not freed",
+                     held);
             return -1;
         }
         nanosleep(&nap, NULL);

@@ -100,7 +100,8 @@ struct hcomm_comm {
      * the queue and the executor holds lock; until then the comm stays lock-free */
     pthread_mutex_t     lock;        /* recursive */
     int                 threaded;
-    int                 held;        /* requests a stream still holds (destroy waits) */
+    int                 held; /* an atomic: requests a stream still holds, and a revoke
+                               * still telling the peers (destroy waits for both) */
 };
 
 /* Gives the CPU away for a moment: sleeps in poll() on what the transports

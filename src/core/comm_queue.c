@@ -20,7 +20,7 @@ void hc_comm_enqueue(hcomm_comm_t comm, hcomm_request_t req, int gated)
     if (gated) {
         req->gated   = 1;
         req->holders = 1;
-        comm->held++;
+        __atomic_add_fetch(&comm->held, 1, __ATOMIC_RELAXED);
     }
     req->next = NULL;
     if (comm->req_tail != NULL)

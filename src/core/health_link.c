@@ -139,8 +139,8 @@ static int links_rows(hc_links_t *l, link_row_t **rows_p)
         for (int i = 0; i < l->nrep[r]; i++) {
             const hc_link_report_t *e = &cur[i];
             hc_link_report_t       *p = links_prev(l, r, e->peer), d = *e;
-            if (e->peer < 0 || e->peer >= l->nranks)
-                continue;
+            if (e->peer < 0 || e->peer >= l->nranks || e->cls / 2 >= (unsigned)hc_tl_table_len())
+                continue; /* a corrupt report: not a link this build knows */
             if (p != NULL && (p->n > e->n || p->bytes > e->bytes || p->ns > e->ns)) {
                 *p = *e; /* sums that went back: start again from here */
                 continue;
@@ -168,8 +168,10 @@ static int links_rows(hc_links_t *l, link_row_t **rows_p)
  * also LINK_SLOWER below the median is flagged. */
 static void links_test_class(link_row_t *rows, int m, double alpha)
 {
-    double x[m], score[HCOMM_HEALTH_MAX];
+    double score[HCOMM_HEALTH_MAX], *x = malloc((size_t)m * sizeof(*x)); /* up to 64 a rank */
     int    idx[HCOMM_HEALTH_MAX];
+    if (x == NULL)
+        return; /* not judged this time */
     double median = m % 2 ? rows[m / 2].rate : 0.5 * (rows[m / 2 - 1].rate + rows[m / 2].rate);
     /* Slow is high, and a rate's noise is a factor: the logarithm, negated.
      * A rate above the median is a receiver that came late and found its
@@ -181,6 +183,7 @@ static void links_test_class(link_row_t *rows, int m, double alpha)
     }
     int max_out = m / 2 < HCOMM_HEALTH_MAX ? m / 2 : HCOMM_HEALTH_MAX;
     int k       = hc_grubbs_outliers(x, m, alpha, max_out, 1, idx, score);
+    free(x);
     for (int i = 0; i < k; i++)
         if (rows[idx[i]].rate * LINK_SLOWER <= median) {
             rows[idx[i]].flag  = 1;

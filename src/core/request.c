@@ -87,7 +87,7 @@ void hc_request_drop(hcomm_request_t req)
     hcomm_comm_t comm = req->comm;
     hc_comm_lock(comm);
     if (--req->holders == 0) {
-        comm->held--;
+        __atomic_sub_fetch(&comm->held, 1, __ATOMIC_RELEASE);
         hc_request_recycle(comm, req);
     }
     hc_comm_unlock(comm);

@@ -216,11 +216,14 @@ hcomm_status_t hc_watch_shrink_agree(hcomm_comm_t c, const uint8_t *cand, uint8_
         }
         shrink_reply_t rep         = {.alive = alive, .nranks = c->nranks};
         double         quiet_since = 0;
+        /* once k took the join it decides within its own timeout, which may
+         * have started after this rank's: wait for that too */
+        int joined = 0;
         memset(skip, 1, (size_t)c->nranks);
         skip[k] = 0;
         for (;;) { /* ask k until it decides, or is found dead */
             double now = hc_clock_now();
-            if (now > deadline)
+            if (now > deadline + (joined ? c->timeout : 0))
                 goto out;
             rep.got = 0, left[k] = 0;
             hc_watch_ask(c, HC_WATCH_SHRINK, skip, hc_params_get()->watch_timeout, shrink_reply,
@@ -239,6 +242,7 @@ hcomm_status_t hc_watch_shrink_agree(hcomm_comm_t c, const uint8_t *cand, uint8_
                 hc_info(INIT, "hcomm_comm_shrink: rank %d is dead; the next rank coordinates", k);
                 break;
             }
+            joined      = joined || (rep.got && rep.status == HC_SHRINK_JOINED);
             quiet_since = rep.got ? 0 : quiet_since > 0 ? quiet_since : now;
             shrink_nap();
         }

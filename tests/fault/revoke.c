@@ -80,9 +80,10 @@ int main(int argc, char **argv)
            "later call: %s; get_error: %s)\n",
            rank, ok ? "OK" : "FAILED", t1, hcomm_status_str(bs), hcomm_status_str(ss), t2,
            hcomm_status_str(ns), hcomm_status_str(es));
-    if (by_thread && rank == 0)
-        pthread_join(t, NULL);
+    /* the revoking thread may still be telling the peers: abort waits for it */
     hcomm_stream_destroy(s);
     hcomm_comm_abort(comm);
+    if (by_thread && rank == 0)
+        pthread_join(t, NULL);
     return ok ? 0 : 1;
 }

@@ -3,7 +3,8 @@
 # is killed (SIGKILL) during blocking allreduces or during one on a stream,
 # and the survivors get a working communicator without it; in "agree" the
 # first rank the survivors ask to coordinate dies too while they wait in the
-# agreement, and they find both dead with nobody listed (tests/fault/
+# agreement, and they find both dead with nobody listed; in "late" a rank
+# stays alive without joining while the coordinator starts late (tests/fault/
 # shrink_fail.c). Prints each case's time from the kill to the last survivor
 # ready.
 # shellcheck source=tests/test_lib.sh
@@ -28,6 +29,8 @@ case_ tcp 4 stream 2 3
 result "tcp, 4 ranks, rank 2 killed during a stream's allreduce: 3 survivors ($(took))" $?
 case_ shm 5 agree 3 3
 result "shm, 5 ranks, rank 3 killed, rank 0 dies in the agreement: 3 survivors ($(took))" $?
+case_ shm 4 late 3 3
+result "shm, 4 ranks, rank 3 alive but never in the agreement, the coordinator 0.5 s late: 3 survivors" $?
 case_ shm 8 coll 5 7
 result "shm, 8 ranks, rank 5 killed: 7 survivors ($(took))" $?
 finish

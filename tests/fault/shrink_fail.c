@@ -1,12 +1,16 @@
 /* shrink_fail.c - hcomm_comm_shrink on a communicator that failed: the
  * survivors agree over the watch channel and get a working communicator
  * without the dead. Run under hcomm-run -n N (N >= 3):
- *   shrink_fail coll|stream|agree VICTIM
+ *   shrink_fail coll|stream|agree|late VICTIM
  * VICTIM is killed (SIGKILL, by a child of its own) 200 ms into a loop of 4
  * MiB allreduces, blocking (coll) or on a stream (stream). In agree, rank 0
  * (the first the survivors ask to coordinate) dies too, 300 ms after its
  * own operation failed, while the others wait in the agreement; they list
- * no one as excluded and must find both dead. Each survivor prints
+ * no one as excluded and must find both dead. In late, VICTIM revokes the
+ * communicator and stays alive without ever shrinking, and rank 0 (the
+ * coordinator) enters the agreement 0.5 s after the others: it waits its
+ * timeout (4 s here) for VICTIM, and the others must still be there to take
+ * its decision. Each survivor prints
  *   shrink_fail: rank R: now rank r of n, sum right, ready T ms after the kill
  * and exits 0 when the new communicator's allreduce is right. */
 #include <signal.h>
@@ -44,19 +48,27 @@ static void die_in(int ms)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: shrink_fail coll|stream|agree VICTIM\n");
+        fprintf(stderr, "usage: shrink_fail coll|stream|agree|late VICTIM\n");
         return 2;
     }
     const char    *mode   = argv[1];
     int            victim = atoi(argv[2]), stream = strcmp(mode, "stream") == 0;
-    int            agree = strcmp(mode, "agree") == 0, rank, nranks;
+    int            agree = strcmp(mode, "agree") == 0, late = strcmp(mode, "late") == 0;
+    int            rank, nranks;
     hcomm_comm_t   comm, nc = NULL;
     hcomm_stream_t s = NULL;
     float         *x = calloc(COUNT, sizeof(float));
     if (x == NULL || hcomm_comm_init_env(&comm) != HCOMM_SUCCESS || hcomm_comm_rank(comm, &rank) ||
-        hcomm_comm_size(comm, &nranks) || hcomm_comm_set_timeout(comm, 30) ||
+        hcomm_comm_size(comm, &nranks) || hcomm_comm_set_timeout(comm, late ? 4 : 30) ||
         (stream && hcomm_stream_create(&s)))
         return 3;
+    if (rank == victim && late) { /* alive, never in the agreement */
+        usleep(200000);
+        hcomm_comm_revoke(comm);
+        sleep(12);
+        hcomm_comm_abort(comm);
+        return 0;
+    }
     if (rank == victim)
         die_in(200);
     hcomm_status_t st = HCOMM_SUCCESS;
@@ -71,7 +83,9 @@ int main(int argc, char **argv)
         usleep(300000);
         raise(SIGKILL);
     }
-    int excl[1] = {victim}, nexcl = agree ? 0 : 1;
+    if (late && rank == 0)
+        usleep(500000);
+    int excl[1] = {victim}, nexcl = agree || late ? 0 : 1;
     if ((st = hcomm_comm_shrink(comm, excl, nexcl, &nc)) != HCOMM_SUCCESS) {
         printf("shrink_fail: rank %d: shrink failed: %s\n", rank, hcomm_status_str(st));
         return 1;
