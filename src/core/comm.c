@@ -100,7 +100,7 @@ void hc_comm_fail(hcomm_comm_t comm, hcomm_status_t status)
 {
     if (comm->error != HCOMM_SUCCESS)
         return;
-    comm->error = status;
+    __atomic_store_n(&comm->error, status, __ATOMIC_RELAXED); /* the watch thread reads it */
     hc_comm_tl_close(comm);
     /* what ran until now reaches the trace file, whatever happens next; a
      * flight recorder (hc_ops_snapshot) would be written here too */

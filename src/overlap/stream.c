@@ -45,6 +45,8 @@ struct hcomm_stream {
     pthread_t         thread;
     void             *cuda;    /* the cudaStream_t work is ordered with, or NULL */
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
+    int                  cuda_pending; /* their callbacks not yet returned: they use s */
+    int                  cuda_skipped; /* tasks the CUDA stream never reached in time */
 };
 
 /* Guards every stream's last_req and the list of live streams: the registry
@@ -165,6 +167,8 @@ static void stream_cuda_enter(void *arg)
         hc_error(STREAM, "CUDA stream %p: an hcomm task did not finish within HCOMM_TIMEOUT; "
                        "the CUDA stream goes on", s->cuda);
     task_unref(t);
+    s->cuda_pending--;
+    pthread_cond_broadcast(&s->cuda_cv); /* destroy may wait for this */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -185,7 +189,9 @@ void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
     if (s->cuda != NULL) { /* the CUDA stream gets a callback that brackets the task */
         t->refs  = 2;
         t->owner = s;
+        s->cuda_pending++;
         if (hc_stream_cuda_bracket(s->cuda, stream_cuda_enter, t) != 0) {
+            s->cuda_pending--;
             t->refs = 1, t->go = 1;
             if (s->error == HCOMM_SUCCESS)
                 s->error = HCOMM_ERR_SYSTEM;
@@ -320,6 +326,7 @@ static void *stream_main(void *arg)
         else
             stream_skip(s, t);
         pthread_mutex_lock(&s->mu);
+        s->cuda_skipped += !go;
         s->head = t->next;
         if (s->head == NULL)
             s->tail = NULL;
@@ -443,6 +450,22 @@ hcomm_status_t hcomm_stream_query(hcomm_stream_t s)
     return st;
 }
 
+/* Waits until every CUDA callback of s has returned, at most HCOMM_TIMEOUT
+ * (none for a task the CUDA stream never reached: its callback may come any
+ * time); 0, or -1 while some are still to come. */
+static int stream_cuda_settle(hcomm_stream_t s)
+{
+    struct timespec until   = hc_clock_abs_in(hc_params_get()->timeout);
+    int             expired = 0, left;
+
+    pthread_mutex_lock(&s->mu);
+    while (s->cuda_pending > 0 && s->cuda_skipped == 0 && !expired)
+        expired = pthread_cond_timedwait(&s->cuda_cv, &s->mu, &until) != 0;
+    left = s->cuda_pending;
+    pthread_mutex_unlock(&s->mu);
+    return left > 0 ? -1 : 0;
+}
+
 hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
 {
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_destroy");
@@ -475,6 +498,14 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     pthread_join(s->thread, NULL);
     if (last != NULL)
         hc_request_drop(last);
+    if (stream_cuda_settle(s) != 0) {
+        /* a CUDA callback may still come and use s: leave it allocated */
+        hc_error(STREAM,
+                 "hcomm_stream_destroy: CUDA stream %p has not reached %d of its "
+                 "callbacks; stream %p not freed",
+                 s->cuda, s->cuda_pending, (void *)s);
+        return st;
+    }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->done);
