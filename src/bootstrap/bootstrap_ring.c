@@ -237,8 +237,10 @@ static hcomm_status_t ring_link_run(ring_link_t *l, double deadline)
         int c = l->linked ? -1 : n;
         if (c >= 0)
             pfd[n++] = (struct pollfd){.fd = l->cl.fd, .events = POLLIN};
+        /* until may be a gate deadline passed since it was served: not
+         * negative, which poll takes as no timeout at all */
         double ms = (until - now) * 1000.0 + 1.0;
-        if (poll(pfd, (nfds_t)n, ms > 1000 ? 1000 : (int)ms) < 0 && errno != EINTR) {
+        if (poll(pfd, (nfds_t)n, ms < 0 ? 0 : ms > 1000 ? 1000 : (int)ms) < 0 && errno != EINTR) {
             hc_error(BOOT, "rank %d: poll: %s", l->bs->rank, strerror(errno));
             return HCOMM_ERR_SYSTEM;
         }

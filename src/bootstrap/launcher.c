@@ -220,6 +220,14 @@ static void log_none(void)
              n ? " (rank and size come from one launcher, never two)" : "");
 }
 
+static hcomm_status_t detect_torchrun(hc_launch_t *l)
+{
+    l->kind = HC_LAUNCH_TORCHRUN, l->name = "torchrun", l->vars = "RANK, WORLD_SIZE";
+    local_rank(l, "LOCAL_RANK");
+    torchrun_root(l);
+    return rank_size(l, "RANK", "WORLD_SIZE");
+}
+
 static hcomm_status_t detect(int hrank, int hnranks, hc_launch_t *l)
 {
     if (env("HCOMM_RANK") != NULL || env("HCOMM_NRANKS") != NULL) {
@@ -236,6 +244,11 @@ static hcomm_status_t detect(int hrank, int hnranks, hc_launch_t *l)
                        "sets all three)";
         return HCOMM_SUCCESS;
     }
+    /* torchrun's agent (TORCHELASTIC_RUN_ID) run by srun or mpirun, one per
+     * node: its workers inherit the outer launcher's variables too, and
+     * the innermost launcher is the one that counts */
+    if (all_set(launch_vars[4]) && env("TORCHELASTIC_RUN_ID") != NULL)
+        return detect_torchrun(l);
     if (all_set(launch_vars[1]))
         return detect_pmix(l);
     if (all_set(launch_vars[2]))
@@ -246,12 +259,8 @@ static hcomm_status_t detect(int hrank, int hnranks, hc_launch_t *l)
         slurm_root(l);
         return rank_size(l, "SLURM_PROCID", "SLURM_NTASKS");
     }
-    if (all_set(launch_vars[4])) {
-        l->kind = HC_LAUNCH_TORCHRUN, l->name = "torchrun", l->vars = "RANK, WORLD_SIZE";
-        local_rank(l, "LOCAL_RANK");
-        torchrun_root(l);
-        return rank_size(l, "RANK", "WORLD_SIZE");
-    }
+    if (all_set(launch_vars[4]))
+        return detect_torchrun(l);
     log_none();
     return HCOMM_ERR_INVALID_USAGE;
 }

@@ -16,7 +16,7 @@ scratch launchers
 unset HCOMM_RANK HCOMM_NRANKS HCOMM_ROOT HCOMM_ROOT_FD HCOMM_COOKIE HCOMM_COOKIE_FROM_ROOT \
     PMIX_RANK PMIX_NAMESPACE PMI_RANK PMI_SIZE PMI_FD SLURM_PROCID SLURM_NTASKS SLURM_LOCALID \
     SLURM_STEP_ID SLURM_JOB_ID SLURM_JOBID SLURM_STEP_NODELIST SLURM_JOB_NODELIST RANK \
-    WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
+    WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT TORCHELASTIC_RUN_ID OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
 export HCOMM_TIMEOUT=30 HCOMM_LOG_LEVEL=info
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 port=$((20000 + $$ % 20000))
@@ -91,6 +91,13 @@ result "srun's variables, nodes $nodes without HCOMM_COOKIE: refused" $?
 rank_env() { echo "$(slurm_env "$1") HCOMM_ROOT=127.0.0.1:$port"; }
 ranks 3 "$ex" && ok 3 Slurm
 result "srun's variables with HCOMM_ROOT: it overrides the derived root" $?
+
+# ---- torchrun inside srun: the outer launcher's variables are there too ----
+nodes='localhost,node[2-3]'
+rank_env() { echo "$(slurm_env 0) $(torch_env "$1") TORCHELASTIC_RUN_ID=$$"; }
+addr=127.0.0.1
+ranks 3 "$ex" && ok 3 torchrun
+result "torchrun's agent under srun (SLURM_PROCID 0 on every worker): torchrun's ranks" $?
 
 # ---- the mispairing of old: PMIx's rank, PMI-1's size ----
 rank_env() { echo "PMIX_RANK=$1 PMI_SIZE=3"; }
