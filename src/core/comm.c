@@ -331,7 +331,11 @@ int hc_comm_wait_released(hcomm_comm_t c)
     double                deadline = hc_clock_now() + c->timeout;
 
     for (;;) {
+        /* under the lock: a stream's thread drops its hold inside it, and
+         * must have let go of it before the comm (and its lock) is freed */
+        hc_comm_lock(c);
         int held = __atomic_load_n(&c->held, __ATOMIC_ACQUIRE);
+        hc_comm_unlock(c);
         if (held == 0)
             return 0;
         if (hc_clock_now() > deadline) {

@@ -282,12 +282,8 @@ static void *watch_main(void *arg)
         for (int i = 0; i < nwatched; i++)
             hc_gate_serve(&watched[i]->gate, pfd + watched[i]->pfd_first);
         if (period > 0 && hc_clock_now() >= next_health) {
-            /* a failed communicator runs no operations to judge, and asking
-             * its ranks (some gone) would hold this thread, whose answers
-             * every other communicator's peers wait for */
             for (int i = 0; i < nwatched; i++)
-                if (watched[i]->comm->health != NULL &&
-                    __atomic_load_n(&watched[i]->comm->error, __ATOMIC_RELAXED) == HCOMM_SUCCESS)
+                if (watched[i]->comm->health != NULL)
                     watch_health(watched[i]->comm);
             next_health = hc_clock_now() + period;
         }
