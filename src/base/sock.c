@@ -175,8 +175,9 @@ hcomm_status_t hc_sock_connect(const struct sockaddr *sa, socklen_t len, int soc
         /* A transport's peer listens from before its address was published:
          * a refusal is its listener closed, and retrying it until the deadline
          * only kept this rank (inside a blocking dial) from noticing other
-         * peers' deaths for HCOMM_TIMEOUT (the kill campaign saw it). */
-        if (err == ECONNREFUSED && peer.listening) {
+         * peers' deaths for HCOMM_TIMEOUT (the kill campaign saw it). A reset
+         * is the same listener closed with this connection in its backlog. */
+        if ((err == ECONNREFUSED || err == ECONNRESET) && peer.listening) {
             hc_log_level_t level = peer.quiet_close ? HC_LOG_DEBUG : HC_LOG_ERROR;
             hc_log_as(level, peer.subsys,
                       "connect to %s at %s: refused: it closed its listener (failed, was "

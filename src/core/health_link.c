@@ -15,6 +15,7 @@
 #define LINK_SLOWER 2.0          /* a slow link is this many times below its class's median */
 #define LINK_STREAK 3            /* evaluations that flag a link before it is named */
 #define LINK_TRACKED  64         /* flagged or named links rank 0 follows */
+#define LINK_KEPT 8              /* evaluations a link's last rate stands in the median */
 
 void hc_link_note(struct hcomm_comm *c, int peer, size_t len, uint64_t ns)
 {
@@ -64,13 +65,21 @@ typedef struct link_row {
     double   median; /* of its class */
     double   score;
     int      flag;
+    int      fresh; /* measured this time; else its last rate, for the median only */
 } link_row_t;
+
+/* A rank's last report of a link, and the rate last measured from it. */
+typedef struct link_prev {
+    hc_link_report_t r;
+    double           rate; /* 0: none yet */
+    int              age;  /* evaluations since it was measured */
+} link_prev_t;
 
 struct hc_links {
     int               nranks;
     hc_link_report_t *rep; /* [nranks][HC_LINKS_REPORTED]: this evaluation's */
     int              *nrep;
-    hc_link_report_t *prev; /* each rank's last report, whose sums rep's are compared to */
+    link_prev_t      *prev; /* [nranks][HC_LINKS_REPORTED]: what rep's sums are compared to */
     int              *nprev;
     link_track_t      track[LINK_TRACKED];
     int               ntrack;
@@ -112,11 +121,11 @@ static int cmp_row(const void *a, const void *b)
 }
 
 /* rank's report of peer's link when it was last judged, or NULL. */
-static hc_link_report_t *links_prev(hc_links_t *l, int rank, int peer)
+static link_prev_t *links_prev(hc_links_t *l, int rank, int peer)
 {
-    hc_link_report_t *p = &l->prev[(size_t)rank * HC_LINKS_REPORTED];
+    link_prev_t *p = &l->prev[(size_t)rank * HC_LINKS_REPORTED];
     for (int i = 0; i < l->nprev[rank]; i++)
-        if (p[i].peer == peer)
+        if (p[i].r.peer == peer)
             return &p[i];
     return NULL;
 }
@@ -125,7 +134,10 @@ static hc_link_report_t *links_prev(hc_links_t *l, int rank, int peer)
  * them, sorted by class, then rate; how many. A link's first report is only
  * where its count starts (a new TCP connection is in slow start). A link
  * that carried too few keeps counting from where it was, so that a slow one
- * is not skipped for being slow. */
+ * is not skipped for being slow; meanwhile its last rate, up to LINK_KEPT
+ * evaluations old, stands in its class's median: a slow link completes its
+ * messages at other times than the fast ones, and alone it has no class to
+ * be measured against. */
 static int links_rows(hc_links_t *l, link_row_t **rows_p)
 {
     int n = 0, k = 0;
@@ -138,26 +150,30 @@ static int links_rows(hc_links_t *l, link_row_t **rows_p)
         const hc_link_report_t *cur = &l->rep[(size_t)r * HC_LINKS_REPORTED];
         for (int i = 0; i < l->nrep[r]; i++) {
             const hc_link_report_t *e = &cur[i];
-            hc_link_report_t       *p = links_prev(l, r, e->peer), d = *e;
+            link_prev_t            *p = links_prev(l, r, e->peer);
+            hc_link_report_t        d = *e;
             if (e->peer < 0 || e->peer >= l->nranks || e->cls / 2 >= (unsigned)hc_tl_table_len())
                 continue; /* a corrupt report: not a link this build knows */
-            if (p != NULL && (p->n > e->n || p->bytes > e->bytes || p->ns > e->ns)) {
-                *p = *e; /* sums that went back: start again from here */
+            if (p != NULL && (p->r.n > e->n || p->r.bytes > e->bytes || p->r.ns > e->ns)) {
+                *p = (link_prev_t){.r = *e}; /* sums that went back: start again from here */
                 continue;
             }
             if (p == NULL) {
                 if (l->nprev[r] < HC_LINKS_REPORTED)
-                    l->prev[(size_t)r * HC_LINKS_REPORTED + l->nprev[r]++] = *e;
+                    l->prev[(size_t)r * HC_LINKS_REPORTED + l->nprev[r]++] = (link_prev_t){.r = *e};
                 continue;
             }
-            d.n -= p->n, d.bytes -= p->bytes, d.ns -= p->ns;
-            if (d.n < LINK_MIN_MSGS || d.ns == 0)
+            link_row_t row = {.src = e->peer, .dst = r, .cls = e->cls};
+            d.n -= p->r.n, d.bytes -= p->r.bytes, d.ns -= p->r.ns;
+            if (d.n >= LINK_MIN_MSGS && d.ns > 0) {
+                row.rate = (double)d.bytes / (double)d.ns * 1e9, row.fresh = 1;
+                *p = (link_prev_t){.r = *e, .rate = row.rate};
+            } else if (p->rate > 0 && ++p->age <= LINK_KEPT) {
+                row.rate = p->rate;
+            } else {
                 continue;
-            rows[k++] = (link_row_t){.src  = e->peer,
-                                     .dst  = r,
-                                     .cls  = e->cls,
-                                     .rate = (double)d.bytes / (double)d.ns * 1e9};
-            *p        = *e;
+            }
+            rows[k++] = row;
         }
     }
     qsort(rows, (size_t)k, sizeof(*rows), cmp_row);
@@ -225,9 +241,20 @@ static void links_log(const link_row_t *rows, int n)
     char line[1024];
     int  len = 0;
     for (int i = 0; i < n && len < (int)sizeof(line); i++)
-        len += snprintf(line + len, sizeof(line) - (size_t)len, " %d->%d %.1f%s", rows[i].src,
-                        rows[i].dst, rows[i].rate * 1e-6, rows[i].flag ? "*" : "");
-    hc_debug(COLL, "links (MB/s, * flagged):%s", n > 0 ? line : " none measured");
+        len += snprintf(line + len, sizeof(line) - (size_t)len, " %d->%d %.1f%s%s", rows[i].src,
+                        rows[i].dst, rows[i].rate * 1e-6, rows[i].fresh ? "" : "~",
+                        rows[i].flag ? "*" : "");
+    hc_debug(COLL, "links (MB/s, ~ an earlier rate, * flagged):%s",
+             n > 0 ? line : " none measured");
+}
+
+/* src -> dst's row when measured and tested this time, or NULL. */
+static const link_row_t *links_measured(const link_row_t *rows, int n, int src, int dst)
+{
+    for (int i = 0; i < n; i++)
+        if (rows[i].fresh && rows[i].median > 0 && rows[i].src == src && rows[i].dst == dst)
+            return &rows[i];
+    return NULL;
 }
 
 void hc_links_judge(hc_links_t *l, struct hcomm_comm *c, hcomm_health_t *v)
@@ -237,26 +264,26 @@ void hc_links_judge(hc_links_t *l, struct hcomm_comm *c, hcomm_health_t *v)
     if (rows == NULL)
         return;
     for (int a = 0, b; a < n; a = b) {
+        int fresh = 0;
         for (b = a; b < n && rows[b].cls == rows[a].cls; b++)
-            ;
-        if (b - a >= 3)
+            fresh += rows[b].fresh;
+        if (b - a >= 3 && fresh > 0)
             links_test_class(rows + a, b - a, hc_params_get()->health_alpha), judged += b - a;
     }
     if (HC_LOG_DEBUG <= hc_log_level_g && (hc_log_subsys_g & HC_SUBSYS(COLL)))
         links_log(rows, n);
-    for (int i = 0; i < n; i++)
-        if (rows[i].flag)
+    for (int i = 0; i < n; i++) /* an earlier rate was counted when it was measured */
+        if (rows[i].flag && rows[i].fresh)
             (void)links_track(l, rows[i].src, rows[i].dst, 1);
     v->nlinks      = judged;
     v->nslow_links = 0;
     for (int i = 0; i < l->ntrack; i++) {
         link_track_t     *t   = &l->track[i];
-        const link_row_t *row = NULL;
-        for (int j = 0; j < n && row == NULL; j++)
-            row = rows[j].src == t->src && rows[j].dst == t->dst ? &rows[j] : NULL;
+        const link_row_t *row = links_measured(rows, n, t->src, t->dst);
         /* Grubbs flags it to count; it stays slow while well below the
          * median, so a small class's weak test does not make it flap; a
-         * link that carried too little this time is no evidence either way */
+         * link that carried too little this time, or whose class was too
+         * small to test, is no evidence either way */
         if (row != NULL)
             t->rate = row->rate, t->median = row->median;
         if (row != NULL && row->flag)

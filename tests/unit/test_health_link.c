@@ -3,7 +3,8 @@
  * three flags; healthy spread names no one; classes judged apart; a
  * named link kept while well below the median and cleared after three
  * evaluations above it; a link's first report and too few messages judged
- * not at all (too few counted on until they are enough). Also the
+ * not at all (too few counted on until they are enough), a slow link
+ * judged against the others' earlier rates. Also the
  * per-peer sums a rank keeps (hc_link_note, hc_links_read). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -187,6 +188,48 @@ static void test_few_messages_not_judged(void **state)
     hc_links_free(l);
 }
 
+/* The slow sender's links complete their messages in other evaluations
+ * than the fast ones (8 at odd evaluations, the others 8 at even ones):
+ * judged against the fast links' last rates, they are named; once those
+ * are older than the evaluations they are kept, no class is left, and
+ * the named links stay named. */
+static void test_slow_among_earlier_rates(void **state)
+{
+    (void)state;
+    hc_links_t      *l = hc_links_create(NR);
+    hcomm_health_t   v;
+    hc_link_report_t rep[NR][HC_LINKS_REPORTED];
+    uint64_t         n[8] = {0}, bytes[8] = {0}, ns[8] = {0};
+    for (int s = 1; s <= 24; s++) {
+        int nrep[NR] = {0};
+        hc_links_begin(l);
+        for (int i = 0; i < 8; i++) {
+            int slow = ring8[i].src == 1;
+            if (s == 1 || (s <= 8 && (s % 2 == 1) == slow) || (s > 8 && slow && s % 2 == 1))
+                n[i] += 8, ns[i] += 1000000000ull, bytes[i] += (uint64_t)(ring8[i].mbs * 1e6);
+            rep[ring8[i].dst][nrep[ring8[i].dst]++] = (hc_link_report_t){.peer  = ring8[i].src,
+                                                                         .cls   = ring8[i].cls,
+                                                                         .n     = n[i],
+                                                                         .bytes = bytes[i],
+                                                                         .ns    = ns[i]};
+        }
+        for (int r = 0; r < NR; r++)
+            hc_links_feed(l, r, rep[r], nrep[r]);
+        hc_links_judge(l, &comm, &v);
+        if (s == 2) /* the fast ones measured, the slow ones not yet */
+            assert_int_equal(v.nlinks, 6);
+        if (s == 3) /* the slow ones measured, among the fast ones' rates of 2 */
+            assert_int_equal(v.nlinks, 8);
+        /* flags at 3, 5, 7: named at 7; the fast links' last rates (at 8)
+         * stand until 16, so from 17 the slow ones are alone: untested,
+         * which neither flags nor clears them */
+        assert_int_equal(v.nslow_links, s < 7 ? 0 : 2);
+        if (s >= 17)
+            assert_int_equal(v.nlinks, 0);
+    }
+    hc_links_free(l);
+}
+
 static void test_note_and_read(void **state)
 {
     (void)state;
@@ -214,6 +257,7 @@ int main(void)
         cmocka_unit_test_setup(test_classes_apart, setup),
         cmocka_unit_test_setup(test_named_then_cleared, setup),
         cmocka_unit_test_setup(test_few_messages_not_judged, setup),
+        cmocka_unit_test_setup(test_slow_among_earlier_rates, setup),
         cmocka_unit_test_setup(test_note_and_read, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
