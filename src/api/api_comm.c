@@ -83,6 +83,32 @@ static int comm_root_is_local(const char *root)
            IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
 }
 
+/* Where rank 0 listens for root: root itself, unless root names a host (not
+ * an address) that resolves to loopback here, as Debian's /etc/hosts maps a
+ * host's own name to 127.0.1.1, while the job has a secret or runs without
+ * one by choice (so it may span hosts): then every interface, at root's port,
+ * as torch's store listens; the other hosts resolve the name to an address
+ * that reaches this one. */
+static const char *comm_root_bind(const char *root, int secret, char *buf, size_t size)
+{
+    struct sockaddr_storage ss;
+    socklen_t               len;
+    struct in_addr          v4;
+    char                    host[256];
+    const char             *colon = strrchr(root, ':');
+    size_t                  hlen  = colon != NULL ? (size_t)(colon - root) : 0;
+    if (!secret || root[0] == '[' || colon == NULL || hlen == 0 || hlen >= sizeof(host))
+        return root; /* an IPv6 address, or what the parse will refuse */
+    memcpy(host, root, hlen);
+    host[hlen] = '\0';
+    if (inet_pton(AF_INET, host, &v4) == 1 || !comm_root_is_local(root) ||
+        hc_sock_parse_addr(root, HC_SUBSYS(INIT), &ss, &len) != HCOMM_SUCCESS)
+        return root;
+    snprintf(buf, size, ss.ss_family == AF_INET6 ? "[::]%s" : "0.0.0.0%s", colon);
+    hc_info(INIT, "the root %s resolves to loopback on this host: listening on %s", root, buf);
+    return buf;
+}
+
 /* The cookie for a root the launcher's store did not carry: HCOMM_COOKIE, or
  * (no secret) one derived from the root where the hardening rules allow it. */
 static hcomm_status_t comm_env_cookie(const hc_params_t *p, const char *root, const char *from,
@@ -127,8 +153,12 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
         return st;
     /* a store carries the id, secret included; HCOMM_ROOT then only says
      * where rank 0 listens */
+    char bind[HC_SOCK_ADDRSTRLEN];
     if (l.kvs) {
-        st = hc_launch_share_id(&l, p->root[0] ? p->root : NULL, p->timeout, &id);
+        const char *at = p->root[0] ? p->root : NULL; /* only rank 0 binds */
+        if (at != NULL && l.rank == 0)
+            at = comm_root_bind(at, 1, bind, sizeof(bind));
+        st = hc_launch_share_id(&l, at, p->timeout, &id);
     } else {
         const char *root = p->root[0] ? p->root : l.root;
         if (root[0] == '\0') {
@@ -150,7 +180,10 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
             !__atomic_exchange_n(&root_fd_taken, 1, __ATOMIC_ACQ_REL))
             st = hc_bootstrap_root_adopt(p->root_fd, root, cookie, &id);
         else if (l.rank == 0)
-            st = hc_bootstrap_root_start(root, cookie, &id);
+            st = hc_bootstrap_root_start(
+                comm_root_bind(root, p->cookie[0] != '\0' || p->cookie_from_root == 1, bind,
+                               sizeof(bind)),
+                cookie, &id);
         else
             st = hc_bootstrap_id_from_addr(root, cookie, &id);
     }

@@ -15,6 +15,8 @@ netns_cleanup() {
     for p in $(cat "$netns_dir"/pids 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
     for i in $(seq 0 $((NODES - 1))); do ip netns del "${tag}n$i" 2>/dev/null; done
     ip netns del "${tag}h" 2>/dev/null
+    rm -rf /etc/netns/"${tag}"n*
+    rmdir /etc/netns 2>/dev/null # where this made it
 }
 at_exit netns_cleanup
 
@@ -42,7 +44,19 @@ netns_setup() {
         skip "cannot build the namespaces: $(head -n 1 "$netns_dir/setup.err")"
 }
 
-# netns_launch PROG ARGS...: every rank in its namespace, rank 0 the root; rank
+# netns_hosts NAME: NAME resolves to 127.0.1.1 on node 0 (Debian's /etc/hosts
+# line for the host's own name) and to node 0's address on the others (ip
+# netns exec reads /etc/netns/NS/hosts as /etc/hosts).
+netns_hosts() {
+    for i in $(seq 0 $((NODES - 1))); do
+        mkdir -p "/etc/netns/${tag}n$i" || return 1
+        { echo "127.0.0.1 localhost"; if [ "$i" = 0 ]; then echo "127.0.1.1 $1"; else echo "$sub.1 $1"; fi; } \
+            > "/etc/netns/${tag}n$i/hosts" || return 1
+    done
+}
+
+# netns_launch PROG ARGS...: every rank in its namespace, rank 0 the root
+# (HCOMM_ROOT: node 0's address, or ROOT_HOST where set); rank
 # r's output in $netns_dir/out.r, its log in $netns_dir/log.r; 0 when all exit 0.
 netns_launch() {
     n=$((NODES * PPN)) port=$((20000 + $$ % 20000))
@@ -51,7 +65,7 @@ netns_launch() {
     for r in $(seq 0 $((n - 1))); do
         if [ "$PLACE" = rr ]; then node=$((r % NODES)); else node=$((r / PPN)); fi
         ip netns exec "${tag}n$node" env HCOMM_RANK=$r HCOMM_NRANKS=$n \
-            HCOMM_ROOT="$sub.1:$port" HCOMM_COOKIE="$cookie" HCOMM_SOCKET_IFNAME="${tag}b" \
+            HCOMM_ROOT="${ROOT_HOST:-$sub.1}:$port" HCOMM_COOKIE="$cookie" HCOMM_SOCKET_IFNAME="${tag}b" \
             HCOMM_LOG_FILE="$netns_dir/log.$r" "$@" > "$netns_dir/out.$r" 2>&1 &
         echo $! >> "$netns_dir/pids"
     done

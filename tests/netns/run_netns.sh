@@ -6,7 +6,8 @@
 # hierarchical algorithm by itself (no HCOMM_ALGO). Then the same matrix with
 # HCOMM_NET=ofi (provider tcp;ofi_rxm) and HCOMM_NET=ucx (UCX_TLS=tcp, else
 # UCX would find the namespaces share memory) between the namespaces, where
-# those transports open. Skips without root or ip.
+# those transports open. A root host name that resolves to loopback on rank
+# 0's node still serves the others. Skips without root or ip.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 check="$top/tests/coll/.libs/coll_check" perf="$top/perf/.libs/hcomm-perf"
@@ -58,6 +59,15 @@ result "each algorithm's small allreduce was measured at init" $?
 grep 'allreduce of' "$dir/log.0" | sed 's/.*allreduce of/  allreduce of/' | sort -u | sort -t' ' -k5n
 grep -q 'allreduce of .*: hier' "$dir/log.0"
 result "hierarchical allreduce selected without HCOMM_ALGO" $?
+# the root named by a host name that is loopback on rank 0's node and node
+# 0's address elsewhere: rank 0 listens on every interface, not on loopback
+if netns_hosts hcroot; then
+    ROOT_HOST=hcroot HCOMM_TIMEOUT=20 netns_launch timeout 120 "$check" --quick --coll allreduce \
+        --no-extras
+    result "a root name that is loopback on rank 0's node reaches the other nodes" $?
+else
+    result "a root name that is loopback on rank 0's node: cannot write /etc/netns" 77
+fi
 # the fabrics between the namespaces; shm still inside each
 for net in ofi ucx; do
     case $net in
