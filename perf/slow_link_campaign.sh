@@ -4,8 +4,9 @@
 # at 300 Mbit/s (tc tbf, tests/netns/netns_lib.sh); TRIALS trials in which a
 # random node's link is slowed by a random factor in [1.5, 3] and TRIALS clean
 # ones, each STEPS allreduces of 1 MiB over tcp (tests/netns/slow_link),
-# judged every 0.2 s. A slowed trial is right when the links named all send
-# from that node's rank (at least one); a clean one when none is named. Then
+# judged every 0.2 s. A slowed trial is right when some link named sends from
+# that node's rank and every link named sends from it or to it (the links into
+# it carry its acknowledgements' delay); a clean one when none is named. Then
 # FACTORS (a list), SWEEP trials each: the smallest slowdown still caught.
 # Needs root.
 #   perf/slow_link_campaign.sh [TRIALS] [SEED]     (defaults 20, 1)

@@ -5,12 +5,15 @@
  * Each step allreduces BYTES of floats. Rank 0 reads hcomm_comm_get_health
  * after every step and prints
  *   slow_link: named S->D (...)... first at step K; J links judged
- * (or "named none"), and exits 0 when that is what SLOW_SRC (-1: none) says:
- * some step named a link, and every link named, at any step, sends from
- * SLOW_SRC (the first that does not is printed as "slow_link: step K named
- * S->D"). The last step need not name it: once the slow link paces the
- * whole ring (a CPU-bound run, sanitizers), the median falls to its rate and
- * rank 0 rightly clears it. */
+ * (or "named none"), and exits 0 when that is what SLOW_SRC (-1: none)
+ * says: some step named a link from SLOW_SRC, and every link named, at any
+ * step, sends from or to SLOW_SRC (the first that does neither is printed
+ * as "slow_link: step K named S->D"): the links into a node whose outgoing
+ * link is slowed are slower too, their acknowledgements queued behind its
+ * data, and may read below half the median (seen: 0.41x). The last step
+ * need not name it: once the slow link paces the whole ring (a CPU-bound
+ * run, sanitizers), the median falls to its rate and rank 0 rightly clears
+ * it. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,7 +25,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: slow_link STEPS BYTES SLOW_SRC\n");
         return 2;
     }
-    int            steps = atoi(argv[1]), slow = atoi(argv[3]), rank, first = -1, wrong = 0;
+    int steps = atoi(argv[1]), slow = atoi(argv[3]), rank, first = -1, wrong = 0,
+        from             = 0; /* some step named a link from SLOW_SRC */
     size_t         count = (size_t)atol(argv[2]) / sizeof(float);
     float         *x     = calloc(count ? count : 1, sizeof(float));
     hcomm_comm_t   comm;
@@ -35,12 +39,14 @@ int main(int argc, char **argv)
             return 4;
         if (rank != 0 || hcomm_comm_get_health(comm, &h) != HCOMM_SUCCESS)
             continue;
-        for (int i = 0; i < h.nslow_links; i++)
-            if (h.slow_link_src[i] != slow && !wrong) {
+        for (int i = 0; i < h.nslow_links; i++) {
+            from |= h.slow_link_src[i] == slow;
+            if (h.slow_link_src[i] != slow && h.slow_link_dst[i] != slow && !wrong) {
                 wrong = 1;
                 printf("slow_link: step %d named %d->%d\n", s, h.slow_link_src[i],
                        h.slow_link_dst[i]);
             }
+        }
         if (h.nslow_links > 0 && first < 0)
             first = s;
     }
@@ -60,7 +66,7 @@ int main(int argc, char **argv)
                      "%s first at step %d; %d links judged\n",
                      h.nslow_links == 0 ? " none at the end, some" : "", first, h.nlinks);
         fputs(line, stdout);
-        good = slow < 0 ? first < 0 : first > 0 && !wrong;
+        good = slow < 0 ? first < 0 : from && !wrong;
     }
     hcomm_comm_destroy(comm);
     free(x);
