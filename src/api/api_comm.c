@@ -83,30 +83,42 @@ static int comm_root_is_local(const char *root)
            IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
 }
 
-/* Where rank 0 listens for root: root itself, unless root names a host (not
- * an address) that resolves to loopback here, as Debian's /etc/hosts maps a
- * host's own name to 127.0.1.1, while the job has a secret or runs without
- * one by choice (so it may span hosts): then every interface, at root's port,
- * as torch's store listens; the other hosts resolve the name to an address
- * that reaches this one. */
-static const char *comm_root_bind(const char *root, int secret, char *buf, size_t size)
+/* Whether root names a host (not an address) that resolves to loopback
+ * here, as Debian's /etc/hosts maps a host's own name to 127.0.1.1, while
+ * the job has a secret or runs without one by choice (so it may span
+ * hosts). Then rank 0 listens on every interface at root's port (bind), as
+ * torch's store does, and the other ranks of this host reach it at the
+ * address of the interface HCOMM_SOCKET_IFNAME selects (dial): what they
+ * reach the root by is what they listen on, and loopback is out of the
+ * other hosts' reach. */
+static int comm_root_on_loopback(const char *root, int secret, char *bind, char *dial, size_t size)
 {
-    struct sockaddr_storage ss;
-    socklen_t               len;
+    struct sockaddr_storage ss, ifa;
+    socklen_t               len, ilen;
     struct in_addr          v4;
     char                    host[256];
     const char             *colon = strrchr(root, ':');
     size_t                  hlen  = colon != NULL ? (size_t)(colon - root) : 0;
     if (!secret || root[0] == '[' || colon == NULL || hlen == 0 || hlen >= sizeof(host))
-        return root; /* an IPv6 address, or what the parse will refuse */
+        return 0; /* an IPv6 address, or what the parse will refuse */
     memcpy(host, root, hlen);
     host[hlen] = '\0';
     if (inet_pton(AF_INET, host, &v4) == 1 || !comm_root_is_local(root) ||
-        hc_sock_parse_addr(root, HC_SUBSYS(INIT), &ss, &len) != HCOMM_SUCCESS)
-        return root;
-    snprintf(buf, size, ss.ss_family == AF_INET6 ? "[::]%s" : "0.0.0.0%s", colon);
-    hc_info(INIT, "the root %s resolves to loopback on this host: listening on %s", root, buf);
-    return buf;
+        hc_sock_parse_addr(root, HC_SUBSYS(INIT), &ss, &len) != HCOMM_SUCCESS ||
+        hc_sock_if_addr(hc_params_get()->socket_ifname, HC_SUBSYS(INIT), &ifa, &ilen) !=
+            HCOMM_SUCCESS)
+        return 0;
+    if (ifa.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ifa)->sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+    else
+        ((struct sockaddr_in6 *)&ifa)->sin6_port = ((struct sockaddr_in6 *)&ss)->sin6_port;
+    snprintf(bind, size, ifa.ss_family == AF_INET6 ? "[::]%s" : "0.0.0.0%s", colon);
+    hc_sock_addr_str((struct sockaddr *)&ifa, dial, size);
+    hc_info(INIT,
+            "the root %s resolves to loopback on this host: rank 0 listens on %s, reached "
+            "at %s",
+            root, bind, dial);
+    return 1;
 }
 
 /* The cookie for a root the launcher's store did not carry: HCOMM_COOKIE, or
@@ -153,11 +165,11 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
         return st;
     /* a store carries the id, secret included; HCOMM_ROOT then only says
      * where rank 0 listens */
-    char bind[HC_SOCK_ADDRSTRLEN];
+    char bind[HC_SOCK_ADDRSTRLEN], dial[HC_SOCK_ADDRSTRLEN];
     if (l.kvs) {
         const char *at = p->root[0] ? p->root : NULL; /* only rank 0 binds */
-        if (at != NULL && l.rank == 0)
-            at = comm_root_bind(at, 1, bind, sizeof(bind));
+        if (at != NULL && l.rank == 0 && comm_root_on_loopback(at, 1, bind, dial, sizeof(bind)))
+            at = bind;
         st = hc_launch_share_id(&l, at, p->timeout, &id);
     } else {
         const char *root = p->root[0] ? p->root : l.root;
@@ -174,18 +186,17 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
             hc_launch_release(&l);
             return st;
         }
+        int lo = comm_root_on_loopback(root, p->cookie[0] != '\0' || p->cookie_from_root == 1, bind,
+                                       dial, sizeof(bind));
         /* the launcher's socket serves the first communicator; later ones bind */
         static int root_fd_taken;
         if (l.rank == 0 && p->root_fd >= 0 && p->root[0] &&
             !__atomic_exchange_n(&root_fd_taken, 1, __ATOMIC_ACQ_REL))
             st = hc_bootstrap_root_adopt(p->root_fd, root, cookie, &id);
         else if (l.rank == 0)
-            st = hc_bootstrap_root_start(
-                comm_root_bind(root, p->cookie[0] != '\0' || p->cookie_from_root == 1, bind,
-                               sizeof(bind)),
-                cookie, &id);
+            st = hc_bootstrap_root_start(lo ? bind : root, cookie, &id);
         else
-            st = hc_bootstrap_id_from_addr(root, cookie, &id);
+            st = hc_bootstrap_id_from_addr(lo ? dial : root, cookie, &id);
     }
     hc_launch_release(&l);
     if (st != HCOMM_SUCCESS)

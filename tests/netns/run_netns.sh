@@ -60,11 +60,13 @@ grep 'allreduce of' "$dir/log.0" | sed 's/.*allreduce of/  allreduce of/' | sort
 grep -q 'allreduce of .*: hier' "$dir/log.0"
 result "hierarchical allreduce selected without HCOMM_ALGO" $?
 # the root named by a host name that is loopback on rank 0's node and node
-# 0's address elsewhere: rank 0 listens on every interface, not on loopback
+# 0's address elsewhere: rank 0 listens on every interface, not on loopback,
+# and rank 3 beside it (ranks placed round robin) listens where other nodes
+# reach it
 if netns_hosts hcroot; then
-    ROOT_HOST=hcroot HCOMM_TIMEOUT=20 netns_launch timeout 120 "$check" --quick --coll allreduce \
-        --no-extras
-    result "a root name that is loopback on rank 0's node reaches the other nodes" $?
+    PLACE=rr ROOT_HOST=hcroot HCOMM_TIMEOUT=20 netns_launch timeout 120 "$check" --quick \
+        --coll alltoall --no-extras
+    result "a root name that is loopback on rank 0's node: every rank reached (ranks round robin)" $?
 else
     result "a root name that is loopback on rank 0's node: cannot write /etc/netns" 77
 fi
