@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -52,7 +53,10 @@ static hcomm_status_t send_line(int fd, const char *line, double deadline)
     while (done < len) {
         if (wait_fd(fd, POLLOUT, deadline) != 0)
             return HCOMM_ERR_TIMEOUT;
-        ssize_t n = write(fd, line + done, len - done);
+        /* a launcher that hung up is an error here, not SIGPIPE */
+        ssize_t n = send(fd, line + done, len - done, MSG_NOSIGNAL);
+        if (n < 0 && errno == ENOTSOCK)
+            n = write(fd, line + done, len - done);
         if (n < 0 && errno != EINTR && errno != EAGAIN)
             return HCOMM_ERR_IO;
         done += n > 0 ? (size_t)n : 0;

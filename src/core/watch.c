@@ -375,7 +375,8 @@ hcomm_status_t hc_watch_open(hcomm_comm_t c, hc_bootstrap_wire_addr_t *addr)
     if (w == NULL)
         return HCOMM_ERR_NO_MEMORY;
     char ip[HC_SOCK_ADDRSTRLEN + 8];
-    snprintf(ip, sizeof(ip), "%s:0", hc_bootstrap_local_ip(c->bs));
+    const char *local = hc_bootstrap_local_ip(c->bs);
+    snprintf(ip, sizeof(ip), strchr(local, ':') != NULL ? "[%s]:0" : "%s:0", local); /* IPv6 */
     hcomm_status_t st = hc_sock_parse_addr(ip, HC_SUBSYS(COLL), &ss, &len);
     if (st == HCOMM_SUCCESS)
         st =

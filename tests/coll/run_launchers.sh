@@ -2,7 +2,7 @@
 # run_launchers.sh - hcomm_comm_init_env under each launcher (docs/launchers.md),
 # 3 ranks of examples/init_env (one allreduce, checked): first with the
 # variables set by hand as torchrun and srun set them (a loopback root; a
-# remote one with HCOMM_COOKIE; a remote one without, refused with the
+# root on IPv6 loopback; a remote one with HCOMM_COOKIE; a remote one without, refused with the
 # hardening rules' line; HCOMM_ROOT over the derived root) and PMIx's rank
 # with PMI-1's size, which is no launcher; then for real, with nothing set by
 # hand: Open MPI's mpirun (PMIx), MPICH's mpirun.mpich (PMI-1) and torchrun,
@@ -74,6 +74,15 @@ rank_env() { torch_env "$1"; }
 ranks 3 "$ex"
 refused 3 "HCOMM_COOKIE is not set and the root 192.0.2.1:$((port + 1)) (torchrun: "
 result "torchrun's variables, remote root without HCOMM_COOKIE: refused" $?
+
+# ---- an IPv6 root: every listener a rank opens takes its address ----
+if ip -6 addr show dev lo 2> /dev/null | grep -q '::1/128'; then
+    rank_env() { echo "HCOMM_RANK=$1 HCOMM_NRANKS=3 HCOMM_ROOT=[::1]:$port"; }
+    ranks 3 "$ex" && ok 3 hcomm-run
+    result "HCOMM_ROOT=[::1]:$port: 3 ranks over IPv6 loopback" $?
+else
+    result "an IPv6 root: no ::1 on lo" 77
+fi
 
 # ---- srun's variables by hand (no PMI plugin) ----
 slurm_env() {

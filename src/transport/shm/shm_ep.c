@@ -257,6 +257,11 @@ static hcomm_status_t shm_recv_header(hc_tl_ep_t *ep, hc_tl_req_t *req)
                  (unsigned long long)ep->rx_msg.len, req->len);
         return HCOMM_ERR_PROTOCOL;
     }
+    if ((ep->rx_msg.flags & HC_SHM_MSG_INLINE) && ep->rx_msg.len > sizeof(ep->rx_msg.inl)) {
+        hc_error(SHM, "peer %d: inline message of %llu bytes (at most %zu)", ep->peer,
+                 (unsigned long long)ep->rx_msg.len, sizeof(ep->rx_msg.inl));
+        return HCOMM_ERR_PROTOCOL;
+    }
     /* A payload past the pages read so far: read the rest of the ring now. */
     if (!(ep->rx_msg.flags & (HC_SHM_MSG_CMA | HC_SHM_MSG_INLINE)) &&
         __builtin_expect((ep->rx.pos & ep->rx.mask) + shm_pad(req->len) > ep->rx.cold, 0))
