@@ -33,8 +33,9 @@ static void bruck_blocks(bruck_t *B, int peer, int b0, int m, int recv, uint32_t
     if ((size_t)b0 + (size_t)m > n)
         seg[1][1] = ((size_t)b0 + (size_t)m - n) * cnt;
     for (int j = 0; j < 2; j++) {
-        for (size_t o = seg[j][0]; o < seg[j][1]; o += c->chunk_elems) {
-            size_t     len = seg[j][1] - o < c->chunk_elems ? seg[j][1] - o : c->chunk_elems;
+        /* advanced by len: an unchunked chunk_elems is SIZE_MAX and wraps */
+        for (size_t o = seg[j][0], len; o < seg[j][1]; o += len) {
+            len            = seg[j][1] - o < c->chunk_elems ? seg[j][1] - o : c->chunk_elems;
             hc_slice_t at  = hc_algo_at(c, from, from == HC_BUF_SEND ? o - seg[0][0] : o);
             if (recv)
                 B->last = hc_sched_recv(B->s, peer, at, len * c->esize, B->last, HC_STEP_NODEP);

@@ -288,7 +288,7 @@ static void run_variants(tcase_t *tc)
                 tc->a.dtype = reduces ? red_types[ti].dt : ti == 0 ? HCOMM_INT32 : HCOMM_INT8;
                 tc->a.op    = reduces ? red_types[ti].op : HCOMM_SUM;
                 tc->inplace = v & 1;
-                tc->chunk   = (v & 2) ? 256 * 1024 : 64;
+                tc->chunk   = (v & 2) ? (v & 4 ? 0 : 256 * 1024) : 64; /* 0: unchunked */
                 tc->eager   = (v >> 2) & 1;
                 run_case(tc);
             }
