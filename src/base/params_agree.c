@@ -84,6 +84,11 @@ int hc_params_agreed_digests(const hc_params_t *p, uint64_t *out, int max)
                 return -1;
             continue;
         }
+        if (agreed[i].kind == AG_STR) { /* whole: the shown value is cut at its buffer */
+            const char *v = *(const char *const *)((const char *)p + agreed[i].offset);
+            out[i]        = hc_hash_str(HC_HASH_FNV_SEED ^ 0x5354, v != NULL ? v : "");
+            continue;
+        }
         hc_params_agreed_value(p, i, val, sizeof(val));
         out[i] = hc_hash_str(HC_HASH_FNV_SEED, val);
     }

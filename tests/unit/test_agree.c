@@ -65,6 +65,17 @@ static void test_digests(void **state)
     uint64_t none = digest_now("ALGO");
     setenv("HCOMM_ALGO", "ring", 1);
     assert_true(digest_now("ALGO") != none);
+    /* long values that differ only past what a log line shows */
+    char algo[256];
+    int  len = snprintf(algo, sizeof(algo), "%s", "allreduce:ring");
+    while (len < 180)
+        len += snprintf(algo + len, sizeof(algo) - (size_t)len, ",allgather:ring");
+    snprintf(algo + len, sizeof(algo) - (size_t)len, ",alltoall:pairwise");
+    setenv("HCOMM_ALGO", algo, 1);
+    uint64_t pairwise = digest_now("ALGO");
+    snprintf(algo + len, sizeof(algo) - (size_t)len, ",alltoall:hier");
+    setenv("HCOMM_ALGO", algo, 1);
+    assert_true(digest_now("ALGO") != pairwise);
     unsetenv("HCOMM_ALGO");
 
     /* a file setting: its bytes, not its path */
