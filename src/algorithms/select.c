@@ -92,10 +92,12 @@ hc_choice_t hc_select(const hc_select_ctx_t *in, const hc_coll_args_t *a)
         return (hc_choice_t){forced, choice.chunk, HC_CHOSEN_FORCED};
     if (forced != HC_ALGO_AUTO)
         select_pass_over("HCOMM_ALGO", a, forced);
-    /* 3. the tuning file */
+    /* 3. the tuning file; not for alltoallv, whose count is this rank's own
+     * (ranks would find different lines and cut one message differently) */
     hc_algo_t tuned;
     size_t    tchunk;
-    if (hc_tuning_lookup(a->coll, sc.nranks, bytes, &tuned, &tchunk) == 0) {
+    if (a->coll != HC_COLL_ALLTOALLV &&
+        hc_tuning_lookup(a->coll, sc.nranks, bytes, &tuned, &tchunk) == 0) {
         if (hc_algo_serves(a->coll, tuned, sc.plans))
             return (hc_choice_t){tuned, tchunk != 0 ? tchunk : choice.chunk, HC_CHOSEN_TUNED};
         select_pass_over("HCOMM_TUNING_FILE", a, tuned);
