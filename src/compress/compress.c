@@ -136,9 +136,14 @@ hcomm_status_t hcomm_compress_create(hcomm_comm_t comm, const hcomm_compress_con
         hc_error(COMPRESS, "hcomm_compress_create: out of memory");
         return HCOMM_ERR_NO_MEMORY;
     }
-    *s = (struct hcomm_compress){.comm = comm, .cfg = *config, .codec = hc_codec_of(config->kind),
-                                 .count = count, .dtype = dtype, .nranks = nranks,
-                                 .rank = hc_comm_rank(comm)};
+    *s = (struct hcomm_compress){.comm        = comm,
+                                 .comm_serial = hc_comm_serial(comm),
+                                 .cfg         = *config,
+                                 .codec       = hc_codec_of(config->kind),
+                                 .count       = count,
+                                 .dtype       = dtype,
+                                 .nranks      = nranks,
+                                 .rank        = hc_comm_rank(comm)};
     st = compress_alloc(s);
     if (st != HCOMM_SUCCESS) {
         hcomm_compress_destroy(s);
@@ -181,12 +186,13 @@ static hcomm_status_t compress_check(const void *sendbuf, void *recvbuf, size_t 
     hcomm_status_t st = hc_comm_check(comm, "hcomm_allreduce_compressed");
     if (st != HCOMM_SUCCESS)
         return st;
-    if (s == NULL || s->comm != comm || s->count != count || s->dtype != dtype) {
+    int other = s != NULL && (s->comm != comm || s->comm_serial != hc_comm_serial(comm));
+    if (s == NULL || other || s->count != count || s->dtype != dtype) {
         hc_error(COMPRESS,
                  "hcomm_allreduce_compressed: %s (state for %zu x %s, call with %zu x %s)",
-                 s == NULL         ? "NULL state"
-                 : s->comm != comm ? "state of another communicator"
-                                   : "state made for another tensor",
+                 s == NULL ? "NULL state"
+                 : other   ? "state of another communicator"
+                           : "state made for another tensor",
                  s ? s->count : 0, s ? hcomm_dtype_name(s->dtype) : "-", count,
                  hcomm_dtype_name(dtype) ? hcomm_dtype_name(dtype) : "invalid");
         return HCOMM_ERR_INVALID_ARG;

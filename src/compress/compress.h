@@ -9,6 +9,7 @@
 
 struct hcomm_compress {
     hcomm_comm_t            comm;
+    uint64_t comm_serial; /* comm's (hc_comm_serial): not a later one at its address */
     hcomm_compress_config_t cfg;
     const hc_codec_t       *codec;
     size_t                  count;

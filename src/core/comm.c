@@ -136,6 +136,11 @@ int hc_comm_nranks(hcomm_comm_t comm)
     return comm->nranks;
 }
 
+uint64_t hc_comm_serial(hcomm_comm_t comm)
+{
+    return comm->serial;
+}
+
 /* ---- peer information ---- */
 
 /* Same host_hash = same kernel, network namespace and /dev/shm. */
@@ -430,6 +435,8 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&c->lock, &ma);
     pthread_mutexattr_destroy(&ma);
+    static uint64_t serials;
+    c->serial   = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     c->rank    = rank;
     c->nranks  = nranks;
     c->host_ids = host_ids;

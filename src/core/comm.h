@@ -33,6 +33,7 @@ typedef struct hc_sched_cache_entry {
 
 struct hcomm_comm {
     int                 rank, nranks;
+    uint64_t            serial; /* hc_comm_serial */
     /* owned by an API front end whose handle is this communicator itself (the
      * NCCL shim, src/shim/nccl), so that its calls reach it without a load */
     void               *frontend;

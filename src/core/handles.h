@@ -6,6 +6,7 @@
 #define HC_CORE_HANDLES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hcomm.h"
 
@@ -33,6 +34,10 @@ hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what);
 /* rank and size of a live communicator. */
 int hc_comm_rank(hcomm_comm_t comm);
 int hc_comm_nranks(hcomm_comm_t comm);
+/* A number no other communicator of this process had or will have: state
+ * tied to comm (compression) tells it from one created at comm's freed
+ * address. */
+uint64_t hc_comm_serial(hcomm_comm_t comm);
 /* Records status as comm's error (the first one sticks) and closes its
  * transports, so that its peers get an error at once instead of waiting. */
 void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status);

@@ -217,6 +217,22 @@ static void bad_configs(hcomm_comm_t comm)
     expect("reset", hcomm_compress_reset(st), HCOMM_SUCCESS);
     hcomm_compress_destroy(st);
     hcomm_compress_destroy(NULL);
+
+    /* a state of a destroyed communicator, used with a later one (malloc
+     * often gives it the same address): refused, not sized for the old */
+    hcomm_comm_t alone = NULL, all = NULL;
+    float        big[4096] = {0};
+    expect("split alone", hcomm_comm_split(comm, g_rank, 0, &alone), HCOMM_SUCCESS);
+    expect("create on it", hcomm_compress_create(alone, &cfg, 4096, HCOMM_FLOAT32, &st),
+           HCOMM_SUCCESS);
+    expect("destroy it", hcomm_comm_destroy(alone), HCOMM_SUCCESS);
+    expect("split all", hcomm_comm_split(comm, 0, g_rank, &all), HCOMM_SUCCESS);
+    expect("state of a destroyed communicator",
+           hcomm_allreduce_compressed(big, big, 4096, HCOMM_FLOAT32, st, all, NULL),
+           HCOMM_ERR_INVALID_ARG);
+    hcomm_compress_destroy(st);
+    if (all != NULL)
+        hcomm_comm_destroy(all);
 }
 
 /* A float16 or bfloat16 tensor: compressed through float32, the result
