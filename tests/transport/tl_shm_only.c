@@ -223,6 +223,62 @@ static void case_copy_path(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w);
 }
 
+/* Rank 0 closes while rank 1 reads its 64 MiB by single copy, then
+ * overwrites the buffer before rank 1 reads on: the receive fails (REMOTE)
+ * or got every byte as sent, never success with other bytes. */
+static int body_cma_close(hc_tlt_env_t *env, void *arg)
+{
+    const size_t n    = 64 * MIB;
+    hc_tl_ep_t  *ep   = env->eps[1 - env->rank];
+    uint8_t     *buf  = hc_tlt_alloc(n);
+    uint64_t     seed = hc_tlt_seed(0, 1, 0);
+    hc_tl_req_t  r;
+    double       t0;
+    (void)arg;
+    HC_TLT_CHK(buf != NULL);
+    hc_tlt_sync(env);
+    if (atomic_load(&ep->tx.ctl->cma_ok) != HC_SHM_CMA_YES) {
+        printf("[shm] skipped: process_vm_readv between the ranks is not permitted here\n");
+        hc_tlt_free(buf, n);
+        return HC_TLT_SKIP;
+    }
+    if (env->rank == 0) {
+        hc_tlt_fill(buf, 0, n, seed);
+        HC_TLT_CHK_ST(env->ops->isend(ep, buf, n, &r), HCOMM_SUCCESS);
+        for (int i = 0; i < 16; i++) /* the descriptor out; the reads need no more */
+            (void)env->ops->progress(env->ctx);
+        hc_tlt_await(env, 1, 0, 30); /* rank 1 started reading */
+        env->ops->fini(env->ctx);    /* the send abandoned: the buffer is ours */
+        env->ctx = NULL;
+        memset(buf, 0xee, n);
+        hc_tlt_post(env, 0, 1);
+        hc_tlt_await(env, 1, 1, 30);
+    } else {
+        HC_TLT_CHK_ST(env->ops->irecv(ep, buf, n, NULL, NULL, &r), HCOMM_SUCCESS);
+        for (t0 = hc_tlt_now(); r.done == 0 && r.status == HCOMM_IN_PROGRESS;)
+            if (env->ops->progress(env->ctx) < 0 || hc_tlt_now() - t0 > 20)
+                hc_tlt_fail(__FILE__, __LINE__, "no byte of the message came");
+        HC_TLT_CHK(r.done < n); /* a read to go on with */
+        hc_tlt_post(env, 0, 1);
+        hc_tlt_await(env, 0, 0, 30);
+        (void)hc_tlt_wait(env, &r, 1, 20);
+        if (r.status == HCOMM_SUCCESS)
+            HC_TLT_CHK(hc_tlt_check(buf, 0, n, seed) == n);
+        else
+            HC_TLT_CHK_ST(r.status, HCOMM_ERR_REMOTE);
+        hc_tlt_post(env, 1, 1);
+    }
+    hc_tlt_free(buf, n);
+    return 0;
+}
+
+static void case_cma_close(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 2 * MIB, 256 * KIB);
+    hc_tlt_world_t w   = {.nranks = 2, .params = &prm, .body = body_cma_close};
+    hc_tlt_expect(v, &w);
+}
+
 /* ---- inside one process: two contexts play both ranks ---- */
 
 static void local_info(hc_peer_info_t *info)
@@ -430,6 +486,7 @@ const hc_tlt_case_t hc_tlt_shm_cases[] = {
     {"shm_small_ring", case_small_ring},
     {"shm_cma_path", case_cma_path},
     {"shm_copy_path", case_copy_path},
+    {"shm_cma_close", case_cma_close},
     {"shm_cookie_auth", case_cookie_auth},
     {"shm_stale_segment", case_stale_segment},
     {"shm_rewind", case_rewind},

@@ -335,6 +335,16 @@ static int shm_recv_cma(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, hc_tl_req_t *req)
         struct iovec remote = {(void *)(uintptr_t)(ep->rx_msg.addr + ep->rx_off), n};
         ssize_t      got    = process_vm_readv(ep->peer_pid, &local, 1, &remote, 1, 0);
 
+        /* A sender that closed gave up its pending sends, and its buffer is
+         * its caller's again: what this piece read may be anything. It
+         * closes before it returns, so a read that still finds it open
+         * (after the read) read the message. */
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&ep->seg->closed[1 - ep->side], memory_order_acquire)) {
+            ep->peer_gone = HC_SHM_PEER_CLOSED;
+            hc_debug(SHM, "peer %d closed during a read of its %zu bytes", ep->peer, req->len);
+            return HCOMM_ERR_REMOTE;
+        }
         if (got <= 0) {
             if (got < 0 && errno == EINTR)
                 continue;
