@@ -87,7 +87,9 @@ int hc_launch_hostlist_first(const char *list, char *out, size_t len)
 
 int hc_launch_slurm_port(unsigned long job, unsigned long step)
 {
-    return HC_LAUNCH_SLURM_PORT_BASE + (int)((job * 64 + step) % HC_LAUNCH_SLURM_PORT_SPAN);
+    return HC_LAUNCH_SLURM_PORT_BASE +
+           (int)((job % HC_LAUNCH_SLURM_PORT_SPAN * HC_LAUNCH_SLURM_PORT_STRIDE + step) %
+                 HC_LAUNCH_SLURM_PORT_SPAN);
 }
 
 /* Slurm's step ids at and above this are its batch, extern and interactive

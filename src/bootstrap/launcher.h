@@ -54,8 +54,11 @@ hcomm_status_t hc_launch_share_id(const hc_launch_t *l, const char *bind_addr, d
 int hc_launch_hostlist_first(const char *list, char *out, size_t len);
 
 /* The root's port for a Slurm job step: HC_LAUNCH_SLURM_PORT_BASE plus
- * (job * 64 + step) modulo HC_LAUNCH_SLURM_PORT_SPAN, so that steps of one
- * job, and neighbouring jobs, differ. */
+ * (job * HC_LAUNCH_SLURM_PORT_STRIDE + step) modulo HC_LAUNCH_SLURM_PORT_SPAN.
+ * The stride is prime to the span (64 was not: jobs 625 apart shared every
+ * port) and spreads neighbours: jobs less than 100 apart never share a port
+ * while their steps differ by less than 98. */
+#define HC_LAUNCH_SLURM_PORT_STRIDE 8317
 #define HC_LAUNCH_SLURM_PORT_BASE 20000
 #define HC_LAUNCH_SLURM_PORT_SPAN 10000
 int hc_launch_slurm_port(unsigned long job, unsigned long step);

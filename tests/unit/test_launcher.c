@@ -99,7 +99,17 @@ static void test_slurm_port(void **state)
 {
     (void)state;
     assert_int_equal(hc_launch_slurm_port(0, 0), HC_LAUNCH_SLURM_PORT_BASE);
-    assert_int_equal(hc_launch_slurm_port(1, 2), HC_LAUNCH_SLURM_PORT_BASE + 66);
+    assert_int_equal(hc_launch_slurm_port(1, 2), HC_LAUNCH_SLURM_PORT_BASE + 8319);
+    /* 100 neighbouring jobs of up to 98 steps: no two share a port (a stride
+     * of 64 gave jobs 625 apart the same ports) */
+    static unsigned char seen[HC_LAUNCH_SLURM_PORT_SPAN];
+    for (unsigned long j = 4700; j < 4800; j++)
+        for (unsigned long s = 0; s < 98; s++) {
+            int p = hc_launch_slurm_port(j, s) - HC_LAUNCH_SLURM_PORT_BASE;
+            assert_int_equal(seen[p], 0);
+            seen[p] = 1;
+        }
+    assert_int_not_equal(hc_launch_slurm_port(100, 0), hc_launch_slurm_port(725, 0));
     assert_int_not_equal(hc_launch_slurm_port(1234, 0), hc_launch_slurm_port(1234, 1));
     assert_int_not_equal(hc_launch_slurm_port(1234, 0), hc_launch_slurm_port(1235, 0));
     for (unsigned long j = 0; j < 100000; j += 997) {
