@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hwloc.h>
@@ -26,10 +27,23 @@ uint64_t hc_topo_host_identity(char *hostname, size_t size)
             h = hc_hash_str(h, buf);
         fclose(f);
     }
-    ssize_t n = readlink("/proc/self/ns/net", buf, sizeof(buf) - 1);
-    if (n > 0) {
-        buf[n] = '\0';
-        h      = hc_hash_str(h, buf);
+    /* ranks that share a host's kernel but not its network, its process
+     * ids (a peer's liveness is read by pid) or its /dev/shm (containers
+     * on the host network, each with a private /dev/shm) are not one host
+     * to shared memory */
+    static const char *const ns[] = {"/proc/self/ns/net", "/proc/self/ns/pid"};
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+        ssize_t n = readlink(ns[i], buf, sizeof(buf) - 1);
+        if (n > 0) {
+            buf[n] = '\0';
+            h      = hc_hash_str(h, buf);
+        }
+    }
+    struct stat st;
+    if (stat("/dev/shm", &st) == 0) {
+        snprintf(buf, sizeof(buf), "shm %llu %llu", (unsigned long long)st.st_dev,
+                 (unsigned long long)st.st_ino);
+        h = hc_hash_str(h, buf);
     }
     return h;
 }

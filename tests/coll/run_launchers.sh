@@ -4,7 +4,8 @@
 # variables set by hand as torchrun and srun set them (a loopback root; a
 # root on IPv6 loopback; a remote one with HCOMM_COOKIE; a remote one without, refused with the
 # hardening rules' line; HCOMM_ROOT over the derived root) and PMIx's rank
-# with PMI-1's size, which is no launcher; then for real, with nothing set by
+# with PMI-1's size, which is no launcher; a rank with a /dev/shm of its
+# own (tcp, not shm); then for real, with nothing set by
 # hand: Open MPI's mpirun (PMIx), MPICH's mpirun.mpich (PMI-1) and torchrun,
 # each where installed, and hcomm-perf under both mpiruns.
 # shellcheck source=tests/test_lib.sh
@@ -113,6 +114,27 @@ rank_env() { echo "PMIX_RANK=$1 PMI_SIZE=3"; }
 ranks 3 "$ex"
 refused 3 'no launcher found: .*set without the rest of their launcher.s: PMIX_RANK, PMI_SIZE'
 result "PMIX_RANK with PMI_SIZE: no launcher, the line names both" $?
+
+# ---- a rank with a /dev/shm of its own (a container on the host's network):
+# not one host to shared memory, so tcp, not a shm connect that times out ----
+if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null &&
+    unshare -m sh -c 'mount -t tmpfs tmpfs /dev/shm' 2> /dev/null; then
+    rank_env() { echo "HCOMM_RANK=$1 HCOMM_NRANKS=2 HCOMM_ROOT=127.0.0.1:$port HCOMM_TIMEOUT=15"; }
+    # shellcheck disable=SC2046 # one assignment a word
+    timeout 90 env $(rank_env 0) "$ex" > "$tmp/rank0" 2>&1 &
+    p0=$!
+    # shellcheck disable=SC2046,SC2016 # one assignment a word; $0 for the inner sh
+    timeout 90 env $(rank_env 1) unshare -m sh -c \
+        'mount -t tmpfs tmpfs /dev/shm && exec "$0"' "$ex" > "$tmp/rank1" 2>&1
+    rc=$?
+    wait $p0 || rc=1
+    cat "$tmp"/rank* > "$out"
+    rm -f "$tmp"/rank*
+    [ $rc = 0 ] && [ "$(grep -c 'allreduce ok' "$out")" -eq 2 ]
+    result "rank 1 with a /dev/shm of its own: the pair talks tcp" $?
+else
+    result "a rank with a /dev/shm of its own: needs root and unshare -m" 77
+fi
 
 # ---- real launchers, nothing set by hand ----
 if [ -z "${HC_TEST_MPIRUN:-}" ] || ! mpirun=$(command -v "$HC_TEST_MPIRUN"); then
