@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -314,6 +315,31 @@ static hc_tl_ctx_t *local_ctx(int rank, const uint8_t *cookie, double timeout,
     return ctx;
 }
 
+/* A segment under the pair's name that others may write (mode 0666 here;
+ * another user's is refused alike): refused before it is mapped. */
+static void case_open_mode(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 64 * KIB, 256 * KIB);
+    hc_peer_info_t info[2];
+    uint8_t        cookie[16];
+    char           name[64], path[80];
+    hc_tl_ctx_t   *a, *b;
+    hc_tl_ep_t    *ea, *eb;
+
+    local_info(info);
+    assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
+    a = local_ctx(0, cookie, 1, &prm, info);
+    b = local_ctx(1, cookie, 1, &prm, info);
+    assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
+    local_seg_name(cookie, info, name);
+    snprintf(path, sizeof(path), "/dev/shm%s", name);
+    assert_int_equal(chmod(path, 0666), 0);
+    assert_int_equal(hc_tl_shm_ops.connect(b, &info[0], NULL, 0, &eb), HCOMM_ERR_AUTH);
+    hc_tl_shm_ops.fini(b);
+    hc_tl_shm_ops.fini(a);
+    assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
+}
+
 /* The exact refusal: the opener finds the segment under its name, but not
  * made with the secret (a forger's: here the creator's, its tag altered). */
 static void case_cookie_auth(const hc_tlt_variant_t *v)
@@ -488,6 +514,7 @@ const hc_tlt_case_t hc_tlt_shm_cases[] = {
     {"shm_copy_path", case_copy_path},
     {"shm_cma_close", case_cma_close},
     {"shm_cookie_auth", case_cookie_auth},
+    {"shm_open_mode", case_open_mode},
     {"shm_stale_segment", case_stale_segment},
     {"shm_rewind", case_rewind},
     {"shm_warm", case_warm},

@@ -224,6 +224,16 @@ static hcomm_status_t shm_seg_try_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const h
         close(fd);
         return HCOMM_ERR_SYSTEM;
     }
+    if (sb.st_uid != geteuid() || (sb.st_mode & 077) != 0) {
+        /* the peer makes it 0600 as this user: another user's (made first
+         * under the pair's name), or one others can change under us */
+        hc_error(SHM,
+                 "peer %d: segment %s is owned by uid %u with mode %04o, not this user's "
+                 "with 0600: refused",
+                 ep->peer, ep->name, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 0777));
+        close(fd);
+        return HCOMM_ERR_AUTH;
+    }
     if ((size_t)sb.st_size < HC_SHM_HDR_BYTES) {
         close(fd);
         return HCOMM_IN_PROGRESS; /* being sized */
