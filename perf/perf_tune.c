@@ -115,12 +115,18 @@ static int tune_write(const perf_args_t *a, const tune_best_t *best, int nsizes,
     fprintf(f, "# hcomm tuning file, written by hcomm-perf %s --tune on %d ranks\n"
                "# collective nranks min_bytes max_bytes algorithm chunk_bytes\n",
             perf_coll_name(a->coll), a->fork_ranks);
-    size_t lo = 0;
+    /* the size column is the whole buffer; selection looks allgather and
+     * reduce_scatter up by one rank's block (docs/tuning.md) */
+    size_t per = strcmp(tune_cands[ci].coll, "allgather") == 0 ||
+                         strcmp(tune_cands[ci].coll, "reduce_scatter") == 0
+                     ? (size_t)a->fork_ranks
+                     : 1;
+    size_t lo  = 0;
     for (int i = 0; i < nsizes; i++) {
         int last = i + 1 == nsizes;
         if (!last && best[i + 1].algo == best[i].algo && best[i + 1].chunk == best[i].chunk)
             continue; /* merged with the next size */
-        size_t hi = last ? SIZE_MAX : best[i].bytes;
+        size_t hi = last ? SIZE_MAX : best[i].bytes / per;
         fprintf(f, "%s %d %zu %zu %s %zu\n", tune_cands[ci].coll, a->fork_ranks, lo, hi,
                 tune_cands[ci].algos[best[i].algo], tune_chunk_bytes[best[i].chunk]);
         lo = hi + 1;

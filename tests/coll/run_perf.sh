@@ -21,6 +21,11 @@ tf=$tmp/tune
 "$perf" all_reduce --ranks 2 -b 8 -e 64K -f 64 -n 2 -w 1 --tune="$tf" > "$out" 2>&1 &&
     has '^allreduce 2 0 ' "$tf"
 result "hcomm-perf --tune writes a tuning file" $?
+# allgather's entries are one rank's block: the 1 KiB row (2 x 512 B) ends
+# its first range at 512 or spans every size
+"$perf" all_gather --ranks 2 -b 1K -e 16K -f 16 -n 2 -w 1 --tune="$tf" > "$out" 2>&1 &&
+    grep '^allgather 2 0 ' "$tf" | awk '{ exit !($4 == 512 || $4 == 18446744073709551615) }'
+result "hcomm-perf all_gather --tune writes per-rank block sizes" $?
 printf 'allreduce 2 0 18446744073709551615 rabenseifner 65536\n' > "$tf"
 HCOMM_TUNING_FILE="$tf" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=algo "$perf" all_reduce --ranks 2 \
     -b 8 -e 8K -f 32 -n 2 -w 1 > "$out" 2>&1 &&
