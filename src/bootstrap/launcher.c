@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_root.h"
 
 /* A launcher's variable, NULL when unset or empty. */
 static const char *env(const char *name)
@@ -38,9 +39,10 @@ static hcomm_status_t rank_size(hc_launch_t *l, const char *rvar, const char *nv
 {
     const char *r = env(rvar), *n = env(nvar);
     long        rank, size;
-    if (parse_long(n, 1, 1L << 24, &size) != 0 || parse_long(r, 0, size - 1, &rank) != 0) {
-        hc_error(BOOT, "%s launch: %s=%s and %s=%s are not a rank below a size of 1 or more",
-                 l->name, rvar, r ? r : "", nvar, n ? n : "");
+    if (parse_long(n, 1, HC_BOOTSTRAP_MAX_RANKS, &size) != 0 ||
+        parse_long(r, 0, size - 1, &rank) != 0) {
+        hc_error(BOOT, "%s launch: %s=%s and %s=%s are not a rank below a size of 1 to %d", l->name,
+                 rvar, r ? r : "", nvar, n ? n : "", HC_BOOTSTRAP_MAX_RANKS);
         return HCOMM_ERR_INVALID_ARG;
     }
     l->rank   = (int)rank;
@@ -234,11 +236,11 @@ static hcomm_status_t detect(int hrank, int hnranks, hc_launch_t *l)
 {
     if (env("HCOMM_RANK") != NULL || env("HCOMM_NRANKS") != NULL) {
         l->kind = HC_LAUNCH_HCOMM, l->name = "hcomm-run", l->vars = "HCOMM_RANK, HCOMM_NRANKS";
-        if (hnranks < 1 || hrank < 0 || hrank >= hnranks) {
+        if (hnranks < 1 || hnranks > HC_BOOTSTRAP_MAX_RANKS || hrank < 0 || hrank >= hnranks) {
             hc_error(BOOT,
                      "HCOMM_RANK=%d and HCOMM_NRANKS=%d: set both, a rank below a size "
-                     "of 1 or more",
-                     hrank, hnranks);
+                     "of 1 to %d",
+                     hrank, hnranks, HC_BOOTSTRAP_MAX_RANKS);
             return HCOMM_ERR_INVALID_ARG;
         }
         l->rank = hrank, l->nranks = hnranks;

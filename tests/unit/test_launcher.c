@@ -18,6 +18,7 @@
 
 #include "base/clock.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_root.h"
 #include "bootstrap/launcher.h"
 
 static const char *const all_vars[] = {"HCOMM_RANK",
@@ -134,6 +135,7 @@ static void test_hcomm_run(void **state)
     assert_string_equal(l.root, "");
     assert_int_equal(hc_launch_detect(4, 4, &l), HCOMM_ERR_INVALID_ARG);
     assert_int_equal(hc_launch_detect(-1, 4, &l), HCOMM_ERR_INVALID_ARG);
+    assert_int_equal(hc_launch_detect(0, HC_BOOTSTRAP_MAX_RANKS + 1, &l), HCOMM_ERR_INVALID_ARG);
 }
 
 static void test_torchrun(void **state)
@@ -157,6 +159,9 @@ static void test_torchrun(void **state)
     assert_string_equal(l.root, ""); /* no port above it: HCOMM_ROOT must say */
     set("MASTER_PORT", "29500", "RANK", "3", NULL);
     assert_int_equal(hc_launch_detect(-1, -1, &l), HCOMM_ERR_INVALID_ARG);
+    set("RANK", "1", "WORLD_SIZE", "4194305", NULL); /* more than the root takes */
+    assert_int_equal(hc_launch_detect(-1, -1, &l), HCOMM_ERR_INVALID_ARG);
+    set("WORLD_SIZE", "3", NULL);
     set("RANK", "1x", NULL);
     assert_int_equal(hc_launch_detect(-1, -1, &l), HCOMM_ERR_INVALID_ARG);
     unsetenv("MASTER_ADDR"); /* RANK and WORLD_SIZE alone are no torchrun */
