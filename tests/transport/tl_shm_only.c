@@ -315,9 +315,10 @@ static hc_tl_ctx_t *local_ctx(int rank, const uint8_t *cookie, double timeout,
     return ctx;
 }
 
-/* A segment under the pair's name that others may write (mode 0666 here;
- * another user's is refused alike): refused before it is mapped. */
-static void case_open_mode(const hc_tlt_variant_t *v)
+/* The segment rank 0 made for the pair, spoiled by how: 0 flips a bit of
+ * its tag (a forger's, not made with the secret), 1 lets others write it
+ * (another user's is refused alike). Rank 1's open is refused, exactly. */
+static void open_spoiled(const hc_tlt_variant_t *v, int how)
 {
     hc_params_t    prm = shm_params(v, 64 * KIB, 256 * KIB);
     hc_peer_info_t info[2];
@@ -332,42 +333,32 @@ static void case_open_mode(const hc_tlt_variant_t *v)
     b = local_ctx(1, cookie, 1, &prm, info);
     assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
     local_seg_name(cookie, info, name);
-    snprintf(path, sizeof(path), "/dev/shm%s", name);
-    assert_int_equal(chmod(path, 0666), 0);
-    assert_int_equal(hc_tl_shm_ops.connect(b, &info[0], NULL, 0, &eb), HCOMM_ERR_AUTH);
-    hc_tl_shm_ops.fini(b);
-    hc_tl_shm_ops.fini(a);
-    assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
-}
-
-/* The exact refusal: the opener finds the segment under its name, but not
- * made with the secret (a forger's: here the creator's, its tag altered). */
-static void case_cookie_auth(const hc_tlt_variant_t *v)
-{
-    hc_params_t    prm = shm_params(v, 64 * KIB, 256 * KIB);
-    hc_peer_info_t info[2];
-    uint8_t        cookie[16];
-    char           name[64];
-    hc_tl_ctx_t   *a, *b;
-    hc_tl_ep_t    *ea, *eb;
-
-    local_info(info);
-    assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
-    a = local_ctx(0, cookie, 1, &prm, info);
-    b = local_ctx(1, cookie, 1, &prm, info);
-    assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
-    local_seg_name(cookie, info, name);
-    int fd = shm_open(name, O_RDWR, 0);
-    assert_true(fd >= 0);
-    hc_shm_seg_t *seg = mmap(NULL, HC_SHM_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    assert_true(seg != MAP_FAILED);
-    seg->tag[7] ^= 1;
-    munmap(seg, HC_SHM_HDR_BYTES);
+    if (how == 0) {
+        int fd = shm_open(name, O_RDWR, 0);
+        assert_true(fd >= 0);
+        hc_shm_seg_t *seg = mmap(NULL, HC_SHM_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        assert_true(seg != MAP_FAILED);
+        seg->tag[7] ^= 1;
+        munmap(seg, HC_SHM_HDR_BYTES);
+    } else {
+        snprintf(path, sizeof(path), "/dev/shm%s", name);
+        assert_int_equal(chmod(path, 0666), 0);
+    }
     assert_int_equal(hc_tl_shm_ops.connect(b, &info[0], NULL, 0, &eb), HCOMM_ERR_AUTH);
     hc_tl_shm_ops.fini(b);
     hc_tl_shm_ops.fini(a); /* the peer never attached: a removes the name */
     assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
+}
+
+static void case_cookie_auth(const hc_tlt_variant_t *v)
+{
+    open_spoiled(v, 0);
+}
+
+static void case_open_mode(const hc_tlt_variant_t *v)
+{
+    open_spoiled(v, 1);
 }
 
 /* A segment found under the pair's name, not made by the lower rank (a
