@@ -9,7 +9,7 @@
 
 struct hcomm_compress {
     hcomm_comm_t            comm;
-    uint64_t comm_serial; /* comm's (hc_comm_serial): not a later one at its address */
+    uint64_t                comm_serial; /* hc_comm_serial(comm): not one at its address later */
     hcomm_compress_config_t cfg;
     const hc_codec_t       *codec;
     size_t                  count;

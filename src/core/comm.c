@@ -143,7 +143,7 @@ uint64_t hc_comm_serial(hcomm_comm_t comm)
 
 /* ---- peer information ---- */
 
-/* Same host_hash = same kernel, network namespace and /dev/shm. */
+/* Same host_hash = same kernel, /dev/shm, network and process-id namespaces. */
 static void comm_self_info(hc_peer_info_t *self, int rank)
 {
     memset(self, 0, sizeof(*self));
