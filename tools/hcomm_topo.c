@@ -27,25 +27,27 @@ typedef struct topo_opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: hcomm-topo [options]\n"
-            "Shows the cluster model, the plans hcomm builds on it, the cost model's\n"
-            "predicted allreduce and alltoall times, and the algorithm a communicator on\n"
-            "this model selects (HCOMM_ALGO and HCOMM_TUNING_FILE apply, as in a job).\n"
-            "Without --topo or --synthetic: this host, as hwloc sees it (one rank, or\n"
-            "--ranks N ranks on this host).\n"
-            "  --topo FILE           load a topology file (HCOMM_TOPO_FILE format, docs/topology.md)\n"
-            "  --ranks N             ranks in the file, or on this host (default: the file's, or 1)\n"
-            "  --synthetic NxP[xK]   N nodes of P ranks with K NICs each (default K = 1)\n"
-            "  --round-robin         synthetic placement: rank r on node r %% N\n"
-            "  --rings K             build K rings (default 2)\n"
-            "  --dot                 write the rings and trees as Graphviz instead\n"
-            "  --dump FILE           also write the model as a topology file\n"
-            "  --quiet               plans: summaries only, no member lists\n"
-            "  --transports          only which transports open on this host and which\n"
-            "                        one a pair of ranks would use\n"
-            "  -b SIZE, -e SIZE      predicted sizes, doubling (default 8 to 64M)\n"
-            "  -h, --help            this help\n");
+    fprintf(
+        f,
+        "Usage: hcomm-topo [options]\n"
+        "Shows the cluster model, the plans hcomm builds on it, the cost model's\n"
+        "predicted allreduce and alltoall times, and the algorithm a communicator on\n"
+        "this model selects (HCOMM_ALGO and HCOMM_TUNING_FILE apply, as in a job).\n"
+        "Without --topo or --synthetic: this host, as hwloc sees it (one rank, or\n"
+        "--ranks N ranks on this host).\n"
+        "  --topo FILE           load a topology file (HCOMM_TOPO_FILE format, docs/topology.md)\n"
+        "  --ranks N             ranks in the file (needed with --topo), or on this host (default "
+        "1)\n"
+        "  --synthetic NxP[xK]   N nodes of P ranks with K NICs each (default K = 1)\n"
+        "  --round-robin         synthetic placement: rank r on node r %% N\n"
+        "  --rings K             build K rings (default 2)\n"
+        "  --dot                 write the rings and trees as Graphviz instead\n"
+        "  --dump FILE           also write the model as a topology file\n"
+        "  --quiet               plans: summaries only, no member lists\n"
+        "  --transports          only which transports open on this host and which\n"
+        "                        one a pair of ranks would use\n"
+        "  -b SIZE, -e SIZE      predicted sizes, doubling (default 8 to 64M)\n"
+        "  -h, --help            this help\n");
 }
 
 static int parse_opts(int argc, char **argv, topo_opts_t *o)
@@ -89,6 +91,10 @@ static int parse_opts(int argc, char **argv, topo_opts_t *o)
     }
     if (o->nrings < 1 || o->minb == 0 || o->maxb < o->minb) {
         fprintf(stderr, "hcomm-topo: --rings must be >= 1 and 0 < -b <= -e\n");
+        return 2;
+    }
+    if (o->file != NULL && o->nranks < 1) {
+        fprintf(stderr, "hcomm-topo: --topo needs --ranks N, the ranks the file places\n");
         return 2;
     }
     return 0;
@@ -199,7 +205,7 @@ static void print_choices(const hc_plans_t *p, hc_coll_t coll, const topo_opts_t
         if (hc_algo_cost(coll, (hc_algo_t)a) != HC_COST_NONE)
             printf(" %12s", hc_algo_name((hc_algo_t)a));
     printf(" %12s %10s\n", "chosen", "by");
-    for (size_t b = o->minb; b <= o->maxb; b *= 2) {
+    for (size_t b = o->minb; b <= o->maxb; b = b > SIZE_MAX / 2 ? SIZE_MAX : b * 2) {
         hc_coll_args_t args = {.coll = coll, .count = b, .dtype = HCOMM_UINT8, .op = HCOMM_SUM};
         printf(" %11zu", b);
         for (int a = 1; a < HC_ALGO_COUNT; a++) {
@@ -213,6 +219,8 @@ static void print_choices(const hc_plans_t *p, hc_coll_t coll, const topo_opts_t
         }
         hc_choice_t c = hc_select(&sc, &args);
         printf(" %12s %10s\n", hc_algo_name(c.algo), hc_chosen_by_name(c.by));
+        if (b == SIZE_MAX) /* -e near 2^64: the doubling ends there, not at 0 */
+            break;
     }
 }
 

@@ -43,7 +43,7 @@ int hc_params_parse_size(const char *s, size_t *out)
     char *end;
     errno             = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno != 0 || s[0] == '-')
+    if (end == s || errno != 0 || s[strspn(s, " \t\n\v\f\r")] == '-') /* strtoull's negation */
         return -1;
     unsigned shift = 0;
     switch (*end) {

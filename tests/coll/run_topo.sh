@@ -71,6 +71,8 @@ result "virtual nodes: $ntcp tcp and $nshm shm connections (want 8 and 4)" $?
 "$topo" --topo "$tmp/uneven.xml" --ranks 6 > "$out" 2>&1 && has '^ring 0 (6 ranks)' &&
     has '^tree 1' && has '^rail 2'
 result "hcomm-topo --topo" $?
+! "$topo" --topo "$tmp/uneven.xml" > "$out" 2>&1 && has 'needs --ranks N'
+result "hcomm-topo --topo without --ranks: says what it needs" $?
 "$topo" --synthetic 1024x8x4 --quiet > "$out" 2>&1 && has '^# cluster: 8192 ranks on 1024 nodes'
 st=$?
 result "hcomm-topo --synthetic 1024x8x4 ($(grep 'plans built' "$out"))" $st

@@ -35,6 +35,7 @@ static void test_parse_size(void **state)
     assert_int_equal(v, (size_t)2 << 30);
     assert_int_not_equal(hc_params_parse_size("", &v), 0);
     assert_int_not_equal(hc_params_parse_size("-1", &v), 0);
+    assert_int_not_equal(hc_params_parse_size(" -1", &v), 0); /* strtoull skips the blank */
     assert_int_not_equal(hc_params_parse_size("12Q", &v), 0);
     assert_int_not_equal(hc_params_parse_size("99999999999999999999", &v), 0);
     assert_int_not_equal(hc_params_parse_size("17179869184G", &v), 0);

@@ -168,7 +168,8 @@ static hcomm_status_t shm_seg_create(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
         }
     }
     /* fallocate, not ftruncate: a full /dev/shm fails here, not as SIGBUS later. */
-    rc = posix_fallocate(fd, 0, (off_t)bytes);
+    while ((rc = posix_fallocate(fd, 0, (off_t)bytes)) == EINTR) /* a signal (a profiler's) */
+        ;
     if (rc != 0) {
         hc_error(SHM, "peer %d: allocating %zu bytes for %s: %s", ep->peer, bytes, ep->name,
                  strerror(rc));
