@@ -121,29 +121,34 @@ void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *p
     memcpy(&msg, hello, sizeof(msg));
     int rank   = (int32_t)ntohl((uint32_t)h->rank);
     int nranks = (int32_t)ntohl((uint32_t)h->nranks);
+    hcomm_status_t why    = HCOMM_SUCCESS;
+    if (roll->doomed != HCOMM_SUCCESS) {
+        hc_bootstrap_roll_refuse(roll, fd, roll->doomed);
+        return;
+    }
     if (nranks < 1 || nranks > HC_BOOTSTRAP_MAX_RANKS ||
         (roll->nranks > 0 && nranks != roll->nranks)) {
         hc_error(BOOT, "bootstrap root: rank %d (%s) says %d ranks, expected %d; refused", rank,
                  peer, nranks, roll->nranks);
-        hc_bootstrap_roll_refuse(roll, fd, HCOMM_ERR_INVALID_ARG);
-        return;
-    }
-    if (rank < 0 || rank >= nranks || (roll->nranks > 0 && roll->rank_fd[rank] >= 0)) {
+        why = HCOMM_ERR_INVALID_ARG;
+    } else if (rank < 0 || rank >= nranks || (roll->nranks > 0 && roll->rank_fd[rank] >= 0)) {
         hc_error(BOOT,
                  "bootstrap root: rank %d (%s) of %d is out of range or already joined; "
                  "refused",
                  rank, peer, nranks);
-        hc_bootstrap_roll_refuse(roll, fd, HCOMM_ERR_INVALID_RANK);
-        return;
-    }
-    if (h->addr.family != 4 && h->addr.family != 6) {
+        why = HCOMM_ERR_INVALID_RANK;
+    } else if (h->addr.family != 4 && h->addr.family != 6) {
         hc_error(BOOT, "bootstrap root: rank %d (%s) sent an address of family %u; refused", rank,
                  peer, h->addr.family);
-        hc_bootstrap_roll_refuse(roll, fd, HCOMM_ERR_PROTOCOL);
-        return;
+        why = HCOMM_ERR_PROTOCOL;
+    } else if (roll->nranks == 0 && roll_alloc(roll, nranks) != HCOMM_SUCCESS) {
+        why = HCOMM_ERR_NO_MEMORY;
     }
-    if (roll->nranks == 0 && roll_alloc(roll, nranks) != HCOMM_SUCCESS) {
-        hc_bootstrap_roll_refuse(roll, fd, HCOMM_ERR_NO_MEMORY);
+    if (why != HCOMM_SUCCESS) {
+        /* a member of the job (it proved the secret) the job cannot have: no
+         * init can finish, so every rank is told now, not at the timeout */
+        hc_bootstrap_roll_refuse(roll, fd, why);
+        roll->doomed = why;
         return;
     }
     roll->rank_fd[rank]   = fd;
@@ -219,6 +224,22 @@ static void root_timed_out(root_state_t *st)
         }
 }
 
+/* A rank was refused (roll.doomed): the ranks that joined are refused too;
+ * later ones are as they come, until the deadline. */
+static void root_doom(root_state_t *st)
+{
+    hc_bootstrap_roll_t *roll = &st->roll;
+    if (roll->njoined > 0)
+        hc_error(BOOT, "bootstrap root %s: a rank was refused (%s): refusing every rank", st->name,
+                 hcomm_status_str(roll->doomed));
+    for (int r = 0; r < roll->nranks; r++)
+        if (roll->rank_fd[r] >= 0) {
+            hc_bootstrap_roll_refuse(roll, roll->rank_fd[r], roll->doomed);
+            roll->rank_fd[r] = -1;
+        }
+    roll->njoined = 0;
+}
+
 static void root_free(root_state_t *st)
 {
     hc_gate_close(&st->gate);
@@ -230,9 +251,13 @@ static void root_free(root_state_t *st)
 static void *root_thread(void *arg)
 {
     root_state_t *st = arg;
-    while (st->roll.nranks == 0 || st->roll.njoined < st->roll.nranks) {
+    while (st->roll.doomed != HCOMM_SUCCESS || st->roll.nranks == 0 ||
+           st->roll.njoined < st->roll.nranks) {
+        if (st->roll.doomed != HCOMM_SUCCESS)
+            root_doom(st);
         if (hc_clock_now() >= st->deadline) {
-            root_timed_out(st);
+            if (st->roll.doomed == HCOMM_SUCCESS)
+                root_timed_out(st);
             goto out;
         }
         if (root_poll(st) != 0)

@@ -13,6 +13,7 @@
 typedef struct hc_bootstrap_roll {
     int                       nranks; /* 0 until the first accepted hello */
     int                       njoined;
+    hcomm_status_t            doomed;  /* a rank that proved the secret was refused: all are */
     int                      *rank_fd; /* nranks entries, -1 until the rank joined */
     hc_bootstrap_wire_addr_t *rank_addr;
 } hc_bootstrap_roll_t;
