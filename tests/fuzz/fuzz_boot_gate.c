@@ -14,8 +14,9 @@
  * whole hello with a challenge that verifies as the server's over it; admit
  * exactly the clients whose bytes after their hello are the right proof, and
  * hang up on a wrong hello or a whole wrong proof at once; and the roll must
- * admit or refuse each as its rules say, a refusal reaching the client as a
- * reply that hc_bootstrap_reply_check refuses. */
+ * admit or refuse each as its rules say (after one refusal, every hello), a
+ * refusal reaching the client as a reply that hc_bootstrap_reply_check
+ * refuses. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -119,6 +120,8 @@ static int deserves(client_t *c)
 static hcomm_status_t roll_rule(const hc_bootstrap_hello_t *h)
 {
     int rank = (int32_t)ntohl((uint32_t)h->rank), nranks = (int32_t)ntohl((uint32_t)h->nranks);
+    if (roll.doomed != HCOMM_SUCCESS) /* an earlier refusal refuses every later hello */
+        return roll.doomed;
     if (nranks < 1 || nranks > HC_BOOTSTRAP_MAX_RANKS || (roll.nranks > 0 && nranks != roll.nranks))
         return HCOMM_ERR_INVALID_ARG;
     if (rank < 0 || rank >= nranks || (roll.nranks > 0 && roll.rank_fd[rank] >= 0))
