@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,7 +16,8 @@
 #include "base/log.h"
 #include "topology/topo.h"
 
-/* The host identity as src/core/comm.c computes it. */
+/* The host identity as hc_topo_host_identity computes it: host name, boot,
+ * network and pid namespaces, /dev/shm. */
 static uint64_t fnv(uint64_t h, const char *s)
 {
     for (; *s; s++)
@@ -34,10 +36,19 @@ static uint64_t comm_host_hash(void)
             h = fnv(h, buf);
         fclose(f);
     }
-    ssize_t n = readlink("/proc/self/ns/net", buf, sizeof(buf) - 1);
-    if (n > 0) {
-        buf[n] = '\0';
-        h      = fnv(h, buf);
+    const char *ns[] = {"/proc/self/ns/net", "/proc/self/ns/pid"};
+    for (int i = 0; i < 2; i++) {
+        ssize_t n = readlink(ns[i], buf, sizeof(buf) - 1);
+        if (n > 0) {
+            buf[n] = '\0';
+            h      = fnv(h, buf);
+        }
+    }
+    struct stat st;
+    if (stat("/dev/shm", &st) == 0) {
+        snprintf(buf, sizeof(buf), "shm %llu %llu", (unsigned long long)st.st_dev,
+                 (unsigned long long)st.st_ino);
+        h = fnv(h, buf);
     }
     return h;
 }
