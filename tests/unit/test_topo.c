@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,43 +14,6 @@
 
 #include "base/log.h"
 #include "topology/topo.h"
-
-/* The host identity as hc_topo_host_identity computes it: host name, boot,
- * network and pid namespaces, /dev/shm. */
-static uint64_t fnv(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t comm_host_hash(void)
-{
-    char host[64] = "", buf[256] = "";
-    gethostname(host, sizeof(host) - 1);
-    uint64_t h = fnv(0xcbf29ce484222325ull, host);
-    FILE    *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-        if (fgets(buf, sizeof(buf), f) != NULL)
-            h = fnv(h, buf);
-        fclose(f);
-    }
-    const char *ns[] = {"/proc/self/ns/net", "/proc/self/ns/pid"};
-    for (int i = 0; i < 2; i++) {
-        ssize_t n = readlink(ns[i], buf, sizeof(buf) - 1);
-        if (n > 0) {
-            buf[n] = '\0';
-            h      = fnv(h, buf);
-        }
-    }
-    struct stat st;
-    if (stat("/dev/shm", &st) == 0) {
-        snprintf(buf, sizeof(buf), "shm %llu %llu", (unsigned long long)st.st_dev,
-                 (unsigned long long)st.st_ino);
-        h = fnv(h, buf);
-    }
-    return h;
-}
 
 static void test_discover(void **state)
 {
@@ -62,7 +24,9 @@ static void test_discover(void **state)
     assert_int_equal(hc_topo_discover(&t, NULL, 0.0, &owner), HCOMM_SUCCESS);
     assert_int_equal(owner, 0);
     assert_true(t.hostname[0] != '\0');
-    assert_true(t.host_hash == comm_host_hash());
+    char host[HC_TOPO_NAME_MAX];
+    assert_true(t.host_hash == hc_topo_host_identity(host, sizeof(host))); /* what comm.c shares */
+    assert_string_equal(host, t.hostname);
     assert_true(t.ncpus >= 1);
     assert_true(t.nnuma >= 1);
     assert_true(t.numa == -1 || (t.numa >= 0 && t.numa < 4096));
