@@ -108,10 +108,12 @@ static int big_piece(const a2a_t *a, size_t k)
     return pl(a, k) * a->c->esize >= A2A_PIECE_MSG_MIN;
 }
 
-/* Chunk k of my blocks for node B goes to the forwarder piece by piece. */
+/* Chunk k of my blocks for node B goes to the forwarder piece by piece. The
+ * forwarder decides the same without knowing whether I run in place: each
+ * rank of an NCCL job chooses that for itself. */
 static int gather_pieces(const a2a_t *a, int B, size_t k)
 {
-    return !a->in_place && !contiguous(a, B) && big_piece(a, k);
+    return !contiguous(a, B) && big_piece(a, k);
 }
 
 /* Chunk k of the blocks from node A comes from the receiver piece by piece. */
@@ -176,7 +178,7 @@ static void a2a_layout(a2a_t *a)
     a->tcum[0] = 0;
     for (int j = 1; j < a->N; j++) { /* the last chunk has the smallest pieces */
         int B = mod(a->node + j, a->N), A = mod(a->node - j, a->N);
-        need_pack |= !src_direct(a, B) && !gather_pieces(a, B, a->K - 1);
+        need_pack |= !src_direct(a, B) && (a->in_place || !gather_pieces(a, B, a->K - 1));
         need_unp |= !contiguous(a, A) && !scatter_pieces(a, A, a->K - 1);
         need_spk |= !scatter_pieces(a, A, a->K - 1);
         a->tcum[j] = a->tcum[j - 1] + mine_before(a, j, a->K);
@@ -263,16 +265,19 @@ static void a2a_gather(const a2a_t *a, int j, size_t k)
     size_t len = pl(a, k), es = a->c->esize, p = (size_t)a->p;
 
     if (fl != a->local) {
-        if (src_direct(a, B) || gather_pieces(a, B, k)) {
+        if (src_direct(a, B) || (gather_pieces(a, B, k) && !a->in_place)) {
             for (int d = 0; d < (src_direct(a, B) ? 1 : a->p); d++)
                 hc_sched_send(a->s, f, blk(a, HC_BUF_SEND, B, d, k),
                               (src_direct(a, B) ? p : 1) * len * es, HC_STEP_NODEP, HC_STEP_NODEP);
             return;
         }
+        /* packed; in place also for pieces, sent from the pack one by one */
         size_t dst = ln_chunk(a, a->t_pack + (size_t)(j - 1) * p * a->cnt, k);
-        int    id  = a2a_pack(a, B, k, dst, HC_STEP_NODEP, NULL, 0);
+        int    id = a2a_pack(a, B, k, dst, HC_STEP_NODEP, NULL, 0), np = gather_pieces(a, B, k);
         a->pack_dep[(size_t)B * a->K + k] = id;
-        hc_sched_send(a->s, f, at(a, HC_BUF_TMP, dst), p * len * es, id, HC_STEP_NODEP);
+        for (int d = 0; d < (np ? a->p : 1); d++)
+            hc_sched_send(a->s, f, at(a, HC_BUF_TMP, dst + (size_t)d * len),
+                          (np ? 1 : p) * len * es, id, HC_STEP_NODEP);
         return;
     }
     if (src_direct(a, B) && a->p == 1)

@@ -51,7 +51,16 @@ typedef struct tcase {
     hc_coll_args_t a;
     size_t         chunk;
     int            eager;
+    int            mixed; /* odd ranks in place, even ones not (NCCL lets each rank choose) */
 } tcase_t;
+
+static hc_coll_args_t rank_args(const tcase_t *tc, int r)
+{
+    hc_coll_args_t a = tc->a;
+    if (tc->mixed)
+        a.in_place = r % 2;
+    return a;
+}
 
 /* Element i of rank r's SEND: distinct enough that a misplaced block shows. */
 static void put_val(void *buf, size_t i, int dt, int r, size_t gi)
@@ -63,7 +72,8 @@ static void put_val(void *buf, size_t i, int dt, int r, size_t gi)
 static hc_sched_t *build(const tcase_t *tc, int r)
 {
     hc_sched_t    *s  = NULL;
-    hcomm_status_t st = hc_algo_hier_alltoall(&tc->a, &tc->sh->h, r, tc->chunk, &s);
+    hc_coll_args_t a  = rank_args(tc, r);
+    hcomm_status_t st = hc_algo_hier_alltoall(&a, &tc->sh->h, r, tc->chunk, &s);
     if (st != HCOMM_SUCCESS) {
         sim_fail("rank %d: build failed: %s", r, hcomm_status_name(st));
         return NULL;
@@ -83,10 +93,11 @@ static int setup(const tcase_t *tc, sim_t *sm, lay_t *lay)
 
     for (int r = 0; r < n; r++) {
         sim_rank_t *k = &sm->rk[r];
-        hc_sched_t *s = build(tc, r);
+        hc_sched_t    *s = build(tc, r);
+        hc_coll_args_t a = rank_args(tc, r);
         if (s == NULL)
             return -1;
-        lay[r] = sim_layout(&tc->a, n, r);
+        lay[r] = sim_layout(&a, n, r);
         sim_place(k, s, &lay[r], (lay[r].regsz + 15) / 16 * 16);
         for (size_t i = 0; i < lay[r].sendsz / es; i++)
             put_val(k->mem + lay[r].send_at, i, tc->a.dtype, r, i);
@@ -112,7 +123,7 @@ static void verify(const tcase_t *tc, sim_t *sm, const lay_t *lay, unsigned char
             else if (k->mem[lay[r].recv_at + b] != exp[b])
                 sim_fail("rank %d: element %zu (block %zu) wrong", r, b / es, b / es / cnt);
         }
-        if (sim_err[0] != '\0' || tc->a.in_place)
+        if (sim_err[0] != '\0' || rank_args(tc, r).in_place)
             continue;
         for (size_t i = 0; i < lay[r].sendsz / es; i++)
             put_val(exp, i, dt, r, i);
@@ -140,10 +151,10 @@ static void run_case(const tcase_t *tc)
     sim_end(&sm);
     g_runs++;
     if (sim_err[0] != '\0')
-        fail_msg("alltoall/hier %d nodes x %d count=%zu dt=%d inplace=%d chunk=%zu eager=%d\n"
+        fail_msg("alltoall/hier %d nodes x %d count=%zu dt=%d inplace=%d%s chunk=%zu eager=%d\n"
                  "  -> %s",
                  tc->sh->h.nnodes, n / tc->sh->h.nnodes, tc->a.count, tc->a.dtype, tc->a.in_place,
-                 tc->chunk, tc->eager, sim_err);
+                 tc->mixed ? " (odd ranks)" : "", tc->chunk, tc->eager, sim_err);
 }
 
 /* ---- exact results ---- */
@@ -233,9 +244,9 @@ static void test_big_pieces(void **state)
         shape_t sh;
         size_t  p = (size_t)shapes[si][1];
         shape_make(&sh, shapes[si][0], shapes[si][1], shapes[si][2]);
-        for (int v = 0; v < 8; v++) {
-            tcase_t tc = {.sh = &sh, .eager = (v >> 1) & 1};
-            if (v < 4) /* K = 2: pieces of 16384 and 16383 bytes */
+        for (int v = 0; v < 12; v++) { /* 8..11: half the ranks in place */
+            tcase_t tc = {.sh = &sh, .eager = (v >> 1) & 1, .mixed = v >= 8};
+            if (v < 4 || v >= 10) /* K = 2: pieces of 16384 and 16383 bytes */
                 tc.chunk = p * p * 16384,
                 tc.a     = (hc_coll_args_t){
                         HC_COLL_ALLTOALL, 32767, HCOMM_INT8, HCOMM_SUM, 0, v & 1, NULL};
