@@ -223,12 +223,17 @@ hcomm_status_t hc_watch_verdict(hcomm_comm_t c, hcomm_request_t req, hcomm_statu
     }
     double t0 = hc_clock_now();
     hc_watch_gather(c, where, hc_params_get()->watch_timeout);
+    /* not a failure: the revoke reached others first, or reached this rank's
+     * watch thread while it asked (a revoker leaves once all have confirmed,
+     * so a peer that left may have been the revoker) */
+    int revoked = __atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE);
     for (int i = 0; i < c->nranks; i++)
-        if (where[i].revoked) { /* not a failure: the revoke reached others first */
-            __atomic_store_n(&c->revoked, 1, __ATOMIC_RELAXED);
-            free(where), free(hosts);
-            return HCOMM_ERR_REVOKED;
-        }
+        revoked |= where[i].revoked;
+    if (revoked) {
+        __atomic_store_n(&c->revoked, 1, __ATOMIC_RELAXED);
+        free(where), free(hosts);
+        return HCOMM_ERR_REVOKED;
+    }
     for (int i = 0; i < c->nranks; i++)
         hosts[i] = c->peers[i].hostname;
     hc_verdict_op_t op = {.coll  = r.coll,
