@@ -8,9 +8,9 @@ Each hook returns the average over ranks of its gradient bucket, compressed
 with error feedback (docs/compression.md): what one step's compression drops
 is kept in a residual and sent in a later step. The residuals live in the
 process group, one compression state per (CompressionState, bucket index);
-a bucket that changes size or dtype (DDP rebuilds its buckets after the
-first iteration) gets a fresh state, and the group frees them all when it is
-destroyed. The operation is queued on the group's hcomm stream like an
+a bucket that changes size, dtype or parameters (DDP rebuilds its buckets
+after the first iteration, perhaps to the same size in another order) gets a
+fresh state, and the group frees them all when it is destroyed. The operation is queued on the group's hcomm stream like an
 allreduce, so it overlaps the rest of the backward pass.
 
 Buckets of float32, float16 and bfloat16 are compressed; another dtype
@@ -76,8 +76,11 @@ def _compressed(state, bucket, spec):
     if not isinstance(state, CompressionState):
         raise TypeError("hcomm_torch.hooks: register the hook with a "
                         "hcomm_torch.hooks.CompressionState, not %s" % type(state).__name__)
+    # which parameters the bucket holds, in order: a residual kept for one
+    # layout must not be added to another's values
+    layout = hash(tuple((p.data_ptr(), p.numel()) for p in bucket.parameters()))
     work = state.group()._allreduce_compressed(bucket.buffer(), spec, state._owner,
-                                                bucket.index())
+                                                bucket.index(), layout)
     # the Future holds [buffer], averaged in place
     return work.get_future().then(lambda fut: fut.value()[0])
 

@@ -19,7 +19,8 @@ One job, launched by torch.distributed.run (env://), does three things:
    seeds 1-3, lr 0.01: onebit +1.1% to +10%, topk +0.5% to +1.2%; lr 0.02:
    onebit +40% to +89%, topk +1.2% to +3.2% (error feedback's delay and
    momentum together).
-3. errors: a gloo group, a float64 tensor, a bad spec or ratio.
+3. errors: a gloo group, a float64 tensor, a bad spec or ratio; a bucket
+   remade with other parameters gets no residual of the old one.
 Rank 0 prints the figures; every rank ends with one line
 "rank R: P checks passed, F failed". Exit status 1 when a check failed.
 """
@@ -208,6 +209,24 @@ def check_errors(hc, gl):
         check("%s through bf16" % dt, torch.equal(t, torch.full((3000,), 0.5, dtype=dt)))
 
 
+def check_layout(hc):
+    """A bucket remade to the same size with other parameters (DDP's rebuild)
+    starts without a residual; one of the same layout keeps its own."""
+    g = torch.Generator().manual_seed(7 + RANK)
+    x, y = torch.randn(4096, generator=g), torch.randn(4096, generator=g)
+
+    def run(owner, t, layout):
+        t = t.clone()
+        hc._allreduce_compressed(t, "onebit", owner, 0, layout).wait()
+        return t
+
+    ref = run(-4, y, 2)  # a new owner: no residual
+    run(-2, x, 1)
+    check("onebit: the same layout adds the residual kept", not torch.equal(run(-2, y, 1), ref))
+    run(-3, x, 1)
+    check("onebit: another layout of the same size starts afresh", torch.equal(run(-3, y, 2), ref))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=1)
@@ -243,6 +262,7 @@ def main():
         compare_hooks(args, hc, gl, data)
     if "errors" in args.only:
         check_direct(args, hc, gl, data)
+        check_layout(hc)
         check_errors(hc, gl)
     dist.barrier()
     dist.destroy_process_group()

@@ -41,9 +41,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
         .def(
             "_allreduce_compressed",
             [](ProcessGroupHcomm &pg, at::Tensor tensor, const std::string &spec, int64_t owner,
-               int64_t bucket) { return pg.allreduceCompressed(tensor, spec, owner, bucket); },
+               int64_t bucket, int64_t layout) {
+                return pg.allreduceCompressed(tensor, spec, owner, bucket, layout);
+            },
             py::arg("tensor"), py::arg("spec"), py::arg("owner"), py::arg("bucket"),
-            py::call_guard<py::gil_scoped_release>())
+            py::arg("layout") = 0, py::call_guard<py::gil_scoped_release>())
         .def("_compression_states", &ProcessGroupHcomm::compressionStates)
         // (operations finished on the caller's thread, operations handed to the stream)
         .def("_inline_counts", &ProcessGroupHcomm::inlineCounts);

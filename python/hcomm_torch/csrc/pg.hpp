@@ -110,9 +110,11 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     // The DDP hooks' operation (hooks.py, pg_compress.cpp): t <- the average
     // over ranks of t compressed as spec says ("onebit", "topk:0.01", "bf16"),
     // with the error feedback of slot (owner, bucket). A slot's compression
-    // state is made on first use and remade when t's size or dtype (or spec) changes.
+    // state is made on first use and remade when t's size, dtype, spec or
+    // layout (a fingerprint of which parameters the bucket holds, in order)
+    // changes: a residual only means something for the values it was kept for.
     WorkPtr allreduceCompressed(at::Tensor &t, const std::string &spec, int64_t owner,
-                                int64_t bucket);
+                                int64_t bucket, int64_t layout);
     // How many compression states the group holds (tests).
     size_t compressionStates();
     // Small operations run on the caller's thread: how many finished there,
@@ -164,13 +166,14 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
         size_t           count = 0;
         hcomm_dtype_t    dtype = HCOMM_FLOAT32;
         std::string      spec;
+        int64_t          layout = 0;
     };
     using SlotKey = std::pair<int64_t, int64_t>; // (owner, bucket)
     // The state of slot key for count x dtype compressed as cfg says; called
     // with mu_ held, as the operation using it is queued.
     hcomm_status_t compressState(const SlotKey &key, size_t count, hcomm_dtype_t dtype,
                                  const hcomm_compress_config_t &cfg, const std::string &spec,
-                                 hcomm_compress_t *state);
+                                 int64_t layout, hcomm_compress_t *state);
     void           destroyCompressStates();
 
     hcomm_comm_t                               comm_   = nullptr;

@@ -33,16 +33,18 @@ static void destroyState(void *state)
 hcomm_status_t ProcessGroupHcomm::compressState(const SlotKey &key, size_t count,
                                                 hcomm_dtype_t                  dtype,
                                                 const hcomm_compress_config_t &cfg,
-                                                const std::string &spec, hcomm_compress_t *state)
+                                                const std::string &spec, int64_t layout,
+                                                hcomm_compress_t *state)
 {
     CompressSlot &slot = compress_[key];
-    if (slot.state != nullptr && slot.count == count && slot.dtype == dtype && slot.spec == spec) {
+    if (slot.state != nullptr && slot.count == count && slot.dtype == dtype && slot.spec == spec &&
+        slot.layout == layout) {
         *state = slot.state;
         return HCOMM_SUCCESS;
     }
-    // another bucket now (DDP rebuilt its buckets): its residuals mean nothing
-    // for the new one. The stream may still run an operation on the old state,
-    // so it goes after them.
+    // another bucket now (DDP rebuilt its buckets, perhaps to the same size):
+    // its residuals mean nothing for the new one. The stream may still run an operation on the old
+    // state, so it goes after them.
     if (slot.state != nullptr && reentrant_) {
         retired_.push_back(slot.state);
     } else if (slot.state != nullptr &&
@@ -58,8 +60,9 @@ hcomm_status_t ProcessGroupHcomm::compressState(const SlotKey &key, size_t count
     }
     slot.count = count;
     slot.dtype = dtype;
-    slot.spec  = spec;
-    *state     = slot.state;
+    slot.spec   = spec;
+    slot.layout = layout;
+    *state      = slot.state;
     return HCOMM_SUCCESS;
 }
 
@@ -81,7 +84,8 @@ size_t ProcessGroupHcomm::compressionStates()
 
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::allreduceCompressed(at::Tensor        &t,
                                                                   const std::string &spec,
-                                                                  int64_t owner, int64_t bucket)
+                                                                  int64_t owner, int64_t bucket,
+                                                                  int64_t layout)
 {
     static const char *name = "allreduce_compressed";
     checkTensor(t, name);
@@ -100,7 +104,7 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::allreduceCompressed(at::Tensor    
     return launch(w, [=] {
         hcomm_compress_t state = nullptr;
         hcomm_status_t   st =
-            compressState(key, static_cast<size_t>(buf.numel()), dtype, cfg, spec, &state);
+            compressState(key, static_cast<size_t>(buf.numel()), dtype, cfg, spec, layout, &state);
         if (st != HCOMM_SUCCESS)
             return st;
         return hcomm_allreduce_compressed(buf.data_ptr(), buf.data_ptr(), buf.numel(), dtype, state,
