@@ -16,10 +16,13 @@ typedef struct hc_compress_model {
     float               **server_res; /* [rank][its onebit chunk] */
 } hc_compress_model_t;
 
-/* Pairs topk sends of count elements: ceil(ratio x count), at most count. */
+/* Pairs topk sends of count elements: ceil(ratio x count), at most count.
+ * A product a rounding above a whole number is that number (0.07 x 100 is
+ * 7.000000000000001 in doubles: 7 pairs, not 8). */
 static inline size_t hc_compress_topk_k(double ratio, size_t count)
 {
-    size_t k = (size_t)ceil(ratio * (double)count);
+    double x = ratio * (double)count, n = nearbyint(x);
+    size_t k = (size_t)(fabs(x - n) <= 1e-9 * x ? n : ceil(x));
     return k > count ? count : k;
 }
 

@@ -17,6 +17,7 @@
 
 #include "base/reduce.h"
 #include "compress/codec.h"
+#include "compress/compress_model.h"
 
 /* codec_onebit.c exports both paths for this test. */
 void hc_onebit_encode_generic(const float *in, float *residual, size_t n, uint8_t *out);
@@ -325,6 +326,22 @@ static void test_topk_ties(void **state)
     free(in), free(zero);
 }
 
+/* k = ceil(ratio x count), the ratio's decimal value and not its double's. */
+static void test_topk_k(void **state)
+{
+    (void)state;
+    assert_int_equal(hc_compress_topk_k(0.07, 100), 7); /* 7.000000000000001 */
+    assert_int_equal(hc_compress_topk_k(0.29, 100), 29);
+    assert_int_equal(hc_compress_topk_k(0.01, 1000000), 10000);
+    assert_int_equal(hc_compress_topk_k(0.07, 101), 8); /* 7.07 */
+    assert_int_equal(hc_compress_topk_k(0.01, 1), 1);
+    assert_int_equal(hc_compress_topk_k(1.0, 5), 5);
+    assert_int_equal(hc_compress_topk_k(0.5, 0), 0);
+    for (size_t n = 1; n <= 1000; n++) /* ratio i / 100: exactly ceil(i n / 100) */
+        for (size_t i = 1; i <= 100; i++)
+            assert_int_equal(hc_compress_topk_k((double)i / 100.0, n), (i * n + 99) / 100);
+}
+
 static void test_topk_bad(void **state)
 {
     float          in[4] = {1, 2, 3, 4}, res[4] = {0}, out[4] = {0};
@@ -573,10 +590,10 @@ int main(void)
         cmocka_unit_test(test_onebit_bytes),     cmocka_unit_test(test_onebit_roundtrip),
         cmocka_unit_test(test_onebit_zero_sign), cmocka_unit_test(test_onebit_generic_vs_avx2),
         cmocka_unit_test(test_topk_random),      cmocka_unit_test(test_topk_ties),
-        cmocka_unit_test(test_topk_bad),         cmocka_unit_test(test_cast_specials),
-        cmocka_unit_test(test_cast_sweep),       cmocka_unit_test(test_cast_decode),
-        cmocka_unit_test(test_ef_onebit),        cmocka_unit_test(test_ef_topk),
-        cmocka_unit_test(test_ef_casts),
+        cmocka_unit_test(test_topk_k),           cmocka_unit_test(test_topk_bad),
+        cmocka_unit_test(test_cast_specials),    cmocka_unit_test(test_cast_sweep),
+        cmocka_unit_test(test_cast_decode),      cmocka_unit_test(test_ef_onebit),
+        cmocka_unit_test(test_ef_topk),          cmocka_unit_test(test_ef_casts),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
