@@ -64,6 +64,11 @@ void hcomm_compress_destroy(hcomm_compress_t state);
  * buffers must not overlap (HCOMM_ERR_INVALID_ARG). Collective;
  * stream as for hcomm_allreduce. A state serves one call at a time: calls
  * queued on one stream run in turn; do not share a state between streams.
+ * Ranks whose states disagree (another count or ratio) may fail in a local
+ * step, after the collectives: that fails comm (HCOMM_ERR_PROTOCOL), which on
+ * a stream shows at hcomm_stream_synchronize and hcomm_comm_get_error. After
+ * a failed call the residuals hold that call's input: reset the state before
+ * a retry.
  */
 hcomm_status_t hcomm_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count,
                                           hcomm_dtype_t dtype, hcomm_compress_t state,

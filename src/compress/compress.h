@@ -37,6 +37,7 @@ typedef struct hc_compress_call {
     void                  *out;
     const hc_cstep_t      *next; /* stream: where the next local step is */
     int                    refs; /* stream: atomic */
+    hcomm_status_t         failed; /* stream: a step failed or was skipped; the rest do nothing */
 } hc_compress_call_t;
 
 /* Rank j's chunk of the onebit tensor: hc_part_off/len over nranks. */

@@ -37,17 +37,44 @@ static void call_unref(hc_compress_call_t *c)
         free(c);
 }
 
-/* A local step on the stream's thread: the call's local steps run there in
- * program order, so the next one is the first local step after c->next. */
-static hcomm_status_t stream_step(void *arg)
+/* A local step fails only on what the peers sent (topk's indexes out of
+ * range): the ranks disagree, and their results may differ. That fails the
+ * communicator, so every rank learns it, and so does a stream's caller, which
+ * returned before the step ran. */
+static hcomm_status_t run_local(hc_compress_call_t *c, const hc_cstep_t *p)
 {
-    hc_compress_call_t       *c = arg;
-    const hc_cstep_t *p = c->next;
+    hcomm_status_t st = p->fn(c);
+    if (st != HCOMM_SUCCESS) {
+        hc_error(COMPRESS,
+                 "hcomm_allreduce_compressed: a local step failed (%s): the ranks "
+                 "disagree; failing the communicator",
+                 hcomm_status_name(st));
+        hc_comm_set_failed(c->s->comm, st);
+    }
+    return st;
+}
+
+/* A local step on the stream's thread: the call's local steps run there in
+ * program order, so the next one is the first local step after c->next. One
+ * a CUDA stream never reached (skip) leaves the call's results wrong: it
+ * fails the communicator, and the call's later steps do nothing. */
+static hcomm_status_t stream_step(void *arg, int skip)
+{
+    hc_compress_call_t *c = arg;
+    const hc_cstep_t   *p = c->next;
+    hcomm_status_t      st;
 
     while (p->kind != HC_CSTEP_LOCAL)
         p++;
-    c->next           = p + 1;
-    hcomm_status_t st = p->fn(c);
+    c->next = p + 1;
+    if (skip && c->failed == HCOMM_SUCCESS) {
+        hc_error(COMPRESS, "hcomm_allreduce_compressed: a local step was skipped; failing the "
+                           "communicator");
+        hc_comm_set_failed(c->s->comm, HCOMM_ERR_TIMEOUT);
+    }
+    st = skip ? HCOMM_ERR_TIMEOUT : c->failed != HCOMM_SUCCESS ? c->failed : run_local(c, p);
+    if (st != HCOMM_SUCCESS)
+        c->failed = st;
     call_unref(c);
     return st;
 }
@@ -64,7 +91,7 @@ static int coll_ahead(const hc_cstep_t *p)
 hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *out,
                                hcomm_stream_t stream)
 {
-    hc_compress_call_t        local = {s, in, out, NULL, 1}, *c = &local;
+    hc_compress_call_t     local = {s, in, out, NULL, 1, HCOMM_SUCCESS}, *c = &local;
     hcomm_status_t         st    = HCOMM_SUCCESS;
     const hc_cstep_t *p     = s->codec->steps;
     int                    colls = 0; /* collectives issued */
@@ -83,7 +110,7 @@ hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *o
             st = run_coll(c, p->kind, stream);
             colls += st == HCOMM_SUCCESS;
         } else if (stream == NULL) {
-            st = p->fn(c);
+            st = run_local(c, p);
         } else {
             __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
             st = hc_stream_launch_step(stream, stream_step, c);
@@ -96,7 +123,8 @@ hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *o
     /* Part of the call's collectives issued and the rest not: the peers would
      * wait in the next one until HCOMM_TIMEOUT. Failing the communicator
      * closes its connections, so they get an error at once. */
-    if (st != HCOMM_SUCCESS && colls > 0 && coll_ahead(p)) {
+    int ran_local = stream == NULL && p->kind == HC_CSTEP_LOCAL; /* run_local failed it */
+    if (st != HCOMM_SUCCESS && !ran_local && colls > 0 && coll_ahead(p)) {
         hc_error(COMPRESS, "hcomm_allreduce_compressed: %s after %d of the call's collectives; "
                        "failing the communicator",
                  hcomm_status_name(st), colls);

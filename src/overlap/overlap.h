@@ -44,9 +44,11 @@ hcomm_status_t hc_stream_sync(hcomm_stream_t stream, int *stuck);
 uint64_t hc_stream_failures(hcomm_stream_t stream, hcomm_status_t *last);
 
 /* A host function whose failure (a status other than success) becomes the
- * stream's error: the library's own steps between collectives. */
-hcomm_status_t hc_stream_launch_step(hcomm_stream_t stream, hcomm_status_t (*fn)(void *),
-                                     void *arg);
+ * stream's error: the library's own steps between collectives. When a CUDA
+ * stream never reaches it, fn(arg, 1) still runs, in its turn, to release
+ * what it holds (skip: do nothing else). */
+hcomm_status_t hc_stream_launch_step(hcomm_stream_t stream, hcomm_status_t (*fn)(void *, int),
+                                     void          *arg);
 
 /* CUDA (stream_cuda.c, or stubs without CUDA): whether the runtime is there
  * (else *why says why not), and queuing fn(arg) as a host function on a

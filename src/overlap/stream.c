@@ -19,7 +19,7 @@ struct hc_stream_task {
     hc_stream_task_t *next;
     task_kind_t       kind;
     hcomm_host_fn_t   fn;
-    hcomm_status_t  (*step)(void *);
+    hcomm_status_t (*step)(void *, int skip);
     void             *arg;
     hc_event_t       *ev;
     hc_event_rec_t   *rec; /* record: the one it completes; wait: the one it waits for */
@@ -256,7 +256,9 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
     switch (t->kind) {
     case TASK_REQUESTS: st = run_requests(t); break;
     case TASK_HOST: t->fn(t->arg); break;
-    case TASK_STEP: st = t->step(t->arg); break;
+    case TASK_STEP:
+        st = t->step(t->arg, 0);
+        break;
     case TASK_RECORD:
         hc_event_complete(t->ev, t->rec);
         hc_event_unref(t->ev);
@@ -300,6 +302,8 @@ static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
         hc_request_wait(t->reqs[i]);
         hc_request_drop(t->reqs[i]);
     }
+    if (t->kind == TASK_STEP) /* its call's later steps count on it */
+        (void)t->step(t->arg, 1);
     if (t->ev != NULL) {
         if (t->rec != NULL) /* a skipped record never completes: its waiters time out */
             hc_event_release(t->ev, t->rec);
@@ -551,7 +555,7 @@ hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_stream_launch_step(hcomm_stream_t s, hcomm_status_t (*fn)(void *), void *arg)
+hcomm_status_t hc_stream_launch_step(hcomm_stream_t s, hcomm_status_t (*fn)(void *, int), void *arg)
 {
     hc_stream_task_t *t = task_new(TASK_STEP, 0);
     if (t == NULL)

@@ -235,6 +235,40 @@ static void bad_configs(hcomm_comm_t comm)
         hcomm_comm_destroy(all);
 }
 
+/* Ranks that disagree: rank 0's topk state is for 1000 elements, the
+ * others' for 2000, both 10 pairs, so rank 0 decodes indexes out of its range.
+ * Queued on a stream, the call returned before that: the stream and the
+ * communicator (failed: the ranks' results differ) must say so. On a
+ * communicator of its own, which the others find failed at their next call. */
+static void disagreeing_ranks(hcomm_comm_t comm)
+{
+    size_t                  n      = g_rank == 0 ? 1000 : 2000;
+    hcomm_compress_config_t cfg    = {HCOMM_COMPRESS_TOPK, g_rank == 0 ? 0.01 : 0.005};
+    hcomm_comm_t            sub    = NULL;
+    hcomm_stream_t          stream = NULL;
+    hcomm_compress_t        st     = NULL;
+    float                  *x      = malloc(n * sizeof(float));
+
+    for (size_t i = 0; x != NULL && i < n; i++)
+        x[i] = (float)i; /* the largest last: the others' pairs lie past 1000 */
+    expect("disagreeing ranks: split", hcomm_comm_split(comm, 0, g_rank, &sub), HCOMM_SUCCESS);
+    expect("disagreeing ranks: stream", hcomm_stream_create(&stream), HCOMM_SUCCESS);
+    expect("disagreeing ranks: state", hcomm_compress_create(sub, &cfg, n, HCOMM_FLOAT32, &st),
+           HCOMM_SUCCESS);
+    expect("disagreeing ranks: queued",
+           hcomm_allreduce_compressed(x, x, n, HCOMM_FLOAT32, st, sub, stream), HCOMM_SUCCESS);
+    hcomm_status_t sync = hcomm_stream_synchronize(stream);
+    if (g_rank == 0) {
+        expect("disagreeing ranks: the stream", sync, HCOMM_ERR_PROTOCOL);
+        expect("disagreeing ranks: the communicator", hcomm_comm_get_error(sub),
+               HCOMM_ERR_PROTOCOL);
+    }
+    hcomm_stream_destroy(stream);
+    hcomm_compress_destroy(st);
+    hcomm_comm_destroy(sub);
+    free(x);
+}
+
 /* A float16 or bfloat16 tensor: compressed through float32, the result
  * rounded back. Out of place into a buffer of 0xffff (a NaN in both), each
  * rank its own inputs, STEPS steps so the residuals count; the exact codecs
@@ -336,6 +370,7 @@ int main(void)
     half_tensor(comm, "onebit", HCOMM_BFLOAT16);
     half_tensor(comm, "topk:0.3", HCOMM_BFLOAT16);
     half_tensor(comm, "topk:0.3", HCOMM_FLOAT16);
+    disagreeing_ranks(comm);
     printf("compress_check rank %d: %d cases, %d failed\n", g_rank, g_cases, g_failed);
     hcomm_comm_destroy(comm);
     return g_failed != 0;

@@ -178,6 +178,26 @@ def run_exchange_strided(check, timeout):
             check("a strided send of a tensor a receive writes, after it", buf, src.t())
 
 
+def run_disagreeing_compression(check, timeout):
+    # compression states that disagree (rank 0: 1000 elements, topk 10 of
+    # them; the others: 2000, topk 10): rank 0 decodes indexes out of range in
+    # the host step after the last collective. Its Work must fail rather than
+    # hand back a wrong average. A group of its own: it is failed afterwards.
+    if N < 2:
+        return
+    hc = dist.new_group(list(range(N)), backend="hcomm", timeout=timeout)
+    n, ratio = (1000, 0.01) if RANK == 0 else (2000, 0.005)
+    work = hc._allreduce_compressed(torch.arange(float(n)), "topk:%r" % ratio, -1, 0)
+    try:
+        work.wait(timeout)
+        msg = ""
+    except RuntimeError as e:
+        msg = str(e)
+    if RANK == 0:
+        check("a compressed allreduce whose decode fails raises: %r" % msg,
+              torch.tensor("PROTOCOL" in msg or "protocol" in msg), torch.tensor(True))
+
+
 def run(hc, gl, check, refuses, skip, timeout):
     run_exchange(check, timeout)
     run_exchange_strided(check, timeout)
@@ -185,3 +205,4 @@ def run(hc, gl, check, refuses, skip, timeout):
     run_noncontiguous(hc, gl, check)
     run_errors(hc, check, refuses, skip)
     run_subgroup(check, timeout)
+    run_disagreeing_compression(check, timeout)

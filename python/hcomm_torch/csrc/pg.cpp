@@ -137,14 +137,14 @@ bool ProcessGroupHcomm::stagesFromQueuedOutput(const HcommWork &w)
 }
 
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launch(const c10::intrusive_ptr<HcommWork> &w,
-                                                     const Issue                         &issue)
+                                                     const Issue &issue, bool localSteps)
 {
     std::lock_guard<std::mutex> lock(mu_);
-    return launchLocked(w, issue);
+    return launchLocked(w, issue, localSteps);
 }
 
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchLocked(const c10::intrusive_ptr<HcommWork> &w,
-                                                           const Issue &issue)
+                                                           const Issue &issue, bool localSteps)
 {
     TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
     ReentrantIssue reentrant(*this);
@@ -157,6 +157,8 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchLocked(const c10::intrusive_
     st     = issue();
     auto c = new Completion;
     c->works.push_back(w);
+    if (localSteps)
+        c->comm = comm_;
     if (coalescing_ && st == HCOMM_SUCCESS) {
         delete c; // endCoalescing completes it with the group's operation
         coalesced_.push_back(w);

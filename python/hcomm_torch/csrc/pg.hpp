@@ -131,10 +131,14 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
 
     c10::intrusive_ptr<HcommWork> makeWork(c10d::OpType type, const char *name, Tensors outputs);
     // Queues w's stage-in copies, then issue() (hcomm calls on stream_), then
-    // w's completion; throws when the issue failed.
-    WorkPtr launch(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue);
+    // w's completion; throws when the issue failed. localSteps: the operation
+    // ends with host steps whose failure fails comm_ (a compressed allreduce),
+    // so its completion reads comm_'s error after the last request.
+    WorkPtr launch(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue,
+                   bool localSteps = false);
     class ReentrantIssue;
-    WorkPtr launchLocked(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue);
+    WorkPtr launchLocked(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue,
+                         bool localSteps = false);
     // w without an hcomm operation: completes after the group's earlier ones.
     WorkPtr launchEmpty(const c10::intrusive_ptr<HcommWork> &w);
     // launch, or, for an operation of at most inlineBytes_ while no

@@ -101,15 +101,18 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::allreduceCompressed(at::Tensor    
     if (buf.numel() == 0) // hcomm queues nothing for it: it completes in its turn
         return launchEmpty(w);
     // launch holds mu_ while it issues: the slots change in issue order
-    return launch(w, [=] {
-        hcomm_compress_t state = nullptr;
-        hcomm_status_t   st =
-            compressState(key, static_cast<size_t>(buf.numel()), dtype, cfg, spec, layout, &state);
-        if (st != HCOMM_SUCCESS)
-            return st;
-        return hcomm_allreduce_compressed(buf.data_ptr(), buf.data_ptr(), buf.numel(), dtype, state,
-                                          comm_, stream_);
-    });
+    return launch(
+        w,
+        [=] {
+            hcomm_compress_t state = nullptr;
+            hcomm_status_t   st = compressState(key, static_cast<size_t>(buf.numel()), dtype, cfg,
+                                                spec, layout, &state);
+            if (st != HCOMM_SUCCESS)
+                return st;
+            return hcomm_allreduce_compressed(buf.data_ptr(), buf.data_ptr(), buf.numel(), dtype,
+                                              state, comm_, stream_);
+        },
+        true);
 }
 
 } // namespace hcomm_torch

@@ -138,6 +138,8 @@ void Completion::run(void *arg)
         if (!done)
             st = hcomm_wait(&c->req);
     }
+    if (st == HCOMM_SUCCESS && c->comm != nullptr)
+        st = hcomm_comm_get_error(c->comm);
     std::vector<std::exception_ptr> errs;
     {
         // while the Futures' callbacks run here (restored for a nested one)

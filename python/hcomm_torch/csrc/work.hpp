@@ -87,6 +87,9 @@ struct Completion {
     std::vector<c10::intrusive_ptr<HcommWork>> works;
     hcomm_request_t                            req    = nullptr;
     hcomm_status_t                             status = HCOMM_SUCCESS;
+    // set: the operation's last host steps run after req and fail comm when
+    // they fail, so comm's error is the operation's too
+    hcomm_comm_t      comm    = nullptr;
     std::atomic<int> *pending = nullptr; // the group's count of these, decremented when done
     hcomm_stream_t    stream  = nullptr; // the stream that runs it
     // set once its works' copy-backs are done: nothing writes their outputs
