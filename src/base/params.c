@@ -121,6 +121,17 @@ static void fallback_report(void)
     }
 }
 
+/* Values that parse but mean nothing. */
+static int param_valid(const param_desc_t *d)
+{
+    if (d->offset == offsetof(hc_params_t, timeout)) /* a wait of 0 s would fail every call */
+        return hc_params_live.timeout > 0;
+    if (d->offset == offsetof(hc_params_t, ring_order))
+        return strcmp(hc_params_live.ring_order, "plan") == 0 ||
+               strcmp(hc_params_live.ring_order, "rank") == 0;
+    return 1;
+}
+
 static void params_load(void)
 {
     char name[128];
@@ -141,13 +152,11 @@ static void params_load(void)
                 invalid[i] = 1, param_set(d, d->def);
         }
     }
-    if (!(hc_params_live.timeout > 0)) { /* a wait of zero seconds would fail every call */
-        for (size_t i = 0; i < NPARAMS; i++)
-            if (param_table[i].offset == offsetof(hc_params_t, timeout)) {
-                invalid[i] = 1;
-                param_set(&param_table[i], param_table[i].def);
-            }
-    }
+    for (size_t i = 0; i < NPARAMS; i++)
+        if (!param_valid(&param_table[i])) {
+            invalid[i] = 1;
+            param_set(&param_table[i], param_table[i].def);
+        }
     hc_log_configure(hc_params_live.log_level, hc_params_live.log_subsys, hc_params_live.log_file);
 
     for (size_t i = 0; i < NPARAMS; i++)

@@ -61,10 +61,16 @@ static void test_invalid_keeps_default(void **state)
     setenv("HCOMM_TIMEOUT", "soon", 1);
     setenv("HCOMM_TCP_NSOCKS", "4x", 1);
     setenv("HCOMM_NO_SUCH_PARAMETER", "1", 1); /* warns, is ignored */
+    setenv("HCOMM_RING_ORDER", "ranks", 1);    /* neither plan nor rank */
     hc_params_reload();
     const hc_params_t *p = hc_params_get();
     assert_true(p->timeout == 300.0);
     assert_int_equal(p->tcp_nsocks, 1);
+    assert_string_equal(p->ring_order, "plan");
+    setenv("HCOMM_RING_ORDER", "rank", 1);
+    hc_params_reload();
+    assert_string_equal(hc_params_get()->ring_order, "rank");
+    unsetenv("HCOMM_RING_ORDER");
     unsetenv("HCOMM_TIMEOUT");
     unsetenv("HCOMM_TCP_NSOCKS");
     unsetenv("HCOMM_NO_SUCH_PARAMETER");
