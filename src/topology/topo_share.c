@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +53,21 @@ static hcomm_status_t topo_share_publish(int fd, const char *name, hc_topo_host_
     return st;
 }
 
+/* A writer puts its pid in the record right after creating it: one that is
+ * still empty this long after its last change lost its writer in between. */
+#define TOPO_SHARE_EMPTY_GRACE 2.0 /* seconds */
+
+static int topo_share_abandoned(int fd)
+{
+    struct stat     st;
+    struct timespec now;
+    if (fstat(fd, &st) != 0 || clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return 0;
+    double age = (double)(now.tv_sec - st.st_mtim.tv_sec) +
+                 1e-9 * (double)(now.tv_nsec - st.st_mtim.tv_nsec);
+    return age > TOPO_SHARE_EMPTY_GRACE;
+}
+
 /* 1: the record was read; 0: not complete yet; -1: never will be. */
 static int topo_share_read(int fd, hc_topo_host_t *host)
 {
@@ -62,7 +78,7 @@ static int topo_share_read(int fd, hc_topo_host_t *host)
         *host = rec->host;
         rc    = 1;
     } else if (n >= 0 && n < (ssize_t)(sizeof(rec->state) + sizeof(rec->pid))) {
-        rc = 0; /* created, nothing written yet */
+        rc = topo_share_abandoned(fd) ? -1 : 0; /* created, nothing written yet */
     } else if (n > 0 && rec->state == 0) {
         /* being written: wait unless its writer is gone */
         rc = hc_proc_gone(rec->pid, -1) ? -1 : 0;

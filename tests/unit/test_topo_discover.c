@@ -154,6 +154,26 @@ static void test_failed_writer(void **state)
     discover_alone_within(30.0, 0.0, 10.0);
 }
 
+/* The writer died between creating the record and writing its pid: an empty
+ * record unchanged for a minute is not waited for; a fresh one is, up to the
+ * timeout. */
+static void test_empty_record(void **state)
+{
+    (void)state;
+    struct timespec old[2] = {{0, UTIME_OMIT}, {0, 0}};
+    int             fd     = shm_open(share, O_CREAT | O_EXCL | O_RDWR, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(clock_gettime(CLOCK_REALTIME, &old[1]), 0);
+    old[1].tv_sec -= 60;
+    assert_int_equal(futimens(fd, old), 0);
+    close(fd);
+    discover_alone_within(30.0, 0.0, 10.0);
+    fd = shm_open(share, O_CREAT | O_EXCL | O_RDWR, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    discover_alone_within(0.3, 0.3, 10.0);
+}
+
 /* The writer lives but never finishes: readers wait the timeout, no longer. */
 static void test_slow_writer(void **state)
 {
@@ -275,6 +295,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_writer, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
