@@ -42,9 +42,14 @@ void hc_sock_addr_str(const struct sockaddr *sa, char *buf, size_t size);
 void hc_sock_ip_str(const struct sockaddr *sa, char *buf, size_t size);
 /* The address (port 0) of the interface that spec selects: a comma list of
  * name prefixes (= exact names), ^ excludes them; NULL or "" = the first
- * non-loopback interface that is up, else loopback. IPv4 preferred. */
+ * non-loopback interface that is up, else loopback. Interfaces with carrier
+ * first; without a list of names, IPoIB (ib*) first and container or VM
+ * bridges (docker*, virbr*) last. IPv4 preferred. */
 hcomm_status_t hc_sock_if_addr(const char *spec, unsigned subsys, struct sockaddr_storage *ss,
                                socklen_t *len);
+/* hc_sock_if_addr's choice among ifs (getifaddrs' list), or NULL. */
+struct ifaddrs;
+const struct ifaddrs *hc_sock_if_pick(const struct ifaddrs *ifs, const char *spec);
 
 /* TCP_NODELAY, and send and receive buffers of sockbuf bytes unless 0; best
  * effort: only speed depends on them. */

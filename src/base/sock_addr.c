@@ -118,7 +118,15 @@ static int if_listed(const char *list, const char *name)
     return 0;
 }
 
-static int if_usable(const struct ifaddrs *ifa, int family, const char *spec)
+/* Interfaces the default choice passes over, as NCCL's does: bridges of
+ * containers and virtual machines, which reach no other host. */
+#define IF_VIRTUAL "docker,virbr"
+
+/* Whether ifa is a candidate of the given preference tier: without a list of
+ * names (spec "" or ^list), 0 = an InfiniBand interface (IPoIB) with carrier,
+ * 1 = any other with carrier but a virtual bridge, 2 = any that is up; with a
+ * list, 0 = a listed one with carrier, 1 and 2 = a listed one that is up. */
+static int if_usable(const struct ifaddrs *ifa, int family, const char *spec, int tier)
 {
     if (ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != family || !(ifa->ifa_flags & IFF_UP))
         return 0;
@@ -126,12 +134,24 @@ static int if_usable(const struct ifaddrs *ifa, int family, const char *spec)
     if (family == AF_INET6 &&
         IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr))
         return 0;
-    if (spec[0] == '\0' || spec[0] == '^') {
-        if (ifa->ifa_flags & IFF_LOOPBACK)
-            return 0;
-        return spec[0] == '\0' || !if_listed(spec + 1, ifa->ifa_name);
-    }
-    return if_listed(spec, ifa->ifa_name);
+    int carrier = (ifa->ifa_flags & IFF_RUNNING) != 0;
+    if (spec[0] != '\0' && spec[0] != '^')
+        return if_listed(spec, ifa->ifa_name) && (tier > 0 || carrier);
+    if ((ifa->ifa_flags & IFF_LOOPBACK) || (spec[0] == '^' && if_listed(spec + 1, ifa->ifa_name)))
+        return 0;
+    if (tier == 0)
+        return carrier && if_listed("ib", ifa->ifa_name);
+    return tier == 2 || (carrier && !if_listed(IF_VIRTUAL, ifa->ifa_name));
+}
+
+const struct ifaddrs *hc_sock_if_pick(const struct ifaddrs *ifs, const char *spec)
+{
+    for (int tier = 0; tier < 3; tier++)
+        for (int pass = 0; pass < 2; pass++) /* IPv4 first */
+            for (const struct ifaddrs *ifa = ifs; ifa != NULL; ifa = ifa->ifa_next)
+                if (if_usable(ifa, pass == 0 ? AF_INET : AF_INET6, spec, tier))
+                    return ifa;
+    return NULL;
 }
 
 hcomm_status_t hc_sock_if_addr(const char *spec, unsigned subsys, struct sockaddr_storage *ss,
@@ -146,11 +166,7 @@ hcomm_status_t hc_sock_if_addr(const char *spec, unsigned subsys, struct sockadd
         hc_log_as(HC_LOG_ERROR, subsys, "getifaddrs: %s", strerror(err));
         return hc_sock_status(err);
     }
-    const struct ifaddrs *pick = NULL;
-    for (int pass = 0; pass < 2 && pick == NULL; pass++)
-        for (const struct ifaddrs *ifa = ifs; ifa != NULL && pick == NULL; ifa = ifa->ifa_next)
-            if (if_usable(ifa, pass == 0 ? AF_INET : AF_INET6, spec))
-                pick = ifa;
+    const struct ifaddrs *pick = hc_sock_if_pick(ifs, spec);
 
     memset(ss, 0, sizeof(*ss));
     if (pick != NULL) {

@@ -11,6 +11,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -207,6 +209,65 @@ static void test_ring_8(void **state)
 {
     (void)state;
     run_ring(8);
+}
+
+/* ---- interface choice on a made-up list ---- */
+
+typedef struct fake_if {
+    struct ifaddrs      ifa;
+    struct sockaddr_in6 addr; /* room for either family */
+} fake_if_t;
+
+/* name, flags and address of entry i; linked in order. */
+static void fake_if(fake_if_t *f, int i, const char *name, unsigned flags, const char *ip)
+{
+    memset(&f[i], 0, sizeof(f[i]));
+    f[i].ifa.ifa_name  = (char *)name;
+    f[i].ifa.ifa_flags = flags;
+    f[i].ifa.ifa_addr  = (struct sockaddr *)&f[i].addr;
+    if (strchr(ip, ':') != NULL) {
+        f[i].addr.sin6_family = AF_INET6;
+        assert_int_equal(inet_pton(AF_INET6, ip, &f[i].addr.sin6_addr), 1);
+    } else {
+        struct sockaddr_in *in = (struct sockaddr_in *)&f[i].addr;
+        in->sin_family         = AF_INET;
+        assert_int_equal(inet_pton(AF_INET, ip, &in->sin_addr), 1);
+    }
+    if (i > 0)
+        f[i - 1].ifa.ifa_next = &f[i].ifa;
+}
+
+static const char *picked(const fake_if_t *f, const char *spec)
+{
+    const struct ifaddrs *p = hc_sock_if_pick(&f[0].ifa, spec);
+    return p != NULL ? p->ifa_name : "(none)";
+}
+
+/* As NCCL: by default a container's or VM's bridge, or a NIC without carrier,
+ * is passed over for one that reaches other hosts, and IPoIB comes first. */
+static void test_interface_choice(void **state)
+{
+    fake_if_t f[7];
+    unsigned  up = IFF_UP, run = IFF_UP | IFF_RUNNING;
+    (void)state;
+    fake_if(f, 0, "lo", run | IFF_LOOPBACK, "127.0.0.1");
+    fake_if(f, 1, "docker0", run, "172.17.0.1");
+    fake_if(f, 2, "eno1", up, "10.0.0.5"); /* no carrier */
+    fake_if(f, 3, "virbr0", run, "192.168.122.1");
+    fake_if(f, 4, "eno2", run, "10.0.1.5");
+    fake_if(f, 5, "ib0", run, "fd00::5");
+    fake_if(f, 6, "ib1", up, "10.2.0.5");
+    assert_string_equal(picked(f, ""), "ib0"); /* IPoIB with carrier, IPv6 though it is */
+    assert_string_equal(picked(f, "^ib"), "eno2");
+    assert_string_equal(picked(f, "^ib,eno2"), "docker0"); /* nothing better: up will do */
+    assert_string_equal(picked(f, "eno"), "eno2");         /* a listed one with carrier first */
+    assert_string_equal(picked(f, "=eno1"), "eno1");       /* named: taken without carrier */
+    assert_string_equal(picked(f, "docker"), "docker0");
+    assert_string_equal(picked(f, "^ib,eno,docker,virbr"), "(none)");
+    f[4].ifa.ifa_next = NULL; /* no IPoIB */
+    assert_string_equal(picked(f, ""), "eno2");
+    f[2].ifa.ifa_flags = run;
+    assert_string_equal(picked(f, ""), "eno1");
 }
 
 static void test_addresses(void **state)
@@ -572,6 +633,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_addresses),
+        cmocka_unit_test(test_interface_choice),
         cmocka_unit_test(test_ring_1),
         cmocka_unit_test(test_ring_2),
         cmocka_unit_test(test_ring_3),
