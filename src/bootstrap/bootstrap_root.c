@@ -433,6 +433,10 @@ hcomm_status_t hc_bootstrap_root_adopt(int lfd, const char *host_port, const uin
     } else if ((status = root_serve(st, &bound, id)) == HCOMM_SUCCESS) {
         return HCOMM_SUCCESS;
     }
-    free(st); /* lfd stays the caller's */
+    /* it is the launcher's listener, checked above, and no later call takes
+     * it: closed, so that ranks dialing it are refused instead of waiting in
+     * its backlog for their timeout */
+    close(lfd);
+    free(st);
     return status;
 }
