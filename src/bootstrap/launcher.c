@@ -237,10 +237,11 @@ static hcomm_status_t detect(int hrank, int hnranks, hc_launch_t *l)
     if (env("HCOMM_RANK") != NULL || env("HCOMM_NRANKS") != NULL) {
         l->kind = HC_LAUNCH_HCOMM, l->name = "hcomm-run", l->vars = "HCOMM_RANK, HCOMM_NRANKS";
         if (hnranks < 1 || hnranks > HC_BOOTSTRAP_MAX_RANKS || hrank < 0 || hrank >= hnranks) {
+            const char *r = env("HCOMM_RANK"), *n = env("HCOMM_NRANKS"); /* as given */
             hc_error(BOOT,
-                     "HCOMM_RANK=%d and HCOMM_NRANKS=%d: set both, a rank below a size "
+                     "HCOMM_RANK=%s and HCOMM_NRANKS=%s: set both, a rank below a size "
                      "of 1 to %d",
-                     hrank, hnranks, HC_BOOTSTRAP_MAX_RANKS);
+                     r ? r : "(unset)", n ? n : "(unset)", HC_BOOTSTRAP_MAX_RANKS);
             return HCOMM_ERR_INVALID_ARG;
         }
         l->rank = hrank, l->nranks = hnranks;
