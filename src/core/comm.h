@@ -52,6 +52,7 @@ struct hcomm_comm {
     uint32_t           *addr_off, *addr_len; /* into addrs */
     uint8_t            *addrs;
     hc_tl_ep_t        **eps;         /* NULL until the first schedule that uses the pair */
+    double                *conn_wait;   /* [2 * peer]: waiting to connect since; [+1]: last asked */
     int                 nconnected;
     hcomm_status_t      error;                /* first failure; sticky */
     int                    shrunk_failed; /* a shrink of it after its failure succeeded here */
@@ -213,6 +214,16 @@ hcomm_status_t hc_comm_root_start(hcomm_comm_t comm, hcomm_unique_id_t *id);
  * after progress), or an error (logged). Closing shuts every transport. */
 hcomm_status_t hc_comm_connect(hcomm_comm_t comm, int peer);
 void           hc_comm_tl_close(hcomm_comm_t comm);
+/* A pair waits for the peer's side of it (tcp: its dial; shm: its mapping of
+ * the segment), which never comes once the peer's communicator is gone while
+ * its process lives (destroyed, or aborted after a failure of its own).
+ * hc_comm_peer_left: after a second of waiting, and then every second, asks
+ * the peer's watch; 1 when it refused. The caller then looks at the pair once
+ * more (the peer may have joined, sent all it had and left meanwhile), and if
+ * the peer has still not joined fails it with hc_comm_peer_gone (logged;
+ * HCOMM_ERR_REMOTE). */
+int            hc_comm_peer_left(hcomm_comm_t comm, int peer);
+hcomm_status_t hc_comm_peer_gone(hcomm_comm_t comm, int peer);
 
 /* Topology (comm_topo.c): builds comm->plans from every rank's discovery, or
  * loads HCOMM_TOPO_FILE; when the model's nodes split a host (virtual nodes),

@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "core/comm.h"
 #include "core/comm_card.h"
+#include "core/watch.h"
 
 hcomm_status_t hc_comm_tl_open(hcomm_comm_t c, comm_card_t *card)
 {
@@ -137,13 +139,14 @@ hcomm_status_t hc_comm_tl_choose(hcomm_comm_t c, const comm_card_t *cards)
     size_t   bytes  = 0, off = 0;
     for (int r = 0; r < c->nranks; r++)
         bytes += r == c->rank ? 0 : HC_TL_ADDR_MAX;
-    c->eps      = calloc((size_t)c->nranks, sizeof(*c->eps));
-    c->ep_tl    = calloc((size_t)c->nranks, sizeof(*c->ep_tl));
+    c->eps       = calloc((size_t)c->nranks, sizeof(*c->eps));
+    c->conn_wait = calloc(2 * (size_t)c->nranks, sizeof(*c->conn_wait));
+    c->ep_tl     = calloc((size_t)c->nranks, sizeof(*c->ep_tl));
     c->addr_off = calloc((size_t)c->nranks, sizeof(*c->addr_off));
     c->addr_len = calloc((size_t)c->nranks, sizeof(*c->addr_len));
     c->addrs    = malloc(bytes ? bytes : 1);
-    if (c->eps == NULL || c->ep_tl == NULL || c->addr_off == NULL || c->addr_len == NULL ||
-        c->addrs == NULL) {
+    if (c->eps == NULL || c->conn_wait == NULL || c->ep_tl == NULL || c->addr_off == NULL ||
+        c->addr_len == NULL || c->addrs == NULL) {
         hc_error(INIT, "out of memory for %d peers' transports", c->nranks);
         return HCOMM_ERR_NO_MEMORY;
     }
@@ -187,6 +190,29 @@ static void tl_activate(hcomm_comm_t c, int t)
     c->tl_active[c->nactive++] = (uint8_t)t;
 }
 
+#define CONN_ASK_AFTER 1.0
+#define CONN_ASK_EVERY 1.0
+
+int hc_comm_peer_left(hcomm_comm_t c, int peer)
+{
+    double now = hc_clock_now(), *w = &c->conn_wait[2 * peer];
+    if (w[0] == 0)
+        w[0] = now;
+    if (now - w[0] < CONN_ASK_AFTER || now - w[1] < CONN_ASK_EVERY)
+        return 0;
+    w[1] = now;
+    return hc_watch_left(c, peer, hc_params_get()->watch_timeout);
+}
+
+hcomm_status_t hc_comm_peer_gone(hcomm_comm_t c, int peer)
+{
+    hc_error(INIT,
+             "rank %d: its communicator is gone (destroyed or aborted) before it joined "
+             "the pair over %s",
+             peer, c->tl_ops[c->ep_tl[peer]]->name);
+    return HCOMM_ERR_REMOTE;
+}
+
 hcomm_status_t hc_comm_connect(hcomm_comm_t c, int peer)
 {
     if (c->eps[peer] != NULL)
@@ -198,6 +224,11 @@ hcomm_status_t hc_comm_connect(hcomm_comm_t c, int peer)
     tl_activate(c, t);
     hcomm_status_t st = c->tl_ops[t]->connect(c->tl_ctx[t], &c->peers[peer],
                                               c->addrs + c->addr_off[peer], c->addr_len[peer], &ep);
+    /* it may have joined, sent all it had and left while it was asked */
+    if (st == HCOMM_IN_PROGRESS && hc_comm_peer_left(c, peer) &&
+        (st = c->tl_ops[t]->connect(c->tl_ctx[t], &c->peers[peer], c->addrs + c->addr_off[peer],
+                                    c->addr_len[peer], &ep)) == HCOMM_IN_PROGRESS)
+        return hc_comm_peer_gone(c, peer);
     if (st == HCOMM_IN_PROGRESS)
         return st;
     if (st != HCOMM_SUCCESS) {
@@ -220,12 +251,14 @@ void hc_comm_tl_close(hcomm_comm_t c)
         }
     c->nactive = 0;
     free(c->eps);
+    free(c->conn_wait);
     free(c->ep_tl);
     free(c->addr_off);
     free(c->addr_len);
     free(c->addrs);
-    c->eps      = NULL;
-    c->ep_tl    = NULL;
+    c->eps       = NULL;
+    c->conn_wait = NULL;
+    c->ep_tl     = NULL;
     c->addr_off = c->addr_len = NULL;
     c->addrs                  = NULL;
 }

@@ -364,8 +364,12 @@ static void exec_check_health(hcomm_request_t req)
         hc_tl_ep_t *ep = comm->eps[st->peer];
         if (ep == NULL)
             continue;
-        hcomm_status_t es = comm->tl_ops[comm->ep_tl[st->peer]]->ep_status(ep);
-        if (es != HCOMM_SUCCESS) {
+        const hc_tl_ops_t *tl = comm->tl_ops[comm->ep_tl[st->peer]];
+        hcomm_status_t     es = tl->ep_status(ep);
+        if (es == HCOMM_IN_PROGRESS && hc_comm_peer_left(comm, st->peer) &&
+            (es = tl->ep_status(ep)) == HCOMM_IN_PROGRESS) /* and never joined the pair */
+            es = hc_comm_peer_gone(comm, st->peer);
+        if (es != HCOMM_SUCCESS && es != HCOMM_IN_PROGRESS) {
             hc_error(EXEC, "rank %d failed (%s) with a %s of %zu bytes pending: operation aborted",
                      st->peer, hcomm_status_str(es), step_names[st->kind], st->len);
             exec_fail(req, es);

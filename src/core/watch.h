@@ -32,6 +32,11 @@ typedef void (*hc_watch_answer_fn)(void *arg, int rank, const void *answer, size
 void hc_watch_ask(hcomm_comm_t comm, int kind, const unsigned char *skip, double seconds,
                   hc_watch_answer_fn fn, void *arg, unsigned char *left);
 
+/* 1 when rank refuses comm's watch question (its communicator is gone, or
+ * its process), asked for at most seconds; 0 when it answers, cannot be
+ * asked (HCOMM_WATCH=0) or says nothing in time. */
+int hc_watch_left(hcomm_comm_t comm, int rank, double seconds);
+
 /* Tells every other rank that comm is revoked (hcomm_comm_revoke); waits at
  * most HCOMM_WATCH_TIMEOUT for their answers. */
 void hc_watch_revoke(hcomm_comm_t comm);

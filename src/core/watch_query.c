@@ -192,6 +192,27 @@ void hc_watch_revoke(hcomm_comm_t c)
     free(told), free(left);
 }
 
+static void ignore_answer(void *arg, int rank, const void *buf, size_t len, double t0, double t1)
+{
+    (void)arg, (void)rank, (void)buf, (void)len, (void)t0, (void)t1;
+}
+
+int hc_watch_left(hcomm_comm_t c, int rank, double seconds)
+{
+    if (c->watch == NULL || rank < 0 || rank >= c->nranks)
+        return 0;
+    unsigned char *skip = malloc((size_t)c->nranks), *left = calloc((size_t)c->nranks, 1);
+    int            gone = 0;
+    if (skip != NULL && left != NULL) {
+        memset(skip, 1, (size_t)c->nranks);
+        skip[rank] = 0;
+        hc_watch_ask(c, HC_WATCH_WHERE, skip, seconds, ignore_answer, NULL, left);
+        gone = left[rank];
+    }
+    free(skip), free(left);
+    return gone;
+}
+
 void hc_watch_gather(hcomm_comm_t c, hc_rank_where_t *where, double seconds)
 {
     unsigned char *left = calloc((size_t)c->nranks, 1);

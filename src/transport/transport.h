@@ -178,7 +178,10 @@ typedef struct hc_tl_ops {
      * notices peers that died (closed socket, vanished pid). Returns the number of
      * requests completed. */
     int (*progress)(hc_tl_ctx_t *ctx);
-    /* HCOMM_SUCCESS, or why the endpoint failed. */
+    /* HCOMM_SUCCESS, or why the endpoint failed; HCOMM_IN_PROGRESS while
+     * the peer has not yet joined a connection this side made (shm: its
+     * creator, before the peer maps the segment), so that the core can ask
+     * whether the peer is still there. */
     hcomm_status_t (*ep_status)(hc_tl_ep_t *ep);
     /* Optional (NULL: the transport can only be polled): fills at most max
      * pollfds with what progress() waits for (POLLIN on sockets with receives

@@ -3,8 +3,10 @@
  * hcomm-run -n 2: each rank sets the timeout to SET seconds after init; rank
  * LATE_RANK sleeps LATE seconds before its first allreduce (LATE < 0: never
  * calls it), and the other must see EXPECT ("ok", or "timeout": failed within
- * SET + 5 s). Which rank is late matters: tcp's higher rank waits for the
- * lower one's dial, shm's opener for its creator.
+ * SET + 5 s). EXPECT "gone": LATE_RANK aborts its communicator at once and
+ * lives on for LATE seconds; the other must fail within 5 s, long before SET.
+ * Which rank is late matters: tcp's higher rank waits for the lower one's
+ * dial, shm's opener for its creator.
  * run_late_peer.sh runs it with HCOMM_TIMEOUT far from SET both ways. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +26,12 @@ static double now(void)
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: late_peer SET LATE_RANK LATE ok|timeout\n");
+        fprintf(stderr, "usage: late_peer SET LATE_RANK LATE ok|timeout|gone\n");
         return 2;
     }
     double       set = atof(argv[1]), late = atof(argv[3]);
     int          late_rank = atoi(argv[2]), want_ok = strcmp(argv[4], "ok") == 0;
+    int          gone = strcmp(argv[4], "gone") == 0;
     hcomm_comm_t comm;
     int          rank;
     float        x[1024];
@@ -38,6 +41,11 @@ int main(int argc, char **argv)
         return 4;
     for (size_t i = 0; i < sizeof(x) / sizeof(x[0]); i++)
         x[i] = (float)rank;
+    if (rank == late_rank && gone) { /* its process stays while the other waits */
+        hcomm_comm_abort(comm);
+        usleep((useconds_t)(late * 1e6));
+        return 0;
+    }
     if (rank == late_rank && late != 0)
         usleep((useconds_t)((late < 0 ? set + 3 : late) * 1e6));
     if (rank == late_rank && late < 0) {
@@ -49,6 +57,7 @@ int main(int argc, char **argv)
     double         waited = now() - t0;
     printf("late_peer: rank %d: %s after %.2f s\n", rank, hcomm_status_str(st), waited);
     int good = want_ok ? st == HCOMM_SUCCESS && x[0] == 1.0f
+               : gone  ? st != HCOMM_SUCCESS && waited < 5
                        : rank == late_rank || (st != HCOMM_SUCCESS && waited < set + 5);
     if (st == HCOMM_SUCCESS)
         hcomm_comm_destroy(comm);

@@ -3,7 +3,9 @@
 # the PyTorch backend sets its process group's) bounds the connections its
 # transports make on first use, not HCOMM_TIMEOUT: a peer later than
 # HCOMM_TIMEOUT but within the set timeout is waited for, over shm and over
-# tcp; and a set timeout shorter than HCOMM_TIMEOUT fails the wait on time.
+# tcp; and a set timeout shorter than HCOMM_TIMEOUT fails the wait on time. A
+# peer whose communicator is gone while its process lives fails the pair's
+# first use within seconds (its watch refuses), not at the timeout.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" prog="$top/tests/fault/late_peer"
@@ -19,6 +21,8 @@ for tl in shm tcp; do
         result "$tl: rank $late 3 s late, HCOMM_TIMEOUT=1, set timeout 30 s: waited for" $?
         try 60 HCOMM_TRANSPORT=$tl HCOMM_TIMEOUT=120 "$run" -n 2 "$prog" 2 $late -1 timeout
         result "$tl: rank $late never comes, HCOMM_TIMEOUT=120, set timeout 2 s: fails on time" $?
+        try 60 HCOMM_TRANSPORT=$tl "$run" -n 2 "$prog" 120 $late 8 gone
+        result "$tl: rank $late aborts at once and lives on, set timeout 120 s: the other fails within 5 s" $?
     done
 done
 finish

@@ -65,7 +65,10 @@ hcomm_status_t hc_shm_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn
 
 hcomm_status_t hc_shm_ep_status(hc_tl_ep_t *ep)
 {
-    return ep->status;
+    /* the segment's flag, not peer_mapped, which progress sets later: the
+     * peer may have mapped it, delivered all it had, and left */
+    int joined = ep->peer_mapped || atomic_load_explicit(&ep->seg->attached, memory_order_acquire);
+    return ep->status == HCOMM_SUCCESS && !joined ? HCOMM_IN_PROGRESS : ep->status;
 }
 
 /* Fails the endpoint: every pending request completes with st. */
