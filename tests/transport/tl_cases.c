@@ -43,8 +43,9 @@ static int body_connect(hc_tlt_env_t *env, void *arg)
     if (!low_last && hc_tlt_now() - t0 > STAGGER_S * 0.8)
         hc_tlt_fail(__FILE__, __LINE__, "connect took %.3f s: it waited for a higher rank",
                     hc_tlt_now() - t0);
+    /* IN_PROGRESS: the peer has not joined a connection this side made */
     for (int q = 0; q < env->nranks; q++)
-        if (q != env->rank)
+        if (q != env->rank && env->ops->ep_status(env->eps[q]) != HCOMM_IN_PROGRESS)
             HC_TLT_CHK_ST(env->ops->ep_status(env->eps[q]), HCOMM_SUCCESS);
     hc_tlt_sync(env);
     hc_tlt_exchange(env, HC_TLT_ALL, sizes, 3, HC_TLT_PLAIN);
@@ -337,7 +338,9 @@ static void killed_idle(hc_tlt_env_t *env)
     hc_tl_req_t later;
     uint8_t     b;
 
-    while (env->ops->ep_status(env->eps[0]) == HCOMM_SUCCESS && hc_tlt_now() < deadline)
+    while ((env->ops->ep_status(env->eps[0]) == HCOMM_SUCCESS ||
+            env->ops->ep_status(env->eps[0]) == HCOMM_IN_PROGRESS) &&
+           hc_tlt_now() < deadline)
         if (env->ops->progress(env->ctx) == 0)
             usleep(1000);
     HC_TLT_CHK_ST(env->ops->ep_status(env->eps[0]), HCOMM_ERR_REMOTE);
