@@ -57,5 +57,9 @@ int hc_tuning_lookup(hc_coll_t coll, int nranks, size_t bytes, hc_algo_t *algo, 
 /* Parses a tuning file (path for messages); the number of entries, or -1
  * after logging the first bad line. For tests. */
 int hc_tuning_parse(FILE *f, const char *path);
+/* A digest of the entries lookups use (loading them first): what a
+ * communicator's ranks compare for HCOMM_TUNING_FILE. The table is read once
+ * per process, so the file as it is now may no longer be what selects. */
+uint64_t hc_tuning_digest(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
 
@@ -131,6 +132,19 @@ static void tuning_load(void)
     if (hc_tuning_parse(f, path) >= 0)
         hc_info(ALGO, "tuning file %s: %d entries", path, ntuning);
     fclose(f);
+}
+
+uint64_t hc_tuning_digest(void)
+{
+    pthread_once(&tuning_once, tuning_load);
+    uint64_t h = hc_hash_bytes(HC_HASH_FNV_SEED, &ntuning, sizeof(ntuning));
+    for (int i = 0; i < ntuning; i++) { /* field by field: the struct has padding */
+        const tuning_entry_t *e = &tuning[i];
+        uint64_t f[6] = {(uint64_t)e->coll, (uint64_t)e->nranks, e->lo, e->hi, (uint64_t)e->algo,
+                         e->chunk};
+        h             = hc_hash_bytes(h, f, sizeof(f));
+    }
+    return h;
 }
 
 int hc_tuning_lookup(hc_coll_t coll, int nranks, size_t bytes, hc_algo_t *algo, size_t *chunk)

@@ -61,6 +61,8 @@ const char *hc_params_foreign(const char *name);
 int hc_params_agreed_digests(const hc_params_t *p, uint64_t *out, int max);
 /* Agreed setting i's name without HCOMM_, and its value as a log shows it. */
 const char *hc_params_agreed_name(int i);
+/* The index of the agreed setting NAME (without HCOMM_), or -1. */
+int         hc_params_agreed_index(const char *name);
 void        hc_params_agreed_value(const hc_params_t *p, int i, char *buf, size_t len);
 
 /* Re-reads the environment (tests). */

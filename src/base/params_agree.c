@@ -100,6 +100,14 @@ const char *hc_params_agreed_name(int i)
     return i >= 0 && i < NAGREED ? agreed[i].name : "?";
 }
 
+int hc_params_agreed_index(const char *name)
+{
+    for (int i = 0; i < NAGREED; i++)
+        if (strcmp(agreed[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
 void hc_params_agreed_value(const hc_params_t *p, int i, char *buf, size_t len)
 {
     const void *field = (const char *)p + (i >= 0 && i < NAGREED ? agreed[i].offset : 0);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "algorithms/select.h"
 #include "base/auth.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -292,6 +293,10 @@ static hcomm_status_t comm_setup(hcomm_comm_t c, const hcomm_unique_id_t *id)
     t[2] = hc_clock_now();
     cards[c->rank].nagreed =
         hc_params_agreed_digests(hc_params_get(), cards[c->rank].agreed, HC_PARAMS_AGREED_MAX);
+    /* the tuning table this process selects with (read once), not the file now */
+    int tuning = hc_params_agreed_index("TUNING_FILE");
+    if (tuning >= 0 && tuning < cards[c->rank].nagreed)
+        cards[c->rank].agreed[tuning] = hc_tuning_digest();
     if (st == HCOMM_SUCCESS && cards[c->rank].nagreed < 0)
         st = HCOMM_ERR_INVALID_ARG;
     if (st == HCOMM_SUCCESS)

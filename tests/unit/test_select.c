@@ -213,12 +213,46 @@ static void test_tuning_bad_lines(void **state)
     alarm(0);
 }
 
+/* Ranks compare the digest of the table lookups use, which the process read
+ * once: another table, another digest; the file rewritten afterwards, the
+ * same (the old digest of the file as it is now let ranks that read it at
+ * different times agree while selecting differently). */
+static void test_tuning_digest(void **state)
+{
+    char path[64];
+    (void)state;
+    snprintf(path, sizeof(path), "/tmp/hc_test_tuning_%d.txt", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("allreduce 2 0 1000 ring 0\n", f);
+    fclose(f);
+    setenv("HCOMM_TUNING_FILE", path, 1);
+    hc_params_reload();
+    uint64_t loaded = hc_tuning_digest(); /* the file read, unless an earlier lookup read none */
+    f               = fopen(path, "w");
+    assert_non_null(f);
+    fputs("allreduce 2 0 1000 rd 0\n", f);
+    fclose(f);
+    assert_true(hc_tuning_digest() == loaded);
+    tune("allreduce 2 0 1000 ring 0\n");
+    uint64_t ring = hc_tuning_digest();
+    tune("allreduce 2 0 1000 rd 0\n");
+    assert_true(hc_tuning_digest() != ring);
+    tune("allreduce 2 0 1000 ring 0\n");
+    assert_true(hc_tuning_digest() == ring);
+    tune("allreduce 2 0 1000 ring 4096\n");
+    assert_true(hc_tuning_digest() != ring);
+    unlink(path);
+    unsetenv("HCOMM_TUNING_FILE");
+    hc_params_reload();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stages_in_order),  cmocka_unit_test(test_unservable_never_chosen),
         cmocka_unit_test(test_without_plans),    cmocka_unit_test(test_table),
-        cmocka_unit_test(test_tuning_bad_lines),
+        cmocka_unit_test(test_tuning_bad_lines), cmocka_unit_test(test_tuning_digest),
     };
     (void)hc_params_get();
     if (getenv("HCOMM_LOG_LEVEL") == NULL)
