@@ -88,7 +88,8 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
     for (int i = 0, k = 0; i < n; i++)
         if (all[i].color == color)
             host_ids[k++] = comm->peers[all[i].rank].host_hash;
-    st = hc_comm_create(newcomm, size, &ids[first], myrank, host_ids);
+    hc_comm_parent_t parent = {host_ids, comm->plans.cluster};
+    st                      = hc_comm_create(newcomm, size, &ids[first], myrank, &parent);
     free(host_ids);
 out:
     free(all);
@@ -168,7 +169,8 @@ static hcomm_status_t shrink_failed(hcomm_comm_t comm, const uint8_t *keep, uint
             "hcomm_comm_shrink: %d of %d ranks survive the failure (agreed in %.1f ms); "
             "this one is rank %d of the new communicator",
             size, n, (hc_clock_now() - t0) * 1e3, myrank);
-    return hc_comm_create(newcomm, size, &id, myrank, host_ids);
+    hc_comm_parent_t parent = {host_ids, comm->plans.cluster};
+    return hc_comm_create(newcomm, size, &id, myrank, &parent);
 }
 
 hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexclude,
@@ -239,8 +241,9 @@ hcomm_status_t hcomm_comm_shrink(hcomm_comm_t comm, const int *exclude, int nexc
             st = HCOMM_ERR_REMOTE;
         }
     }
+    hc_comm_parent_t parent = {host_ids, comm->plans.cluster};
     if (st == HCOMM_SUCCESS)
-        st = hc_comm_create(newcomm, size, &msg.id, myrank, host_ids);
+        st = hc_comm_create(newcomm, size, &msg.id, myrank, &parent);
 out:
     free(keep);
     free(host_ids);

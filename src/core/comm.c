@@ -207,13 +207,13 @@ static hcomm_status_t comm_topo_from_cards(hcomm_comm_t c, comm_card_t *cards)
     hcomm_status_t  st    = HCOMM_ERR_NO_MEMORY;
     if (all != NULL && infos != NULL) {
         for (int r = 0; r < c->nranks; r++) {
-            if (c->host_ids != NULL)
-                cards[r].info.host_hash = c->host_ids[r];
+            if (c->parent != NULL)
+                cards[r].info.host_hash = c->parent->host_ids[r];
             all[r]           = cards[r].topo;
             all[r].host_hash = cards[r].info.host_hash; /* one identity for both */
             infos[r]         = cards[r].info;
         }
-        st = hc_comm_topo_setup(c, all, infos, c->host_ids != NULL);
+        st = hc_comm_topo_setup(c, all, infos);
         for (int r = 0; r < c->nranks && st == HCOMM_SUCCESS; r++)
             cards[r].info.host_hash = infos[r].host_hash;
     }
@@ -417,7 +417,7 @@ static hcomm_status_t comm_warm(hcomm_comm_t c)
 }
 
 hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_unique_id_t *id,
-                              int rank, const uint64_t *host_ids)
+                              int rank, const hc_comm_parent_t *parent)
 {
     const hc_params_t *p = hc_params_get();
 
@@ -444,14 +444,14 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
     c->serial   = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     c->rank    = rank;
     c->nranks  = nranks;
-    c->host_ids = host_ids;
+    c->parent   = parent;
     c->timeout = p->timeout;
     hc_log_set_rank(rank);
 
     hcomm_status_t st = hc_ops_init(c);
     if (st == HCOMM_SUCCESS)
         st = comm_setup(c, id);
-    c->host_ids = NULL;
+    c->parent = NULL;
     if (st == HCOMM_SUCCESS) {
         hc_trace_open(c); /* before calibration and warm-up: they are operations too */
         hc_request_prefill(c);

@@ -31,6 +31,12 @@ typedef struct hc_sched_cache_entry {
     uint64_t       last_use;
 } hc_sched_cache_entry_t;
 
+/* What a split or shrunk child inherits from its parent (hc_comm_create). */
+typedef struct hc_comm_parent {
+    const uint64_t     *host_ids; /* [child's nranks]: each rank's host identity */
+    const hc_cluster_t *model;    /* the parent's cluster model, or NULL */
+} hc_comm_parent_t;
+
 struct hcomm_comm {
     int                 rank, nranks;
     uint64_t            serial; /* hc_comm_serial */
@@ -74,7 +80,7 @@ struct hcomm_comm {
     double              timeout;
     int                 spin;        /* idle polls before yielding the CPU */
     hc_plans_t          plans;       /* the cluster model and plans (comm_topo.c) */
-    const uint64_t     *host_ids;    /* during init only: identities inherited from a parent */
+    const hc_comm_parent_t *parent; /* during init only: what a split child inherits, or NULL */
     unsigned long          moved;       /* bumped whenever a request posts or finishes a step
                                          * (under the lock; read without it: relaxed atomics) */
     uint64_t            bytes_sent;  /* payload handed to transports (hcomm_comm_bytes_sent) */
@@ -190,12 +196,14 @@ hcomm_status_t hc_request_finish(hcomm_request_t req);
 void           hc_comm_make_threaded(hcomm_comm_t comm);
 
 /* Lifecycle (comm.c). hc_comm_create makes a communicator (hcomm_comm_init's
- * work); host_ids, when not NULL, gives each new rank's host identity as its
- * parent communicator saw it (split): the child keeps the parent's nodes,
- * virtual ones included. Ending one: drain, unregister (no new calls), let
- * streams drop their holds, wait for the held requests, free. */
+ * work); parent, when not NULL (split, shrink), gives each new rank's host
+ * identity as its parent communicator saw it, so that the child keeps the
+ * parent's nodes, virtual ones included, and the parent's model, whose link
+ * costs (a topology file's, or measured) the child keeps. Ending one: drain,
+ * unregister (no new calls), let streams drop their holds, wait for the held
+ * requests, free. */
 hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_unique_id_t *id,
-                              int rank, const uint64_t *host_ids);
+                              int rank, const hc_comm_parent_t *parent);
 void           hc_comm_unregister(hcomm_comm_t comm);
 /* Waits (at most HCOMM_TIMEOUT) until no stream holds a request of comm: 0,
  * or -1 (logged) if one still does. */
@@ -227,9 +235,11 @@ hcomm_status_t hc_comm_peer_gone(hcomm_comm_t comm, int peer);
 
 /* Topology (comm_topo.c): builds comm->plans from every rank's discovery, or
  * loads HCOMM_TOPO_FILE; when the model's nodes split a host (virtual nodes),
- * marks peers[] so that transports treat them as remote. */
+ * marks peers[] so that transports treat them as remote. A child of
+ * comm->parent builds from discovery (the file describes the parent) with
+ * the parent's link costs. */
 hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
-                                  hc_peer_info_t *peers, int inherited);
+                                  hc_peer_info_t *peers);
 /* Measures the cross-node link into the cluster model when ranks span nodes
  * and no topology file gave the costs (HCOMM_CALIBRATE); collective. */
 hcomm_status_t hc_comm_calibrate(hcomm_comm_t comm);

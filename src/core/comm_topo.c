@@ -29,14 +29,15 @@ static void topo_dump(const hc_cluster_t *cl, const char *path)
 }
 
 hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
-                                  hc_peer_info_t *peers, int inherited)
+                                  hc_peer_info_t *peers)
 {
+    const hc_cluster_t *parent  = comm->parent != NULL ? comm->parent->model : NULL;
     const hc_params_t *p       = hc_params_get();
     hc_cluster_t      *cluster = NULL;
     hcomm_status_t     st;
 
     /* a split child keeps its parent's nodes; the file describes the parent */
-    if (p->topo_file[0] != '\0' && !inherited) {
+    if (p->topo_file[0] != '\0' && comm->parent == NULL) {
         st = hc_cluster_load(p->topo_file, comm->nranks, &cluster);
         if (st != HCOMM_SUCCESS)
             return st;
@@ -46,7 +47,16 @@ hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
         st = hc_cluster_build(all, comm->nranks, &cluster);
         if (st != HCOMM_SUCCESS)
             return st;
+        if (parent != NULL) { /* the same links: the file's costs, or those measured */
+            memcpy(cluster->link, parent->link, sizeof(cluster->link));
+            cluster->reduce_gbps = parent->reduce_gbps;
+        }
     }
+    const hc_link_cost_t *x = &cluster->link[HC_LINK_CROSS_NODE];
+    hc_debug(INIT, "cross-node link: %g us, %g GB/s (%s)", x->alpha_us, x->bw_gbps,
+             parent != NULL            ? "the parent communicator's"
+             : p->topo_file[0] != '\0' ? "the topology file's"
+                                       : "discovery's");
     if (comm->rank == 0 && p->topo_dump_file[0] != '\0')
         topo_dump(cluster, p->topo_dump_file);
     return hc_plans_build(cluster, p->rings, &comm->plans);

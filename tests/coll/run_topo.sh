@@ -67,6 +67,16 @@ ntcp=$(grep -c 'connected over tcp' "$out") nshm=$(grep -c 'connected over shm' 
 [ "$ntcp" -eq 8 ] && [ "$nshm" -eq 4 ]
 result "virtual nodes: $ntcp tcp and $nshm shm connections (want 8 and 4)" $?
 
+# split and shrunk children keep the file's link costs (their model is built
+# from discovery: the file describes the parent)
+HCOMM_TOPO_FILE="$tmp/rr2x2.xml" HCOMM_LOG_LEVEL=debug HCOMM_LOG_SUBSYS=init \
+    "$run" -n 4 "$check" --quick > "$out" 2>&1
+st=$?
+nkids=$(grep -c "cross-node link: .* (the parent communicator's)" "$out")
+nfile=$(grep -c "cross-node link: 20 us, 0.5 GB/s (the parent communicator's)" "$out")
+[ "$st" -eq 0 ] && [ "$nkids" -gt 0 ] && [ "$nfile" -eq "$nkids" ]
+result "children of a topology-file job: $nfile of $nkids inits keep its 20 us, 0.5 GB/s" $?
+
 # hcomm-topo: a file, and plans at a scale this machine cannot run
 "$topo" --topo "$tmp/uneven.xml" --ranks 6 > "$out" 2>&1 && has '^ring 0 (6 ranks)' &&
     has '^tree 1' && has '^rail 2'
