@@ -152,6 +152,33 @@ static void torchrun_root(hc_launch_t *l)
     l->root_from = "torchrun: MASTER_ADDR:MASTER_PORT+1";
 }
 
+/* The variables each launcher needs, in the order they are tried. */
+static const char *const launch_vars[][5] = {
+    {"HCOMM_RANK", "HCOMM_NRANKS", NULL},
+    {"PMIX_RANK", "PMIX_NAMESPACE", NULL},
+    {"PMI_RANK", "PMI_SIZE", NULL},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", NULL},
+    {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", NULL},
+};
+#define NLAUNCH (sizeof(launch_vars) / sizeof(launch_vars[0]))
+
+static int all_set(const char *const *vars)
+{
+    for (; *vars != NULL; vars++)
+        if (env(*vars) == NULL)
+            return 0;
+    return 1;
+}
+
+static hcomm_status_t detect_slurm(hc_launch_t *l)
+{
+    l->kind = HC_LAUNCH_SLURM, l->name = "Slurm", l->vars = "SLURM_PROCID, SLURM_NTASKS";
+    l->kvs = 0;
+    local_rank(l, "SLURM_LOCALID");
+    slurm_root(l);
+    return rank_size(l, "SLURM_PROCID", "SLURM_NTASKS");
+}
+
 static hcomm_status_t detect_pmix(hc_launch_t *l)
 {
     l->kind = HC_LAUNCH_PMIX, l->name = "PMIx", l->kvs = 1;
@@ -166,6 +193,9 @@ static hcomm_status_t detect_pmix(hc_launch_t *l)
         l->root_from = "PMIx is unusable here (logged above)";
         return rank_size(l, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
     }
+    /* srun --mpi=pmix whose server this process cannot reach: Slurm's own */
+    if (all_set(launch_vars[3]) && slurm_task_step())
+        return detect_slurm(l);
     hc_error(BOOT, "PMIx launch (PMIX_RANK, PMIX_NAMESPACE) but its server cannot be asked the "
                    "job's size (logged above), and no other variable of that launcher gives it");
     return HCOMM_ERR_INVALID_USAGE;
@@ -186,24 +216,6 @@ static hcomm_status_t detect_pmi(hc_launch_t *l)
         l->root_from = "no usable PMI_FD: only the PMI-1 wire protocol on PMI_FD is spoken";
     }
     return HCOMM_SUCCESS;
-}
-
-/* The variables each launcher needs, in the order they are tried. */
-static const char *const launch_vars[][5] = {
-    {"HCOMM_RANK", "HCOMM_NRANKS", NULL},
-    {"PMIX_RANK", "PMIX_NAMESPACE", NULL},
-    {"PMI_RANK", "PMI_SIZE", NULL},
-    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", NULL},
-    {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", NULL},
-};
-#define NLAUNCH (sizeof(launch_vars) / sizeof(launch_vars[0]))
-
-static int all_set(const char *const *vars)
-{
-    for (; *vars != NULL; vars++)
-        if (env(*vars) == NULL)
-            return 0;
-    return 1;
 }
 
 /* One line: every set of variables looked for, and those set in part. */
@@ -258,12 +270,8 @@ static hcomm_status_t detect(int hrank, int hnranks, hc_launch_t *l)
         return detect_pmix(l);
     if (all_set(launch_vars[2]))
         return detect_pmi(l);
-    if (all_set(launch_vars[3]) && slurm_task_step()) {
-        l->kind = HC_LAUNCH_SLURM, l->name = "Slurm", l->vars = "SLURM_PROCID, SLURM_NTASKS";
-        local_rank(l, "SLURM_LOCALID");
-        slurm_root(l);
-        return rank_size(l, "SLURM_PROCID", "SLURM_NTASKS");
-    }
+    if (all_set(launch_vars[3]) && slurm_task_step())
+        return detect_slurm(l);
     if (all_set(launch_vars[4]))
         return detect_torchrun(l);
     log_none();

@@ -257,6 +257,16 @@ static void test_pmix_no_server(void **state)
     assert_string_equal(l.root, "");
     unsetenv("OMPI_COMM_WORLD_SIZE");
     assert_int_equal(hc_launch_detect(-1, -1, &l), HCOMM_ERR_INVALID_USAGE);
+    /* srun --mpi=pmix: Slurm's variables give rank, size and root */
+    set("SLURM_PROCID", "3", "SLURM_NTASKS", "4", "SLURM_LOCALID", "1", "SLURM_STEP_ID", "0",
+        "SLURM_JOB_ID", "77", "SLURM_STEP_NODELIST", "node[7-8]", NULL);
+    assert_int_equal(hc_launch_detect(-1, -1, &l), HCOMM_SUCCESS);
+    assert_int_equal(l.kind, HC_LAUNCH_SLURM);
+    assert_int_equal(l.kvs, 0);
+    assert_int_equal(l.rank, 3);
+    assert_int_equal(l.nranks, 4);
+    assert_int_equal(l.local_rank, 1);
+    assert_true(strncmp(l.root, "node7:", 6) == 0);
 }
 
 /* ---- PMI-1 against a scripted server ---- */
