@@ -21,6 +21,7 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
 {
     const hc_params_t *prm = p->params != NULL ? p->params : hc_params_get();
     hc_tl_ctx_t       *ctx;
+    hcomm_status_t     st = HCOMM_ERR_NO_MEMORY;
 
     if (p->nranks <= 0 || p->rank < 0 || p->rank >= p->nranks) {
         hc_error(SHM, "invalid rank %d of %d", p->rank, p->nranks);
@@ -49,8 +50,11 @@ static hcomm_status_t shm_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
         memcpy(ctx->nonce, p->self->nonce, sizeof(ctx->nonce));
     if (hc_auth_public_name(ctx->cookie, HC_AUTH_SHM_NAMES, ctx->public_name,
                             sizeof(ctx->public_name)) != 0 ||
-        hc_auth_random(&ctx->probe, sizeof(ctx->probe)) != 0)
+        hc_auth_random(&ctx->probe, sizeof(ctx->probe)) != 0) {
+        hc_error(SHM, "deriving the segment names or drawing the probe value failed");
+        st = HCOMM_ERR_SYSTEM;
         goto err_free;
+    }
     *ctx_p = ctx;
     return HCOMM_SUCCESS;
 
@@ -61,8 +65,9 @@ err_free:
     free(ctx->eps);
     free(ctx);
 err_nomem:
-    hc_error(SHM, "out of memory creating the shm context");
-    return HCOMM_ERR_NO_MEMORY;
+    if (st == HCOMM_ERR_NO_MEMORY)
+        hc_error(SHM, "out of memory creating the shm context");
+    return st;
 }
 
 /* Marks our side closed and unmaps the segment. */
