@@ -65,8 +65,10 @@ void hcomm_compress_destroy(hcomm_compress_t state);
  * stream as for hcomm_allreduce. A state serves one call at a time: calls
  * queued on one stream run in turn; do not share a state between streams.
  * Ranks whose states disagree (another count or ratio) may fail in a local
- * step, after the collectives: that fails comm (HCOMM_ERR_PROTOCOL), which on
- * a stream shows at hcomm_stream_synchronize and hcomm_comm_get_error. After
+ * step, after the collectives: that fails comm on the rank that saw it
+ * (HCOMM_ERR_PROTOCOL; on a stream, at hcomm_stream_synchronize and
+ * hcomm_comm_get_error), and the others at their next operation with it;
+ * their own call may have returned success. After
  * a failed call the residuals hold that call's input: reset the state before
  * a retry.
  */

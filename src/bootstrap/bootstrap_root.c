@@ -423,8 +423,10 @@ hcomm_status_t hc_bootstrap_root_adopt(int lfd, const char *host_port, const uin
                  (unsigned)ntohs(sock_port(&bound)), host_port);
         return HCOMM_ERR_INVALID_ARG;
     }
-    if ((st = root_new(cookie, &status)) == NULL)
+    if ((st = root_new(cookie, &status)) == NULL) {
+        close(lfd); /* as below: checked, and no later call takes it */
         return status;
+    }
     st->lfd = lfd;
     if (fcntl(lfd, F_SETFD, FD_CLOEXEC) != 0 ||
         fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK) != 0) {

@@ -3,6 +3,7 @@
 #ifndef HC_COMPRESS_MODEL_H
 #define HC_COMPRESS_MODEL_H
 
+#include <float.h>
 #include <math.h>
 
 #include "compress/codec.h"
@@ -22,7 +23,7 @@ typedef struct hc_compress_model {
 static inline size_t hc_compress_topk_k(double ratio, size_t count)
 {
     double x = ratio * (double)count, n = nearbyint(x);
-    size_t k = (size_t)(fabs(x - n) <= 1e-9 * x ? n : ceil(x));
+    size_t k = (size_t)(fabs(x - n) <= 4 * DBL_EPSILON * x ? n : ceil(x));
     return k > count ? count : k;
 }
 

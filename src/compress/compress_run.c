@@ -39,8 +39,9 @@ static void call_unref(hc_compress_call_t *c)
 
 /* A local step fails only on what the peers sent (topk's indexes out of
  * range): the ranks disagree, and their results may differ. That fails the
- * communicator, so every rank learns it, and so does a stream's caller, which
- * returned before the step ran. */
+ * communicator: this rank's later calls (and a stream's caller, which returned
+ * before the step ran) see it at once, the other ranks at their next
+ * operation with this one; their own call may have succeeded. */
 static hcomm_status_t run_local(hc_compress_call_t *c, const hc_cstep_t *p)
 {
     hcomm_status_t st = p->fn(c);

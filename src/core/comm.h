@@ -58,7 +58,8 @@ struct hcomm_comm {
     uint32_t           *addr_off, *addr_len; /* into addrs */
     uint8_t            *addrs;
     hc_tl_ep_t        **eps;         /* NULL until the first schedule that uses the pair */
-    double                *conn_wait;   /* [2 * peer]: waiting to connect since; [+1]: last asked */
+    double                 *conn_wait;   /* [peer]: waiting for its side of the pair since */
+    double                  conn_asked;  /* when a waited-for peer's watch was last asked */
     int                 nconnected;
     hcomm_status_t      error;                /* first failure; sticky */
     int                    shrunk_failed; /* a shrink of it after its failure succeeded here */
@@ -225,8 +226,9 @@ void           hc_comm_tl_close(hcomm_comm_t comm);
 /* A pair waits for the peer's side of it (tcp: its dial; shm: its mapping of
  * the segment), which never comes once the peer's communicator is gone while
  * its process lives (destroyed, or aborted after a failure of its own).
- * hc_comm_peer_left: after a second of waiting, and then every second, asks
- * the peer's watch; 1 when it refused. The caller then looks at the pair once
+ * hc_comm_peer_left: after a second of waiting asks the peer's watch, at most
+ * one ask a second per communicator and 0.1 s each (it runs in progress);
+ * 1 when the peer refused the connection. The caller then looks at the pair once
  * more (the peer may have joined, sent all it had and left meanwhile), and if
  * the peer has still not joined fails it with hc_comm_peer_gone (logged;
  * HCOMM_ERR_REMOTE). */

@@ -140,7 +140,7 @@ hcomm_status_t hc_comm_tl_choose(hcomm_comm_t c, const comm_card_t *cards)
     for (int r = 0; r < c->nranks; r++)
         bytes += r == c->rank ? 0 : HC_TL_ADDR_MAX;
     c->eps       = calloc((size_t)c->nranks, sizeof(*c->eps));
-    c->conn_wait = calloc(2 * (size_t)c->nranks, sizeof(*c->conn_wait));
+    c->conn_wait = calloc((size_t)c->nranks, sizeof(*c->conn_wait));
     c->ep_tl     = calloc((size_t)c->nranks, sizeof(*c->ep_tl));
     c->addr_off = calloc((size_t)c->nranks, sizeof(*c->addr_off));
     c->addr_len = calloc((size_t)c->nranks, sizeof(*c->addr_len));
@@ -190,18 +190,20 @@ static void tl_activate(hcomm_comm_t c, int t)
     c->tl_active[c->nactive++] = (uint8_t)t;
 }
 
-#define CONN_ASK_AFTER 1.0
-#define CONN_ASK_EVERY 1.0
+#define CONN_ASK_AFTER 1.0 /* seconds waited for a peer before its watch is asked */
+#define CONN_ASK_EVERY 1.0 /* the communicator asks one watch at most this often */
+#define CONN_ASK_FOR 0.1   /* bounds one ask: progress waits for it */
 
 int hc_comm_peer_left(hcomm_comm_t c, int peer)
 {
-    double now = hc_clock_now(), *w = &c->conn_wait[2 * peer];
-    if (w[0] == 0)
-        w[0] = now;
-    if (now - w[0] < CONN_ASK_AFTER || now - w[1] < CONN_ASK_EVERY)
+    double now = hc_clock_now(), *since = &c->conn_wait[peer];
+    if (*since == 0)
+        *since = now;
+    if (now - *since < CONN_ASK_AFTER || now - c->conn_asked < CONN_ASK_EVERY)
         return 0;
-    w[1] = now;
-    return hc_watch_left(c, peer, hc_params_get()->watch_timeout);
+    c->conn_asked = now;
+    double limit  = hc_params_get()->watch_timeout;
+    return hc_watch_left(c, peer, limit < CONN_ASK_FOR ? limit : CONN_ASK_FOR);
 }
 
 hcomm_status_t hc_comm_peer_gone(hcomm_comm_t c, int peer)
@@ -224,11 +226,15 @@ hcomm_status_t hc_comm_connect(hcomm_comm_t c, int peer)
     tl_activate(c, t);
     hcomm_status_t st = c->tl_ops[t]->connect(c->tl_ctx[t], &c->peers[peer],
                                               c->addrs + c->addr_off[peer], c->addr_len[peer], &ep);
-    /* it may have joined, sent all it had and left while it was asked */
-    if (st == HCOMM_IN_PROGRESS && hc_comm_peer_left(c, peer) &&
-        (st = c->tl_ops[t]->connect(c->tl_ctx[t], &c->peers[peer], c->addrs + c->addr_off[peer],
-                                    c->addr_len[peer], &ep)) == HCOMM_IN_PROGRESS)
-        return hc_comm_peer_gone(c, peer);
+    /* it may have joined, sent all it had and left while it was asked: what
+     * it sent is taken in by progress (ofi, ucx) before the second look */
+    if (st == HCOMM_IN_PROGRESS && hc_comm_peer_left(c, peer)) {
+        c->tl_ops[t]->progress(c->tl_ctx[t]);
+        st = c->tl_ops[t]->connect(c->tl_ctx[t], &c->peers[peer], c->addrs + c->addr_off[peer],
+                                   c->addr_len[peer], &ep);
+        if (st == HCOMM_IN_PROGRESS)
+            return hc_comm_peer_gone(c, peer);
+    }
     if (st == HCOMM_IN_PROGRESS)
         return st;
     if (st != HCOMM_SUCCESS) {

@@ -26,15 +26,17 @@ void hc_watch_close(hcomm_comm_t comm);
  * the question kind (watch_wire.h), all at once, for at most seconds; fn
  * gets each whole answer with the time the proof left and the answer came
  * (hc_clock_now); left[r] (may be NULL) = 1 where a rank refused (its
- * communicator is gone). */
+ * communicator is gone), 2 where it hung up before answering (gone as it was
+ * asked, or its watch too busy to prove the question). */
 typedef void (*hc_watch_answer_fn)(void *arg, int rank, const void *answer, size_t len,
                                    double t_proof, double t_answer);
 void hc_watch_ask(hcomm_comm_t comm, int kind, const unsigned char *skip, double seconds,
                   hc_watch_answer_fn fn, void *arg, unsigned char *left);
 
-/* 1 when rank refuses comm's watch question (its communicator is gone, or
- * its process), asked for at most seconds; 0 when it answers, cannot be
- * asked (HCOMM_WATCH=0) or says nothing in time. */
+/* 1 when rank refuses the connection for comm's watch question (its
+ * communicator is gone, or its process), asked for at most seconds; 0 when
+ * it answers, hangs up, cannot be asked (HCOMM_WATCH=0) or says nothing in
+ * time. */
 int hc_watch_left(hcomm_comm_t comm, int rank, double seconds);
 
 /* Tells every other rank that comm is revoked (hcomm_comm_revoke); waits at

@@ -133,7 +133,7 @@ static void query_window(hcomm_comm_t c, int kind, int first, int end, const uns
         for (int i = 0; i < n; i++)
             if (pfd[i].revents != 0 && query_step(c, &q[i], kind, deadline, fn, arg) == 0) {
                 if (left != NULL && q[i].closed)
-                    left[q[i].rank] = 1;
+                    left[q[i].rank] = 2;
                 close(q[i].fd);
                 q[i] = q[--n], pfd[i] = pfd[n];
                 i--;
@@ -207,7 +207,7 @@ int hc_watch_left(hcomm_comm_t c, int rank, double seconds)
         memset(skip, 1, (size_t)c->nranks);
         skip[rank] = 0;
         hc_watch_ask(c, HC_WATCH_WHERE, skip, seconds, ignore_answer, NULL, left);
-        gone = left[rank];
+        gone = left[rank] == 1; /* refused; a hang-up may be a full or slow gate */
     }
     free(skip), free(left);
     return gone;

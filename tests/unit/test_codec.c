@@ -333,7 +333,8 @@ static void test_topk_k(void **state)
     assert_int_equal(hc_compress_topk_k(0.07, 100), 7); /* 7.000000000000001 */
     assert_int_equal(hc_compress_topk_k(0.29, 100), 29);
     assert_int_equal(hc_compress_topk_k(0.01, 1000000), 10000);
-    assert_int_equal(hc_compress_topk_k(0.07, 101), 8); /* 7.07 */
+    assert_int_equal(hc_compress_topk_k(0.07, 101), 8);               /* 7.07 */
+    assert_int_equal(hc_compress_topk_k(0.01, 1000000001), 10000001); /* 10000000.01 */
     assert_int_equal(hc_compress_topk_k(0.01, 1), 1);
     assert_int_equal(hc_compress_topk_k(1.0, 5), 5);
     assert_int_equal(hc_compress_topk_k(0.5, 0), 0);

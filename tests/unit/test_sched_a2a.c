@@ -244,8 +244,8 @@ static void test_big_pieces(void **state)
         shape_t sh;
         size_t  p = (size_t)shapes[si][1];
         shape_make(&sh, shapes[si][0], shapes[si][1], shapes[si][2]);
-        for (int v = 0; v < 12; v++) { /* 8..11: half the ranks in place */
-            tcase_t tc = {.sh = &sh, .eager = (v >> 1) & 1, .mixed = v >= 8};
+        for (int v = 0; v < 12; v++) { /* 8..11: half the ranks in place, eager or not */
+            tcase_t tc = {.sh = &sh, .eager = v >= 8 ? v & 1 : (v >> 1) & 1, .mixed = v >= 8};
             if (v < 4 || v >= 10) /* K = 2: pieces of 16384 and 16383 bytes */
                 tc.chunk = p * p * 16384,
                 tc.a     = (hc_coll_args_t){
