@@ -138,18 +138,25 @@ static void test_hcomm_run(void **state)
     assert_int_equal(hc_launch_detect(0, HC_BOOTSTRAP_MAX_RANKS + 1, &l), HCOMM_ERR_INVALID_ARG);
 }
 
+/* Detects the launch from the environment and checks what it found. */
+static void expect_launch(hc_launch_t *l, hc_launch_kind_t kind, int rank, int nranks,
+                          int local_rank, int kvs)
+{
+    assert_int_equal(hc_launch_detect(-1, -1, l), HCOMM_SUCCESS);
+    assert_int_equal(l->kind, kind);
+    assert_int_equal(l->rank, rank);
+    assert_int_equal(l->nranks, nranks);
+    assert_int_equal(l->local_rank, local_rank);
+    assert_int_equal(l->kvs, kvs);
+}
+
 static void test_torchrun(void **state)
 {
     hc_launch_t l;
     (void)state;
     set("RANK", "1", "WORLD_SIZE", "3", "LOCAL_RANK", "1", "MASTER_ADDR", "10.1.2.3", "MASTER_PORT",
         "29500", NULL);
-    assert_int_equal(hc_launch_detect(-1, -1, &l), HCOMM_SUCCESS);
-    assert_int_equal(l.kind, HC_LAUNCH_TORCHRUN);
-    assert_int_equal(l.rank, 1);
-    assert_int_equal(l.nranks, 3);
-    assert_int_equal(l.local_rank, 1);
-    assert_int_equal(l.kvs, 0);
+    expect_launch(&l, HC_LAUNCH_TORCHRUN, 1, 3, 1, 0);
     assert_string_equal(l.root, "10.1.2.3:29501"); /* the agent's store holds 29500 */
     set("MASTER_ADDR", "fd00::1", NULL);
     assert_int_equal(hc_launch_detect(-1, -1, &l), HCOMM_SUCCESS);
@@ -260,12 +267,7 @@ static void test_pmix_no_server(void **state)
     /* srun --mpi=pmix: Slurm's variables give rank, size and root */
     set("SLURM_PROCID", "3", "SLURM_NTASKS", "4", "SLURM_LOCALID", "1", "SLURM_STEP_ID", "0",
         "SLURM_JOB_ID", "77", "SLURM_STEP_NODELIST", "node[7-8]", NULL);
-    assert_int_equal(hc_launch_detect(-1, -1, &l), HCOMM_SUCCESS);
-    assert_int_equal(l.kind, HC_LAUNCH_SLURM);
-    assert_int_equal(l.kvs, 0);
-    assert_int_equal(l.rank, 3);
-    assert_int_equal(l.nranks, 4);
-    assert_int_equal(l.local_rank, 1);
+    expect_launch(&l, HC_LAUNCH_SLURM, 3, 4, 1, 0);
     assert_true(strncmp(l.root, "node7:", 6) == 0);
 }
 
