@@ -127,11 +127,12 @@ result() {
     esac
 }
 
-# on_fail FILE: a failed check's output: its last lines without the PASS lines
-# and the error logs expected there. A driver may define its own.
+# on_fail FILE: a failed check's output: its last lines without the PASS
+# lines, error logs included (a CI failure of run_launchers.sh was unreadable
+# without them). A driver may define its own.
 on_fail() {
     [ -f "$1" ] || return 0
-    grep -v -e '^PASS' -e 'hcomm ERROR' "$1" | tail -n 15
+    grep -v -e '^PASS' "$1" | tail -n 30
 }
 
 # finish: the totals, and the verdict: 1 if a check failed, else 77 if none

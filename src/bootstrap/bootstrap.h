@@ -31,6 +31,12 @@ typedef struct hc_uid {
  */
 hcomm_status_t hc_bootstrap_root_start(const char *bind_addr, const uint8_t cookie[16],
                                        hcomm_unique_id_t *id);
+/* A root of this process that refused a rank refuses every rank, but it lives
+ * only as long as the process: one whose own rank returns the refusal and exits
+ * would leave the ranks still dialing to wait out their timeout. Waits, at most
+ * max_seconds, until every such root has answered each rank of its job;
+ * returns at once when none refused anyone. */
+void hc_bootstrap_root_settle(double max_seconds);
 /* The same on lfd, a TCP socket a launcher bound and listens on for this
  * process (hcomm-run: HCOMM_ROOT_FD), so that no other process can take the
  * port between a choice and a bind; it must listen on host_port's port. The

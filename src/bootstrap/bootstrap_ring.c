@@ -20,6 +20,7 @@
 #include "bootstrap/bootstrap_wire.h"
 
 #define RING_REDIAL_PAUSE 0.01 /* seconds before connecting again after a server hung up */
+#define RING_SETTLE_MAX 10.0   /* seconds a failed init waits for a local root's refusals */
 
 struct hc_bootstrap {
     int      rank;
@@ -339,6 +340,7 @@ err_listen:
     close(lfd);
 err_free:
     hc_bootstrap_destroy(bs);
+    hc_bootstrap_root_settle(timeout < RING_SETTLE_MAX ? timeout : RING_SETTLE_MAX);
     return st;
 }
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -30,6 +31,12 @@ _Static_assert(sizeof(struct sockaddr_in6) <= sizeof(((hc_uid_t *)0)->root_addr)
 
 #define ROOT_REPLY_TIMEOUT 5.0 /* seconds for the replies once all joined */
 
+/* Roots of this process that refused a rank and have not yet answered a hello
+ * per rank (hc_bootstrap_root_settle waits for them). */
+static pthread_mutex_t roots_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  roots_cv = PTHREAD_COND_INITIALIZER;
+static int             roots_unsettled;
+
 typedef struct root_state {
     int                 lfd;
     double              timeout;
@@ -39,6 +46,7 @@ typedef struct root_state {
     char                what[HC_SOCK_ADDRSTRLEN + 16];
     hc_bootstrap_roll_t roll;
     hc_gate_t           gate;
+    int                 unsettled; /* counted in roots_unsettled; under roots_mu */
 } root_state_t;
 
 hcomm_status_t hc_bootstrap_random(void *buf, size_t len)
@@ -99,18 +107,29 @@ static hcomm_status_t roll_alloc(hc_bootstrap_roll_t *roll, int nranks)
 {
     roll->rank_fd   = malloc((size_t)nranks * sizeof(*roll->rank_fd));
     roll->rank_addr = calloc((size_t)nranks, sizeof(*roll->rank_addr));
-    if (roll->rank_fd == NULL || roll->rank_addr == NULL) {
+    roll->seen      = calloc((size_t)nranks, 1);
+    if (roll->rank_fd == NULL || roll->rank_addr == NULL || roll->seen == NULL) {
         hc_error(BOOT, "bootstrap root: out of memory for %d ranks", nranks);
         free(roll->rank_fd);
         free(roll->rank_addr);
+        free(roll->seen);
         roll->rank_fd   = NULL;
         roll->rank_addr = NULL;
+        roll->seen      = NULL;
         return HCOMM_ERR_NO_MEMORY;
     }
     for (int r = 0; r < nranks; r++)
         roll->rank_fd[r] = -1;
     roll->nranks = nranks;
     return HCOMM_SUCCESS;
+}
+
+static void roll_seen(hc_bootstrap_roll_t *roll, int rank)
+{
+    if (roll->nranks > 0 && rank >= 0 && rank < roll->nranks && !roll->seen[rank]) {
+        roll->seen[rank] = 1;
+        roll->nseen++;
+    }
 }
 
 void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *peer)
@@ -122,6 +141,7 @@ void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *p
     int rank   = (int32_t)ntohl((uint32_t)h->rank);
     int nranks = (int32_t)ntohl((uint32_t)h->nranks);
     hcomm_status_t why    = HCOMM_SUCCESS;
+    roll_seen(roll, rank);
     if (roll->doomed != HCOMM_SUCCESS) {
         hc_bootstrap_roll_refuse(roll, fd, roll->doomed);
         return;
@@ -151,6 +171,7 @@ void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *p
         roll->doomed = why;
         return;
     }
+    roll_seen(roll, rank); /* again: the first hello made the roll */
     roll->rank_fd[rank]   = fd;
     roll->rank_addr[rank] = h->addr;
     roll->njoined++;
@@ -164,7 +185,63 @@ void hc_bootstrap_roll_free(hc_bootstrap_roll_t *roll)
             close(roll->rank_fd[r]);
     free(roll->rank_fd);
     free(roll->rank_addr);
+    free(roll->seen);
     memset(roll, 0, sizeof(*roll));
+}
+
+/* Under roots_mu: st counts as unsettled or not. */
+static void root_mark(root_state_t *st, int unsettled)
+{
+    if (unsettled == st->unsettled)
+        return;
+    roots_unsettled += unsettled - st->unsettled;
+    st->unsettled = unsettled;
+    pthread_cond_broadcast(&roots_cv);
+}
+
+/* The gate's admission, under roots_mu: a refusal reaches its rank (perhaps
+ * this process's, about to exit) only after the root counts as unsettled. */
+static void root_admit(void *arg, int fd, const void *hello, const char *peer)
+{
+    root_state_t *st = arg;
+    pthread_mutex_lock(&roots_mu);
+    hc_bootstrap_roll_admit(&st->roll, fd, hello, peer);
+    if (st->roll.doomed != HCOMM_SUCCESS)
+        root_mark(st, 1);
+    pthread_mutex_unlock(&roots_mu);
+}
+
+/* After root_doom: settled once every rank was answered (unknown while no
+ * hello named a valid size). A rank that never comes keeps it unsettled, and
+ * hc_bootstrap_root_settle waits at most its bound. */
+static void root_settle_check(root_state_t *st)
+{
+    pthread_mutex_lock(&roots_mu);
+    root_mark(st, st->roll.nranks == 0 || st->roll.nseen < st->roll.nranks);
+    pthread_mutex_unlock(&roots_mu);
+}
+
+void hc_bootstrap_root_settle(double max_seconds)
+{
+    double until = hc_clock_now() + max_seconds;
+    pthread_mutex_lock(&roots_mu);
+    if (roots_unsettled > 0)
+        hc_info(BOOT,
+                "waiting up to %.1f s for this process's bootstrap root to refuse every "
+                "rank",
+                max_seconds);
+    while (roots_unsettled > 0 && hc_clock_now() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double left = until - hc_clock_now(), wait = left < 0.1 ? left : 0.1;
+        ts.tv_nsec += (long)(wait * 1e9);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&roots_cv, &roots_mu, &ts);
+    }
+    pthread_mutex_unlock(&roots_mu);
 }
 
 /* One poll round; returns 0, or -1 on a poll failure (logged). */
@@ -253,8 +330,10 @@ static void *root_thread(void *arg)
     root_state_t *st = arg;
     while (st->roll.doomed != HCOMM_SUCCESS || st->roll.nranks == 0 ||
            st->roll.njoined < st->roll.nranks) {
-        if (st->roll.doomed != HCOMM_SUCCESS)
+        if (st->roll.doomed != HCOMM_SUCCESS) {
             root_doom(st);
+            root_settle_check(st);
+        }
         if (hc_clock_now() >= st->deadline) {
             if (st->roll.doomed == HCOMM_SUCCESS)
                 root_timed_out(st);
@@ -265,6 +344,9 @@ static void *root_thread(void *arg)
     }
     root_finish(st);
 out:
+    pthread_mutex_lock(&roots_mu);
+    root_mark(st, 0);
+    pthread_mutex_unlock(&roots_mu);
     root_free(st);
     return NULL;
 }
@@ -342,7 +424,7 @@ static hcomm_status_t root_serve(root_state_t *st, struct sockaddr_storage *boun
     uid_fill(&out, st->cookie, (struct sockaddr *)bound, blen);
     snprintf(st->what, sizeof(st->what), "bootstrap root %s", st->name);
     hc_gate_init(&st->gate, st->lfd, st->cookie, HC_BOOTSTRAP_HELLO_MAGIC,
-                 sizeof(hc_bootstrap_hello_t), st->what, hc_bootstrap_roll_admit, &st->roll);
+                 sizeof(hc_bootstrap_hello_t), st->what, root_admit, st);
     /* Logged first: once spawned, the thread owns st. */
     hc_info(BOOT, "bootstrap root listening on %s", st->name);
     if ((status = root_spawn(st)) != HCOMM_SUCCESS)

@@ -13,9 +13,11 @@
 typedef struct hc_bootstrap_roll {
     int                       nranks; /* 0 until the first accepted hello */
     int                       njoined;
+    int                       nseen;   /* distinct ranks that said hello, refused ones included */
     hcomm_status_t            doomed;  /* a rank that proved the secret was refused: all are */
     int                      *rank_fd; /* nranks entries, -1 until the rank joined */
     hc_bootstrap_wire_addr_t *rank_addr;
+    uint8_t                  *seen; /* nranks flags: the rank said hello */
 } hc_bootstrap_roll_t;
 
 /* An hc_gate_admit_fn, arg a roll: the hello (an hc_bootstrap_hello_t) names a

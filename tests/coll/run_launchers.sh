@@ -1,13 +1,14 @@
 #!/bin/sh
 # run_launchers.sh - hcomm_comm_init_env under each launcher (docs/launchers.md),
 # 3 ranks of examples/init_env (one allreduce, checked): first with the
-# variables set by hand as torchrun and srun set them (a loopback root; a
-# root on IPv6 loopback; a remote one with HCOMM_COOKIE; a remote one without, refused with the
-# hardening rules' line; HCOMM_ROOT over the derived root) and PMIx's rank
-# with PMI-1's size, which is no launcher; a rank that joins twice (all
-# refused at once); a rank with a /dev/shm of its own (tcp, not shm); then for real, with nothing set by
-# hand: Open MPI's mpirun (PMIx), MPICH's mpirun.mpich (PMI-1) and torchrun,
-# each where installed, and hcomm-perf under both mpiruns.
+# variables set by hand as torchrun and srun set them (a loopback root; a root
+# on IPv6 loopback; a remote one with HCOMM_COOKIE; a remote one without,
+# refused with the hardening rules' line; HCOMM_ROOT over the derived root) and
+# PMIx's rank with PMI-1's size, which is no launcher; a rank that joins twice
+# (all refused at once, a late one too); a rank with a /dev/shm of its own
+# (tcp, not shm); then for real, with nothing set by hand: Open MPI's mpirun
+# (PMIx), MPICH's mpirun.mpich (PMI-1) and torchrun, each where installed, and
+# hcomm-perf under both mpiruns.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 ex="$top/examples/init_env" perf="$top/perf/hcomm-perf"
@@ -115,19 +116,22 @@ ranks 3 "$ex"
 refused 3 'no launcher found: .*set without the rest of their launcher.s: PMIX_RANK, PMI_SIZE'
 result "PMIX_RANK with PMI_SIZE: no launcher, the line names both" $?
 
-# ---- a rank that joins twice: every rank refused at once, not at the timeout ----
+# ---- a rank that joins twice: every rank refused at once, not at the timeout;
+# rank 2 starts a second late, after rank 0 (the root's process) was refused:
+# the root outlives its rank's failure until it has answered every rank ----
 i=0
-for r in 0 1 1; do
+for r in 0 1 1 2; do
     i=$((i + 1))
+    [ "$r$i" = 24 ] && sleep 1
     HCOMM_RANK=$r HCOMM_NRANKS=3 HCOMM_ROOT=127.0.0.1:$port HCOMM_TIMEOUT=120 timeout 30 "$ex" \
         > "$tmp/rank$i" 2>&1 &
 done
 wait
 cat "$tmp"/rank* > "$out"
 rm -f "$tmp"/rank*
-[ "$(grep -c 'init_env: hcomm_comm_init_env: invalid root, peer or rank' "$out")" -eq 3 ] &&
+[ "$(grep -c 'init_env: hcomm_comm_init_env: invalid root, peer or rank' "$out")" -eq 4 ] &&
     has 'a rank was refused (invalid root, peer or rank): refusing every rank'
-result "rank 1 twice: all 3 refused within 30 s (HCOMM_TIMEOUT=120)" $?
+result "rank 1 twice, rank 2 a second late: all 4 refused within 30 s (HCOMM_TIMEOUT=120)" $?
 
 # ---- a rank with a /dev/shm of its own (a container on the host's network):
 # not one host to shared memory, so tcp, not a shm connect that times out ----
