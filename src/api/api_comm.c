@@ -133,9 +133,10 @@ static hcomm_status_t comm_env_cookie(const hc_params_t *p, const char *root, co
         }
         return HCOMM_SUCCESS;
     }
-    if (comm_root_is_local(root) || p->cookie_from_root == 1) {
+    int local = comm_root_is_local(root);
+    if (local || p->cookie_from_root == 1) {
         comm_cookie_from(root, cookie);
-        hc_log_as(comm_root_is_local(root) ? HC_LOG_INFO : HC_LOG_WARN, HC_SUBSYS(INIT),
+        hc_log_as(local ? HC_LOG_INFO : HC_LOG_WARN, HC_SUBSYS(INIT),
                   "HCOMM_COOKIE not set: cookie derived from the root %s (no secret)", root);
         return HCOMM_SUCCESS;
     }
@@ -182,6 +183,13 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
             return HCOMM_ERR_INVALID_USAGE;
         }
         st = comm_env_cookie(p, root, p->root[0] ? "HCOMM_ROOT" : l.root_from, cookie);
+        /* the root's name resolved once more here, its failure final: a
+         * resolver that never answers costs one HCOMM_TIMEOUT, not one per
+         * look below */
+        struct sockaddr_storage rs;
+        socklen_t               rlen;
+        if (st == HCOMM_SUCCESS)
+            st = hc_sock_parse_addr(root, HC_SUBSYS(INIT), &rs, &rlen);
         if (st != HCOMM_SUCCESS) {
             hc_launch_release(&l);
             return st;

@@ -9,9 +9,63 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
+#include "base/params.h"
 #include "base/sock.h"
+
+/* A name lookup the resolver runs in its own thread (getaddrinfo_a), so that
+ * a DNS server that never answers costs at most HCOMM_TIMEOUT, as every other
+ * wait does; resolv.conf's timeouts and attempts alone can add up to minutes. */
+typedef struct sock_lookup {
+    struct gaicb    cb;
+    struct addrinfo hints;
+    char            host[256];
+} sock_lookup_t;
+
+/* getaddrinfo's status; EAI_AGAIN with *late set when bound seconds passed. */
+static int sock_lookup_bounded(const char *host, const struct addrinfo *hints,
+                               struct addrinfo **res, double bound, int *late)
+{
+    sock_lookup_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return EAI_MEMORY;
+    snprintf(l->host, sizeof(l->host), "%s", host);
+    l->hints              = *hints;
+    l->cb.ar_name         = l->host;
+    l->cb.ar_service      = "0";
+    l->cb.ar_request      = &l->hints;
+    struct gaicb *list[1] = {&l->cb};
+    int           gai     = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
+    if (gai != 0) {
+        free(l);
+        return gai;
+    }
+    double deadline = hc_clock_now() + bound;
+    while ((gai = gai_error(&l->cb)) == EAI_INPROGRESS) {
+        double left = deadline - hc_clock_now();
+        if (left <= 0)
+            break;
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        (void)gai_suspend((const struct gaicb *const *)list, 1, &ts);
+    }
+    if (gai == EAI_INPROGRESS) {
+        *late = 1;
+        int c = gai_cancel(&l->cb);
+        if (c == EAI_ALLDONE && gai_error(&l->cb) == 0)
+            freeaddrinfo(l->cb.ar_result);
+        /* not cancelled: the resolver's thread still writes into l, which is
+         * left to it (one small block per lookup that gave up) */
+        if (c != EAI_NOTCANCELED)
+            free(l);
+        return EAI_AGAIN;
+    }
+    *res = gai == 0 ? l->cb.ar_result : NULL;
+    free(l);
+    return gai;
+}
 
 hcomm_status_t hc_sock_parse_addr(const char *host_port, unsigned subsys,
                                   struct sockaddr_storage *ss, socklen_t *len)
@@ -51,7 +105,18 @@ hcomm_status_t hc_sock_parse_addr(const char *host_port, unsigned subsys,
                               .ai_socktype = SOCK_STREAM,
                               .ai_flags    = AI_NUMERICSERV | AI_PASSIVE};
     struct addrinfo *res, *pick = NULL;
-    int              gai = getaddrinfo(hlen ? host : NULL, "0", &hints, &res);
+    /* a numeric address first: no resolver, no thread, no wait */
+    struct addrinfo num = hints;
+    num.ai_flags |= AI_NUMERICHOST;
+    int    gai = getaddrinfo(hlen ? host : NULL, "0", &num, &res), late = 0;
+    double bound = hc_params_get()->timeout;
+    if (gai == EAI_NONAME && hlen > 0)
+        gai = sock_lookup_bounded(host, &hints, &res, bound, &late);
+    if (late) {
+        hc_log_as(HC_LOG_ERROR, subsys,
+                  "cannot resolve %s: no answer within %.1f s (HCOMM_TIMEOUT)", host_port, bound);
+        return HCOMM_ERR_TIMEOUT;
+    }
     if (gai != 0) {
         hc_log_as(HC_LOG_ERROR, subsys, "cannot resolve %s: %s", host_port, gai_strerror(gai));
         return HCOMM_ERR_UNREACHABLE;

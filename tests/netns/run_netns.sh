@@ -7,13 +7,14 @@
 # HCOMM_NET=ofi (provider tcp;ofi_rxm) and HCOMM_NET=ucx (UCX_TLS=tcp, else
 # UCX would find the namespaces share memory) between the namespaces, where
 # those transports open. A root host name that resolves to loopback on rank
-# 0's node still serves the others. Skips without root or ip.
+# 0's node still serves the others; a root name no DNS server answers fails
+# init within HCOMM_TIMEOUT. Skips without root or ip.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 check="$top/tests/coll/.libs/coll_check" perf="$top/perf/.libs/hcomm-perf"
 [ -x "$check" ] || check="$top/tests/coll/coll_check"
 [ -x "$perf" ] || perf="$top/perf/hcomm-perf"
-need "$check" "$perf"
+need "$check" "$perf" "$top/examples/init_env"
 NODES=3 PPN=2
 # shellcheck source=tests/netns/netns_lib.sh
 . "$(dirname "$0")/netns_lib.sh"
@@ -92,4 +93,22 @@ for net in ofi ucx; do
     [ $rc -eq 0 ] && [ "$got" -ge $((PPN * (NODES - 1))) ] && [ "$tcp" -eq 0 ] || rc=1
     result "HCOMM_NET=$net $set: coll_check --quick on $NODES nodes x $PPN ranks; rank 0 chose $net $got times, tcp $tcp" $rc
 done
+# a root name whose DNS server never answers (an address on node 0's subnet
+# that nobody holds; resolv.conf alone would wait 3 x 10 s): init fails
+# within HCOMM_TIMEOUT=2 and says so, instead of hanging on the resolver
+conf=/etc/netns/${tag}n0/resolv.conf
+if mkdir -p "${conf%/*}" && printf 'nameserver %s.250\noptions timeout:10 attempts:3\n' "$sub" > "$conf"; then
+    t0=$(date +%s)
+    ip netns exec "${tag}n0" env HCOMM_RANK=0 HCOMM_NRANKS=1 HCOMM_ROOT=hc-no-answer.test:$((20000 + $$ % 20000)) \
+        HCOMM_COOKIE=00112233445566778899aabbccddeeff HCOMM_TIMEOUT=2 timeout 60 "$top/examples/init_env" \
+        > "$dir/out.dns" 2>&1
+    rc=$? secs=$(($(date +%s) - t0))
+    rm -f "$conf"
+    out=$dir/out.dns
+    [ $rc -eq 1 ] && [ $secs -lt 15 ] && has 'cannot resolve hc-no-answer.test:.*no answer within 2.0 s' &&
+        has 'hcomm_comm_init_env: timed out'
+    result "a root name no DNS server answers: init fails in $secs s (HCOMM_TIMEOUT=2)" $?
+else
+    result "a root name no DNS server answers: cannot write /etc/netns" 77
+fi
 finish
