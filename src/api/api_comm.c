@@ -183,9 +183,9 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm)
             return HCOMM_ERR_INVALID_USAGE;
         }
         st = comm_env_cookie(p, root, p->root[0] ? "HCOMM_ROOT" : l.root_from, cookie);
-        /* the root's name resolved once more here, its failure final: a
-         * resolver that never answers costs one HCOMM_TIMEOUT, not one per
-         * look below */
+        /* the root's name resolved here, its failure final: a resolver
+         * that never answers costs one HCOMM_TIMEOUT, not one more per look
+         * below */
         struct sockaddr_storage rs;
         socklen_t               rlen;
         if (st == HCOMM_SUCCESS)

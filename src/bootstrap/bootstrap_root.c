@@ -141,17 +141,24 @@ void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *p
     int rank   = (int32_t)ntohl((uint32_t)h->rank);
     int nranks = (int32_t)ntohl((uint32_t)h->nranks);
     hcomm_status_t why    = HCOMM_SUCCESS;
-    roll_seen(roll, rank);
+    int            sized  = nranks >= 1 && nranks <= HC_BOOTSTRAP_MAX_RANKS;
+    /* The first hello of a valid size makes the roll, a refused one too: a
+     * doomed root still learns which of its ranks it has answered. */
+    if (roll->nranks == 0 && sized && roll_alloc(roll, nranks) != HCOMM_SUCCESS)
+        why = HCOMM_ERR_NO_MEMORY;
+    if (nranks == roll->nranks) /* a hello of another size is no rank of this job */
+        roll_seen(roll, rank);
     if (roll->doomed != HCOMM_SUCCESS) {
         hc_bootstrap_roll_refuse(roll, fd, roll->doomed);
         return;
     }
-    if (nranks < 1 || nranks > HC_BOOTSTRAP_MAX_RANKS ||
-        (roll->nranks > 0 && nranks != roll->nranks)) {
+    if (why != HCOMM_SUCCESS) {
+        /* out of memory: logged by roll_alloc */
+    } else if (!sized || nranks != roll->nranks) {
         hc_error(BOOT, "bootstrap root: rank %d (%s) says %d ranks, expected %d; refused", rank,
                  peer, nranks, roll->nranks);
         why = HCOMM_ERR_INVALID_ARG;
-    } else if (rank < 0 || rank >= nranks || (roll->nranks > 0 && roll->rank_fd[rank] >= 0)) {
+    } else if (rank < 0 || rank >= nranks || roll->rank_fd[rank] >= 0) {
         hc_error(BOOT,
                  "bootstrap root: rank %d (%s) of %d is out of range or already joined; "
                  "refused",
@@ -161,8 +168,6 @@ void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *p
         hc_error(BOOT, "bootstrap root: rank %d (%s) sent an address of family %u; refused", rank,
                  peer, h->addr.family);
         why = HCOMM_ERR_PROTOCOL;
-    } else if (roll->nranks == 0 && roll_alloc(roll, nranks) != HCOMM_SUCCESS) {
-        why = HCOMM_ERR_NO_MEMORY;
     }
     if (why != HCOMM_SUCCESS) {
         /* a member of the job (it proved the secret) the job cannot have: no
@@ -171,7 +176,6 @@ void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *p
         roll->doomed = why;
         return;
     }
-    roll_seen(roll, rank); /* again: the first hello made the roll */
     roll->rank_fd[rank]   = fd;
     roll->rank_addr[rank] = h->addr;
     roll->njoined++;

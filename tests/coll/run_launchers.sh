@@ -117,12 +117,20 @@ refused 3 'no launcher found: .*set without the rest of their launcher.s: PMIX_R
 result "PMIX_RANK with PMI_SIZE: no launcher, the line names both" $?
 
 # ---- a rank that joins twice: every rank refused at once, not at the timeout;
-# rank 2 starts a second late, after rank 0 (the root's process) was refused:
-# the root outlives its rank's failure until it has answered every rank ----
+# rank 2 starts only once the root refused everyone (rank 0's process, whose
+# own init has failed by then): the root outlives its rank's failure until it
+# has answered every rank ----
 i=0
 for r in 0 1 1 2; do
     i=$((i + 1))
-    [ "$r$i" = 24 ] && sleep 1
+    if [ $i -eq 4 ]; then
+        n=0
+        until grep -q 'refusing every rank' "$tmp/rank1" || [ $n -ge 200 ]; do
+            sleep 0.1
+            n=$((n + 1))
+        done
+        sleep 1 # rank 0's init returned its refusal long ago, were it not waiting
+    fi
     HCOMM_RANK=$r HCOMM_NRANKS=3 HCOMM_ROOT=127.0.0.1:$port HCOMM_TIMEOUT=120 timeout 30 "$ex" \
         > "$tmp/rank$i" 2>&1 &
 done
@@ -131,7 +139,7 @@ cat "$tmp"/rank* > "$out"
 rm -f "$tmp"/rank*
 [ "$(grep -c 'init_env: hcomm_comm_init_env: invalid root, peer or rank' "$out")" -eq 4 ] &&
     has 'a rank was refused (invalid root, peer or rank): refusing every rank'
-result "rank 1 twice, rank 2 a second late: all 4 refused within 30 s (HCOMM_TIMEOUT=120)" $?
+result "rank 1 twice, rank 2 after the refusals: all 4 refused within 30 s (HCOMM_TIMEOUT=120)" $?
 
 # ---- a rank with a /dev/shm of its own (a container on the host's network):
 # not one host to shared memory, so tcp, not a shm connect that times out ----

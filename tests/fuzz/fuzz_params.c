@@ -10,7 +10,8 @@
  * that name files (LOG_FILE, TOPO_FILE, TUNING_FILE, TOPO_DUMP_FILE,
  * NCCL_DEBUG_FILE) are left out: the harness must not open or create files
  * that inputs name; HCOMM_ROOT is resolved with numeric hosts only (no DNS
- * queries). */
+ * queries: the fuzzers' build has no HC_HAVE_GETADDRINFO_A, so every lookup
+ * goes through the wrapped getaddrinfo). */
 // fuzz-ldflags: -Wl,--wrap=getaddrinfo
 #include <math.h>
 #include <netdb.h>

@@ -94,10 +94,16 @@ for net in ofi ucx; do
     result "HCOMM_NET=$net $set: coll_check --quick on $NODES nodes x $PPN ranks; rank 0 chose $net $got times, tcp $tcp" $rc
 done
 # a root name whose DNS server never answers (an address on node 0's subnet
-# that nobody holds; resolv.conf alone would wait 3 x 10 s): init fails
-# within HCOMM_TIMEOUT=2 and says so, instead of hanging on the resolver
+# that nobody holds, with a made-up neighbour entry so that no failed ARP
+# ends the wait early; resolv.conf alone would wait 3 x 10 s): init fails
+# within HCOMM_TIMEOUT=2 and says so, instead of hanging on the resolver.
+# ip netns exec mounts the namespace's resolv.conf over /etc/resolv.conf,
+# which glibc reads where nsswitch.conf sends host names to dns.
 conf=/etc/netns/${tag}n0/resolv.conf
-if mkdir -p "${conf%/*}" && printf 'nameserver %s.250\noptions timeout:10 attempts:3\n' "$sub" > "$conf"; then
+if [ ! -e /etc/resolv.conf ] || ! grep -q '^hosts:.*[[:space:]]dns' /etc/nsswitch.conf 2> /dev/null; then
+    result "a root name no DNS server answers: no /etc/resolv.conf, or nsswitch.conf's hosts has no dns" 77
+elif mkdir -p "${conf%/*}" && printf 'nameserver %s.250\noptions timeout:10 attempts:3\n' "$sub" > "$conf" &&
+    ip -n "${tag}n0" neigh replace "$sub.250" lladdr 02:00:00:00:00:fa dev "${tag}b0" nud permanent; then
     t0=$(date +%s)
     ip netns exec "${tag}n0" env HCOMM_RANK=0 HCOMM_NRANKS=1 HCOMM_ROOT=hc-no-answer.test:$((20000 + $$ % 20000)) \
         HCOMM_COOKIE=00112233445566778899aabbccddeeff HCOMM_TIMEOUT=2 timeout 60 "$top/examples/init_env" \
@@ -109,6 +115,6 @@ if mkdir -p "${conf%/*}" && printf 'nameserver %s.250\noptions timeout:10 attemp
         has 'hcomm_comm_init_env: timed out'
     result "a root name no DNS server answers: init fails in $secs s (HCOMM_TIMEOUT=2)" $?
 else
-    result "a root name no DNS server answers: cannot write /etc/netns" 77
+    result "a root name no DNS server answers: cannot write /etc/netns or a neighbour entry" 77
 fi
 finish

@@ -28,6 +28,7 @@
 #include "base/sock.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/bootstrap_gate.h"
+#include "bootstrap/bootstrap_root.h"
 #include "bootstrap/bootstrap_wire.h"
 
 #define MAX_RANKS 8
@@ -603,6 +604,45 @@ static void test_root_at_address(void **state)
 
 /* hc_bootstrap_id_check: ids from hcomm pass; a root address whose length is
  * not its family's is refused (tests/fuzz/corpus/uid/addrlen-zero). */
+/* One hello to the roll over a socketpair (the roll keeps or closes its end). */
+static void roll_hello(hc_bootstrap_roll_t *roll, int rank, int nranks)
+{
+    int                  sv[2];
+    hc_bootstrap_hello_t h;
+    memset(&h, 0, sizeof(h));
+    h.magic       = htonl(HC_BOOTSTRAP_HELLO_MAGIC);
+    h.rank        = (int32_t)htonl((uint32_t)rank);
+    h.nranks      = (int32_t)htonl((uint32_t)nranks);
+    h.addr.family = 4;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    hc_bootstrap_roll_admit(roll, sv[0], &h, "test");
+    close(sv[1]);
+}
+
+/* A doomed root counts the ranks it has answered (hc_bootstrap_root_settle
+ * waits for all): from a first hello that is refused on, and never a hello
+ * of another size. */
+static void test_roll_seen(void **state)
+{
+    (void)state;
+    hc_bootstrap_roll_t roll;
+    memset(&roll, 0, sizeof(roll));
+    roll_hello(&roll, 5, 3); /* out of range: dooms the root, sizes the roll */
+    assert_int_equal(roll.doomed, HCOMM_ERR_INVALID_RANK);
+    assert_int_equal(roll.nranks, 3);
+    assert_int_equal(roll.nseen, 0);
+    roll_hello(&roll, 2, 4); /* another job's size: not rank 2 of this one */
+    assert_int_equal(roll.nseen, 0);
+    int want[]  = {1, 2, 2, 3};
+    int ranks[] = {0, 1, 1, 2};
+    for (int i = 0; i < 4; i++) {
+        roll_hello(&roll, ranks[i], 3);
+        assert_int_equal(roll.nseen, want[i]);
+    }
+    assert_int_equal(roll.njoined, 0);
+    hc_bootstrap_roll_free(&roll);
+}
+
 static void test_id_check(void **state)
 {
     hcomm_unique_id_t id, bad;
@@ -645,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_refusal_says_nothing),
         cmocka_unit_test(test_squatter_learns_nothing),
         cmocka_unit_test(test_strangers_do_not_stall),
+        cmocka_unit_test(test_roll_seen),
         cmocka_unit_test(test_id_check),
     };
     return cmocka_run_group_tests_name("bootstrap", tests, group_setup, NULL);
