@@ -11,7 +11,7 @@
 #define HC_BOOTSTRAP_MAX_RANKS (1 << 22)
 
 typedef struct hc_bootstrap_roll {
-    int                       nranks; /* 0 until the first accepted hello */
+    int                       nranks; /* 0 until the first hello of a valid size */
     int                       njoined;
     int                       nseen;   /* distinct ranks that said hello, refused ones included */
     hcomm_status_t            doomed;  /* a rank that proved the secret was refused: all are */
