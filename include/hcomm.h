@@ -330,9 +330,11 @@ hcomm_status_t hcomm_alltoall(const void *sendbuf, void *recvbuf, size_t count,
  * sendcounts[p] elements at element sdispls[p] of sendbuf go to rank p, which
  * receives them at element rdispls[r] of its recvbuf; recvcounts[p] must be
  * what p sends this rank (as in MPI). Arrays of nranks entries, read before
- * the call returns; no in-place: recvbuf != sendbuf, and the span of the
- * blocks received may not overlap the span of the blocks sent
- * (HCOMM_ERR_INVALID_ARG); not inside a group.
+ * the call returns; no in-place: recvbuf != sendbuf, the span of the
+ * blocks received may not overlap the span of the blocks sent, and no two
+ * blocks received may share an element (HCOMM_ERR_INVALID_ARG); not inside a
+ * group. A pair with a count of 0 still exchanges an empty message, so that a
+ * count the two sides disagree on fails the receiver (HCOMM_ERR_PROTOCOL).
  */
 hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
                                void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
@@ -353,7 +355,9 @@ hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendco
 
 /*
  * Point to point. The n-th send from a to b matches the n-th recv at b from a;
- * counts must agree. Up to 65 nonblocking sends and receives of host memory
+ * counts must agree (a count of 0 is an empty message, as in NCCL and MPI:
+ * it too needs its match, and a receive of another count fails with
+ * HCOMM_ERR_PROTOCOL). Up to 65 nonblocking sends and receives of host memory
  * issued one after another (hcomm_isend, hcomm_irecv, nothing else between
  * them on the communicator) run together: an exchange of isends then irecvs
  * completes, as in MPI. Otherwise operations run one at a time, in issue

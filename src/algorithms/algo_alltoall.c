@@ -82,7 +82,11 @@ hcomm_status_t hc_algo_pairwise_alltoallv(const hc_algo_ctx_t *c, hc_sched_t *s)
         int q = hc_algo_mod(step - r, n), last = HC_STEP_NODEP;
         if (q == r)
             continue;
-        size_t ns = hc_algo_nchunks(c, sc[q]), nr = hc_algo_nchunks(c, rc[q]);
+        /* an empty block is an empty message: ranks that disagree on a
+         * pair's count fail on its length instead of leaving a message for a
+         * later operation (messages carry no operation number) */
+        size_t ns = sc[q] == 0 ? 1 : hc_algo_nchunks(c, sc[q]);
+        size_t nr = rc[q] == 0 ? 1 : hc_algo_nchunks(c, rc[q]);
         for (size_t k = 0; k < ns; k++)
             hc_sched_send(s, q, hc_algo_at(c, HC_BUF_SEND, sd[q] + hc_algo_chunk_off(sc[q], ns, k)),
                           hc_algo_chunk_len(sc[q], ns, k) * c->esize, prev, HC_STEP_NODEP);

@@ -1,20 +1,21 @@
 /* algo_p2p.c - send and receive (one step each) and the dissemination barrier. */
 #include "algorithms/algo_builders.h"
 
-/* args->root is the peer. A zero-count pair sends no message at all. */
+/* args->root is the peer. A zero-count pair still exchanges a message, an
+ * empty one, as NCCL's does: a send of 0 matched by a receive of more (or the
+ * reverse) fails on the length check, where skipping it left a message that a
+ * later operation took as its own. */
 hcomm_status_t hc_algo_direct_send(const hc_algo_ctx_t *c, hc_sched_t *s)
 {
-    if (c->args->count != 0)
-        hc_sched_send(s, c->args->root, hc_algo_at(c, HC_BUF_SEND, 0), c->args->count * c->esize,
-                      HC_STEP_NODEP, HC_STEP_NODEP);
+    hc_sched_send(s, c->args->root, hc_algo_at(c, HC_BUF_SEND, 0), c->args->count * c->esize,
+                  HC_STEP_NODEP, HC_STEP_NODEP);
     return HCOMM_SUCCESS;
 }
 
 hcomm_status_t hc_algo_direct_recv(const hc_algo_ctx_t *c, hc_sched_t *s)
 {
-    if (c->args->count != 0)
-        hc_sched_recv(s, c->args->root, hc_algo_at(c, HC_BUF_RECV, 0), c->args->count * c->esize,
-                      HC_STEP_NODEP, HC_STEP_NODEP);
+    hc_sched_recv(s, c->args->root, hc_algo_at(c, HC_BUF_RECV, 0), c->args->count * c->esize,
+                  HC_STEP_NODEP, HC_STEP_NODEP);
     return HCOMM_SUCCESS;
 }
 

@@ -1,6 +1,7 @@
 /* api_alltoallv.c - hcomm_alltoallv (per-peer counts and displacements) and
  * hcomm_alltoallv_dynamic (only the senders know the counts: they are
  * exchanged first, as MoE token dispatch needs). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/group.h"
+#include "device/device.h"
 #include "overlap/overlap.h"
 
 /* Where one side's blocks lie, in elements from its buffer: [lo, hi) spans
@@ -45,6 +47,56 @@ static hcomm_status_t side_check(const char *name, const char *what, const void 
         return HCOMM_ERR_NULL_BUFFER;
     }
     return HCOMM_SUCCESS;
+}
+
+static const size_t   *sort_displs; /* qsort has no argument: under recv_sort_mu */
+static pthread_mutex_t recv_sort_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int by_displ(const void *a, const void *b)
+{
+    size_t x = sort_displs[*(const int *)a], y = sort_displs[*(const int *)b];
+    return x < y ? -1 : x > y;
+}
+
+/* No two receive blocks share an element: which one's data would be left is a
+ * matter of timing (MPI calls it erroneous). Displacements rising with the
+ * rank, the usual layout, are checked in one pass; others are sorted first. */
+static hcomm_status_t recv_blocks_check(const char *name, const size_t *counts,
+                                        const size_t *displs, int n)
+{
+    int prev = -1, sorted = 1, m = 0, *order;
+    for (int p = 0; p < n && sorted; p++) {
+        if (counts[p] == 0)
+            continue;
+        sorted = prev < 0 || displs[p] >= displs[prev] + counts[prev];
+        prev   = p;
+    }
+    if (sorted)
+        return HCOMM_SUCCESS;
+    if ((order = malloc((size_t)n * sizeof(*order))) == NULL) {
+        hc_error(COLL, "%s: out of memory", name);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    for (int p = 0; p < n; p++)
+        if (counts[p] != 0)
+            order[m++] = p;
+    pthread_mutex_lock(&recv_sort_mu);
+    sort_displs = displs;
+    qsort(order, (size_t)m, sizeof(*order), by_displ);
+    pthread_mutex_unlock(&recv_sort_mu);
+    hcomm_status_t st = HCOMM_SUCCESS;
+    for (int i = 1; i < m && st == HCOMM_SUCCESS; i++) {
+        int a = order[i - 1], b = order[i];
+        if (displs[b] < displs[a] + counts[a]) {
+            hc_error(COLL,
+                     "%s: the receive blocks of rank %d (%zu at %zu) and rank %d (%zu at %zu) "
+                     "overlap",
+                     name, a, counts[a], displs[a], b, counts[b], displs[b]);
+            st = HCOMM_ERR_INVALID_ARG;
+        }
+    }
+    free(order);
+    return st;
 }
 
 /* The blocks sent and those received share no byte (there is no in-place
@@ -89,6 +141,8 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
     if (st == HCOMM_SUCCESS)
         st = side_check(name, "recv", recvbuf, recvcounts, rdispls, comm->nranks, es, &rs);
     if (st == HCOMM_SUCCESS)
+        st = recv_blocks_check(name, recvcounts, rdispls, comm->nranks);
+    if (st == HCOMM_SUCCESS)
         st = sides_check(name, sendbuf, &ss, recvbuf, &rs, es);
     if (st != HCOMM_SUCCESS)
         return st;
@@ -120,8 +174,9 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
  * a fault found only after it would leave the peers in the data exchange. */
 static hcomm_status_t dyn_local_check(const char *name, const void *sendbuf,
                                       const size_t *sendcounts, const size_t *sdispls,
-                                      size_t recv_capacity, const size_t *recvcounts,
-                                      hcomm_dtype_t dtype, int n, hcomm_stream_t stream, side_t *ss)
+                                      const void *recvbuf, size_t recv_capacity,
+                                      const size_t *recvcounts, hcomm_dtype_t dtype, int n,
+                                      hcomm_stream_t stream, side_t *ss)
 {
     size_t es = hcomm_dtype_size(dtype);
 
@@ -147,7 +202,10 @@ static hcomm_status_t dyn_local_check(const char *name, const void *sendbuf,
         hc_error(COLL, "%s: recv_capacity %zu overflows", name, recv_capacity);
         return HCOMM_ERR_OVERFLOW;
     }
-    return HCOMM_SUCCESS;
+    /* the inner alltoallv takes host memory only */
+    if ((st = hc_mem_host_only(name, sendbuf, 1)) != HCOMM_SUCCESS)
+        return st;
+    return hc_mem_host_only(name, recvbuf, 1);
 }
 
 hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendcounts,
@@ -176,8 +234,8 @@ hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendco
     /* a local fault still takes part in the exchanges (sending zero counts),
      * so that every rank fails together instead of waiting for this one */
     side_t         ss   = {0, 0, 0};
-    hcomm_status_t mine = dyn_local_check(name, sendbuf, sendcounts, sdispls, recv_capacity,
-                                          recvcounts, dtype, n, stream, &ss);
+    hcomm_status_t mine = dyn_local_check(name, sendbuf, sendcounts, sdispls, recvbuf,
+                                          recv_capacity, recvcounts, dtype, n, stream, &ss);
     uint64_t      *in = out + n, total = 0;
     size_t        *rc = rd + n;
     for (int p = 0; p < n; p++)

@@ -233,6 +233,8 @@ void           hc_comm_tl_close(hcomm_comm_t comm);
  * the peer has still not joined fails it with hc_comm_peer_gone (logged;
  * HCOMM_ERR_REMOTE). */
 int            hc_comm_peer_left(hcomm_comm_t comm, int peer);
+/* The same ask for a caller that keeps its own wait: waited seconds so far. */
+int            hc_comm_peer_left_after(hcomm_comm_t comm, int peer, double waited);
 hcomm_status_t hc_comm_peer_gone(hcomm_comm_t comm, int peer);
 
 /* Topology (comm_topo.c): builds comm->plans from every rank's discovery, or

@@ -194,16 +194,22 @@ static void tl_activate(hcomm_comm_t c, int t)
 #define CONN_ASK_EVERY 1.0 /* the communicator asks one watch at most this often */
 #define CONN_ASK_FOR 0.1   /* bounds one ask: progress waits for it */
 
+int hc_comm_peer_left_after(hcomm_comm_t c, int peer, double waited)
+{
+    double now = hc_clock_now();
+    if (waited < CONN_ASK_AFTER || now - c->conn_asked < CONN_ASK_EVERY)
+        return 0;
+    c->conn_asked = now;
+    double limit  = hc_params_get()->watch_timeout;
+    return hc_watch_left(c, peer, limit < CONN_ASK_FOR ? limit : CONN_ASK_FOR);
+}
+
 int hc_comm_peer_left(hcomm_comm_t c, int peer)
 {
     double now = hc_clock_now(), *since = &c->conn_wait[peer];
     if (*since == 0)
         *since = now;
-    if (now - *since < CONN_ASK_AFTER || now - c->conn_asked < CONN_ASK_EVERY)
-        return 0;
-    c->conn_asked = now;
-    double limit  = hc_params_get()->watch_timeout;
-    return hc_watch_left(c, peer, limit < CONN_ASK_FOR ? limit : CONN_ASK_FOR);
+    return hc_comm_peer_left_after(c, peer, now - *since);
 }
 
 hcomm_status_t hc_comm_peer_gone(hcomm_comm_t c, int peer)

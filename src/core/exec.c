@@ -20,6 +20,7 @@ enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
 /* How often (in idle progress calls) to look at the clock and at endpoints. */
 #define EXEC_CHECK_EVERY 64
+#define EXEC_STALL_ASK_S 2.0 /* no progress this long: is the awaited peer gone? */
 
 static const char *const step_names[HC_STEP_KIND_COUNT] = {
     "send", "recv", "recv_reduce", "copy", "reduce", "div"};
@@ -96,6 +97,7 @@ static inline __attribute__((always_inline)) void exec_fill(hcomm_request_t    r
     req->ndone         = 0;
     req->poll_tick     = 0;
     req->bytes_seen    = 0;
+    req->left_seen     = 0;
     req->next          = NULL;
 }
 
@@ -343,6 +345,32 @@ static int exec_scan(hcomm_request_t req)
     return finished;
 }
 
+/* A stalled request whose awaited peer's communicator is gone while its
+ * process lives (destroyed, or aborted after a failure of its own) waits for
+ * what will never come: the transports see most such peers go (tcp's hang-up,
+ * shm's closed flag, ofi's and ucx's bye), this catches one whose goodbye was
+ * lost (seen: over ofi's tcp;ofi_rxm, nothing the side that took a truncated
+ * message sends afterwards arrives, its bye included). Its watch is
+ * asked after EXEC_STALL_ASK_S without progress; the request fails at the
+ * next check if nothing moved meanwhile (what the peer sent before it left is
+ * taken in by the rounds between). */
+static int exec_peer_left(hcomm_request_t req, int peer, double now)
+{
+    struct hcomm_comm *comm = req->comm;
+    if (req->left_seen > req->last_progress) {
+        hc_error(EXEC,
+                 "rank %d: its communicator is gone (destroyed or aborted) while this rank "
+                 "waits for it: operation aborted",
+                 peer);
+        exec_fail(req, HCOMM_ERR_REMOTE);
+        return 1;
+    }
+    if (now - req->last_progress > EXEC_STALL_ASK_S &&
+        hc_comm_peer_left_after(comm, peer, now - req->last_progress))
+        req->left_seen = now;
+    return 0;
+}
+
 /* Fails req when a peer it still has to exchange data with failed (a peer that
  * merely finished and left is fine), or when nothing moved for too long. */
 static void exec_check_health(hcomm_request_t req)
@@ -385,6 +413,8 @@ static void exec_check_health(hcomm_request_t req)
         req->bytes_seen    = moved;
         req->last_progress = now;
     }
+    if (waiting >= 0 && exec_peer_left(req, waiting, now))
+        return;
     if (now - req->last_progress > comm->timeout) {
         const hc_step_t *st = &req->sched->steps[req->first_pending];
         hc_error(EXEC,

@@ -47,6 +47,7 @@ struct hcomm_request {
     unsigned          poll_tick;
     unsigned          nposted;
     size_t            bytes_seen;  /* bytes moved by posted steps at the last check */
+    double            left_seen;   /* stalled: when the awaited peer's watch said it left */
     hc_op_rec_t       op;          /* its record (core/ops.h) */
     /* profilers (ops_prof.c): the slots whose op_start saw it, at which
      * registration, and their data; a group's calls, kept for them */

@@ -46,6 +46,10 @@ void ct_run_identical(ct_ctx_t *ctx);
 /* hcomm_comm_split: even/odd colors with reversed keys, and NOCOLOR. */
 void ct_run_split(ct_ctx_t *ctx);
 
+/* Ranks that disagree on a pair's count, one side 0: the receiver fails, and
+ * no later call takes the stray message. */
+void ct_run_disagree(ct_ctx_t *ctx);
+
 /* Send and receive buffers that overlap without being in place: refused on
  * every rank; unused or touching buffers accepted. */
 void ct_run_overlap(ct_ctx_t *ctx);

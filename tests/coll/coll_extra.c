@@ -404,6 +404,7 @@ void ct_run_extras(ct_ctx_t *ctx)
     group_colls(ctx);
     ct_run_split(ctx);
     ct_run_overlap(ctx);
+    ct_run_disagree(ctx);
     barrier_timing(ctx);
     if (!ctx->broken)
         check(ctx, hcomm_comm_get_error(ctx->comm) == HCOMM_SUCCESS,

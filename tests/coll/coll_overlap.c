@@ -75,6 +75,23 @@ static void ov_refused(ct_ctx_t *ctx, float *b)
               hcomm_alltoallv_dynamic(b, v, v + nr, b + 1, (nr + 1) * OV_N, v + 4 * nr,
                                       HCOMM_FLOAT32, c, NULL),
               HCOMM_ERR_INVALID_ARG);
+    /* receive blocks of two peers sharing an element, in descending order (the
+     * sorted check) and in rank order (the one-pass check) */
+    for (size_t p = 0; p < nr; p++)
+        v[3 * nr + p] = (nr - 1 - p) * OV_N;
+    if (nr > 1) {
+        v[3 * nr + nr - 2] -= 1;
+        ov_expect(ctx, "alltoallv, two receive blocks share an element (descending)",
+                  hcomm_alltoallv(b, v, v + nr, b + (nr + 1) * OV_N, v + 2 * nr, v + 3 * nr,
+                                  HCOMM_FLOAT32, c, NULL),
+                  HCOMM_ERR_INVALID_ARG);
+        for (size_t p = 0; p < nr; p++)
+            v[3 * nr + p] = p * OV_N - (p == nr - 1);
+        ov_expect(ctx, "alltoallv, two receive blocks share an element (rank order)",
+                  hcomm_alltoallv(b, v, v + nr, b + (nr + 1) * OV_N, v + 2 * nr, v + 3 * nr,
+                                  HCOMM_FLOAT32, c, NULL),
+                  HCOMM_ERR_INVALID_ARG);
+    }
     free(v);
 }
 
@@ -115,7 +132,7 @@ static void ov_unused_buffers(ct_ctx_t *ctx, float *b)
 static void ov_touching(ct_ctx_t *ctx, float *b)
 {
     size_t       nr = (size_t)ctx->nranks, r = (size_t)ctx->rank;
-    size_t      *v    = malloc(2 * nr * sizeof(*v));
+    size_t      *v    = malloc(3 * nr * sizeof(*v));
     hcomm_comm_t c    = ctx->comm;
     float        sum0 = (float)(ctx->nranks * (ctx->nranks - 1) / 2);
     int          ok   = 1;
@@ -133,19 +150,21 @@ static void ov_touching(ct_ctx_t *ctx, float *b)
         free(v);
         return;
     }
-    /* alltoallv: blocks sent from b[0, nr n), received into b[nr n, 2 nr n) */
+    /* alltoallv: blocks sent from b[0, nr n), received into b[nr n, 2 nr n),
+     * the receive blocks touching in descending order */
     for (size_t p = 0; p < nr; p++) {
-        v[p] = OV_N, v[nr + p] = p * OV_N;
+        v[p] = OV_N, v[nr + p] = p * OV_N, v[2 * nr + p] = (nr - 1 - p) * OV_N;
         for (int i = 0; i < OV_N; i++)
             b[p * OV_N + (size_t)i] = (float)(r * 10000 + p * 100 + (size_t)i);
     }
     ov_expect(ctx, "alltoallv(b, b + nranks x n)",
-              hcomm_alltoallv(b, v, v + nr, b + nr * OV_N, v, v + nr, HCOMM_FLOAT32, c, NULL),
+              hcomm_alltoallv(b, v, v + nr, b + nr * OV_N, v, v + 2 * nr, HCOMM_FLOAT32, c, NULL),
               HCOMM_SUCCESS);
     ok = 1;
     for (size_t q = 0; q < nr; q++)
         for (int i = 0; i < OV_N; i++)
-            ok &= b[(nr + q) * OV_N + (size_t)i] == (float)(q * 10000 + r * 100 + (size_t)i);
+            ok &=
+                b[(nr + nr - 1 - q) * OV_N + (size_t)i] == (float)(q * 10000 + r * 100 + (size_t)i);
     ov_data(ctx, "alltoallv(b, b + nranks x n)", ok);
     free(v);
 }

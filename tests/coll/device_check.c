@@ -330,6 +330,38 @@ static void moe_refusal(hcomm_comm_t comm)
     buf_free(1, dids);
 }
 
+/* The dynamic alltoallv takes host memory only: a receive buffer in test
+ * memory on the last rank is refused before the counts are exchanged, so the
+ * others hear it at once instead of waiting for it in the data exchange. */
+static void dynamic_a2a_refusal(hcomm_comm_t comm)
+{
+    int32_t *s = calloc((size_t)g_nranks, sizeof(int32_t));
+    int32_t *h = calloc((size_t)g_nranks, sizeof(int32_t));
+    int32_t *d = buf_new(1, (size_t)g_nranks, NULL);
+    size_t  *v = calloc(3 * (size_t)g_nranks, sizeof(size_t)), *got = v + 2 * g_nranks;
+    int      last = g_rank == g_nranks - 1;
+    for (int p = 0; p < g_nranks && v != NULL; p++)
+        v[p] = 1, v[g_nranks + p] = (size_t)p;
+    if (s == NULL || h == NULL || v == NULL) {
+        CHECK(0, "out of memory in the test");
+    } else {
+        hcomm_status_t st =
+            hcomm_alltoallv_dynamic(s, v, v + g_nranks, last ? (void *)d : (void *)h,
+                                    (size_t)g_nranks, got, HCOMM_INT32, comm, NULL);
+        hcomm_status_t want = last || g_nranks == 1 ? HCOMM_ERR_UNSUPPORTED : HCOMM_ERR_REMOTE;
+        CHECK(st == want, "alltoallv_dynamic, recvbuf in test memory on the last rank: %s, want %s",
+              hcomm_status_name(st), hcomm_status_name(want));
+        st = hcomm_alltoallv_dynamic(s, v, v + g_nranks, h, (size_t)g_nranks, got, HCOMM_INT32,
+                                     comm, NULL);
+        CHECK(st == HCOMM_SUCCESS, "alltoallv_dynamic after the refusal: %s",
+              hcomm_status_name(st));
+    }
+    free(s);
+    free(h);
+    free(v);
+    buf_free(1, d);
+}
+
 /* The calls that do not stage yet refuse test memory, naming it. */
 static void refusals(hcomm_comm_t comm)
 {
@@ -354,6 +386,7 @@ static void refusals(hcomm_comm_t comm)
     free(h);
     buf_free(1, d);
     moe_refusal(comm);
+    dynamic_a2a_refusal(comm);
 }
 
 /* --bench COUNT ITERS: rank 0 prints the mean time of an int32 sum

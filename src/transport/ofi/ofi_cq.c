@@ -180,9 +180,12 @@ static int ep_pass(hc_tl_ep_t *ep, double *now)
         hcomm_status_t st    = ep->pend_fail;
         uint64_t       limit = hc_ofi_ep_tx_done_seq(ep), taken = hc_ofi_ep_rx_done_seq(ep);
         int            n = hc_ofi_ep_fail(ep, st);
-        /* a failure of ours: the peer must not wait for what will not come */
-        if (st != HCOMM_ERR_REMOTE && st != HCOMM_ERR_AUTH && !ep->gone)
+        /* a failure of ours: the peer must not wait for what will not come;
+         * fini lingers for its ack, as for the byes it sends itself */
+        if (st != HCOMM_ERR_REMOTE && st != HCOMM_ERR_AUTH && !ep->gone) {
             hc_ofi_ctl_send(ep->ctx, ep->addr, HC_OFI_CTL_BYE, limit, taken);
+            ep->bye_wait = 1;
+        }
         return n;
     }
     hc_ofi_ep_post(ep);
