@@ -85,6 +85,8 @@ hcomm_status_t hcomm_group_end(void)
     if (mixed) {
         hc_error(COLL, "hcomm_group_end: the calls of one group must name the same stream");
         first = HCOMM_ERR_INVALID_USAGE;
+    } else if (stream != NULL && hc_stream_check(stream, "hcomm_group_end") != HCOMM_SUCCESS) {
+        first = HCOMM_ERR_INVALID_ARG; /* destroyed since its calls were added */
     } else if (reqs == NULL || (stream != NULL && (task = hc_stream_task_requests(n)) == NULL)) {
         first = HCOMM_ERR_NO_MEMORY;
     }

@@ -28,6 +28,7 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
     }
     void *bufs[HC_BUF_PER_OP] = {(void *)sendbuf, recvbuf, (void *)0};
     st                        = hc_exec_prepare(req, comm, sched, bufs, sched->tmp_bytes);
+    req->sched                = sched; /* a prepare that failed early left a recycled one's */
     req->own_sched            = owned;
     req->stage                = stage;
     if (st != HCOMM_SUCCESS) {

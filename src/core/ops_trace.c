@@ -81,6 +81,12 @@ static void trace_append(const char *out, size_t len)
     if (trace_pwrite(tf.fd, out, len, tf.end) != 0 ||
         trace_pwrite(tf.fd, trace_trailer, sizeof(trace_trailer) - 1, tf.end + (off_t)len) != 0) {
         hc_error(INIT, "HCOMM_TRACE_FILE: write failed: %s; tracing stops", strerror(errno));
+        /* the file ends where the last whole event did: the trailer goes back
+         * where it was (its blocks are the file's already), the rest is cut */
+        off_t end = tf.end + (off_t)sizeof(trace_trailer) - 1;
+        if (trace_pwrite(tf.fd, trace_trailer, sizeof(trace_trailer) - 1, tf.end) != 0 ||
+            ftruncate(tf.fd, end) != 0)
+            hc_error(INIT, "HCOMM_TRACE_FILE: cannot end the file: %s", strerror(errno));
         close(tf.fd);
         tf.fd = -2;
         return;

@@ -49,6 +49,7 @@ void hc_request_recycle(struct hcomm_comm *comm, hcomm_request_t req)
         hc_sched_destroy(req->sched);
         req->own_sched = 0;
     }
+    req->sched = NULL;
     if (req->stage != NULL) {
         hc_stage_free(comm, req->stage);
         req->stage = NULL;

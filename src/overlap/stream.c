@@ -47,6 +47,7 @@ struct hcomm_stream {
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
     int                  cuda_pending; /* their callbacks not yet returned: they use s */
     int                  cuda_skipped; /* tasks the CUDA stream never reached in time */
+    int                  unordered;    /* an event wait timed out: what follows may not run */
 };
 
 /* Guards every stream's last_req and the list of live streams: the registry
@@ -265,9 +266,12 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
         break;
     case TASK_WAIT:
         if (hc_event_wait(t->ev, t->rec, hc_params_get()->timeout) != 0) {
-            hc_error(STREAM, "stream %p: the event it waits for did not complete within "
-                           "HCOMM_TIMEOUT (%g s)", (void *)s, hc_params_get()->timeout);
-            st = HCOMM_ERR_TIMEOUT;
+            hc_error(STREAM,
+                     "stream %p: the event it waits for did not complete within "
+                     "HCOMM_TIMEOUT (%g s); its later operations fail",
+                     (void *)s, hc_params_get()->timeout);
+            st           = HCOMM_ERR_TIMEOUT;
+            s->unordered = 1; /* the stream thread's own */
         }
         if (t->rec != NULL)
             hc_event_release(t->ev, t->rec);
@@ -290,11 +294,14 @@ static int stream_wait_go(hcomm_stream_t s, hc_stream_task_t *t)
     return t->go || s->cuda == NULL;
 }
 
-/* A task the CUDA stream never reached: fails instead of running out of order
- * (a request's communicator fails, so its peers do not wait forever). */
+/* A task the CUDA stream never reached, or one behind an event wait that timed
+ * out: fails instead of running out of order (a request's communicator
+ * fails, so its peers do not wait forever; its buffers may not be ready). */
 static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
 {
-    hc_error(STREAM, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT", s->cuda);
+    if (!s->unordered)
+        hc_error(STREAM, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT",
+                 s->cuda);
     stream_fail(s, HCOMM_ERR_TIMEOUT);
     for (size_t i = 0; i < t->nreqs; i++) {
         hc_comm_set_failed(hc_request_comm(t->reqs[i]), HCOMM_ERR_TIMEOUT);
@@ -325,8 +332,8 @@ static void *stream_main(void *arg)
         hc_stream_task_t *t = s->head;
         int               go = stream_wait_go(s, t);
         pthread_mutex_unlock(&s->mu);
-        if (go)
-            run_task(s, t);
+        if (go && (!s->unordered || t->kind == TASK_HOST))
+            run_task(s, t); /* a host function runs: it may query the stream's error */
         else
             stream_skip(s, t);
         pthread_mutex_lock(&s->mu);

@@ -21,6 +21,9 @@ for t in auto tcp; do
 done
 try 120 HCOMM_TIMEOUT=10 "$run" -n 2 "$check" --abort && has 'allreduce under abort ended with'
 result "a communicator aborted under a running stream op: the op fails" $?
+try 120 HCOMM_TIMEOUT=2 "$run" -n 2 "$check" --event-timeout &&
+    [ "$(grep -c 'behind a timed-out event wait ended with' "$out")" -eq 2 ]
+result "an allreduce behind an event wait that timed out fails, not runs on unready data" $?
 # CUDA streams: built when configure found CUDA, run where a GPU is (without
 # one cuda_stream_check says SKIP and why)
 cuda="$top/tests/coll/cuda_stream_check"

@@ -84,4 +84,22 @@ for r in (0, 1):
     assert seqs == list(range(1, len(ops) + 1)) and len(ops) > 4096, len(ops)
 " >> "$out" 2>&1
 result "hcomm-perf --trace: every one of its operations in each rank's trace" $?
+
+# a full disk: a 256 KiB tmpfs in a mount namespace of the test's own; the
+# trace stops at the failed write and its file still parses
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2> /dev/null; then
+    result "a full disk under the trace: needs root and unshare -m" 77
+else
+    mkdir -p "$tmp/full"
+    try 120 unshare -m sh -c "mount -t tmpfs -o size=256k tmpfs '$tmp/full' &&
+        '$perf' all_reduce -b 8 -e 8 -n 20000 -w 1 --trace '$tmp/full/f.json';
+        python3 -c \"
+import json
+for r in (0, 1):
+    ops = [e for e in json.load(open('$tmp/full/f.%d.json' % r))['traceEvents'] if e['ph'] == 'X']
+    assert len(ops) < 20000, len(ops)
+    print('full disk: rank %d kept %d operations' % (r, len(ops)))
+\"" && has 'write failed' && has 'full disk: rank 1 kept'
+    result "a full disk under the trace: tracing stops, the file still parses" $?
+fi
 finish

@@ -379,6 +379,20 @@ static void check_group(hcomm_comm_t comm)
     hcomm_recv(&in, 1, HCOMM_INT32, from, comm, NULL);
     CHECK(hcomm_group_end() == HCOMM_ERR_INVALID_USAGE, "a group mixing streams is refused");
     hcomm_stream_destroy(s);
+    /* a stream destroyed between the group's calls and its end: refused, and
+     * the communicator goes on (the end pushed onto the freed stream) */
+    hcomm_stream_create(&s);
+    hcomm_group_start();
+    hcomm_send(&out, 1, HCOMM_INT32, to, comm, s);
+    hcomm_recv(&in, 1, HCOMM_INT32, from, comm, s);
+    hcomm_stream_destroy(s);
+    CHECK(hcomm_group_end() == HCOMM_ERR_INVALID_ARG, "a group on a destroyed stream is refused");
+    in = -1;
+    hcomm_group_start();
+    hcomm_send(&out, 1, HCOMM_INT32, to, comm, NULL);
+    hcomm_recv(&in, 1, HCOMM_INT32, from, comm, NULL);
+    CHECK(hcomm_group_end() == HCOMM_SUCCESS && in == from, "a ring after the refused group: %d",
+          in);
 }
 
 static void check_bad(hcomm_comm_t comm)
@@ -453,6 +467,57 @@ static int check_abort(hcomm_comm_t comm)
     return g_failed != 0;
 }
 
+/* Rank 0's stream B waits for an event that stream A records after a host
+ * function slower than HCOMM_TIMEOUT (the script sets 2 s; the communicator's
+ * own timeout is longer), then allreduces what that function fills. The wait
+ * times out: the allreduce must fail, not run on the unfilled buffer (it
+ * returned success and half the sum on both ranks). */
+static float g_produced[4];
+static void  produce_late(void *arg)
+{
+    (void)arg;
+    usleep(3500000);
+    for (int i = 0; i < 4; i++)
+        g_produced[i] = 100;
+}
+
+static int check_event_timeout(hcomm_comm_t comm)
+{
+    hcomm_stream_t  a, b;
+    hcomm_event_t   ev;
+    hcomm_request_t req;
+
+    hcomm_comm_set_timeout(comm, 30);
+    hcomm_stream_create(&a);
+    hcomm_stream_create(&b);
+    hcomm_event_create(&ev);
+    for (int i = 0; i < 4; i++)
+        g_produced[i] = g_rank == 0 ? -1 : 100;
+    if (g_rank == 0) {
+        hcomm_launch_host_func(a, produce_late, NULL);
+        hcomm_event_record(ev, a);
+        hcomm_stream_wait_event(b, ev);
+    }
+    hcomm_allreduce(g_produced, g_produced, 4, HCOMM_FLOAT32, HCOMM_SUM, comm, b);
+    hcomm_stream_last_request(b, &req);
+    hcomm_status_t rs = hcomm_wait(&req), bs = hcomm_stream_synchronize(b);
+    hcomm_stream_synchronize(a);
+    CHECK(rs != HCOMM_SUCCESS || g_produced[0] == 100.0f * (float)g_nranks,
+          "allreduce behind a timed-out wait: %s with %g", hcomm_status_name(rs),
+          (double)g_produced[0]);
+    if (g_rank == 0)
+        CHECK(rs != HCOMM_SUCCESS && bs != HCOMM_SUCCESS,
+              "allreduce behind a timed-out wait: %s, stream %s", hcomm_status_name(rs),
+              hcomm_status_name(bs));
+    printf("stream_check rank %d: the allreduce behind a timed-out event wait ended with %s\n",
+           g_rank, hcomm_status_name(rs));
+    hcomm_stream_destroy(a);
+    hcomm_stream_destroy(b);
+    hcomm_event_destroy(ev);
+    hcomm_comm_abort(comm);
+    return g_failed != 0;
+}
+
 int main(int argc, char **argv)
 {
     hcomm_comm_t   comm = NULL;
@@ -468,6 +533,8 @@ int main(int argc, char **argv)
         return check_kill(comm);
     if (argc > 1 && strcmp(argv[1], "--abort") == 0)
         return check_abort(comm);
+    if (argc > 1 && strcmp(argv[1], "--event-timeout") == 0)
+        return check_event_timeout(comm);
     if (g_nranks == 1)
         printf("stream_check: 1 rank: a collective is a copy, so the ordering checks read "
                "out-of-place results\n");
