@@ -299,15 +299,14 @@ hcomm_status_t hcomm_comm_set_timeout(hcomm_comm_t comm, double seconds)
 
 hcomm_status_t hcomm_comm_revoke(hcomm_comm_t comm)
 {
-    if (!hc_comm_is_live(comm)) {
-        hc_error(INIT, "hcomm_comm_revoke: invalid communicator %p", (void *)comm);
-        return HCOMM_ERR_INVALID_COMM;
-    }
     /* a flag, not the failure itself: another thread may be progressing comm;
      * whichever progresses next fails it, here and on the peers. The hold,
      * first: a call that ends revoked may abort comm while the peers are
      * still being told, and the abort then waits for it. */
-    __atomic_add_fetch(&comm->held, 1, __ATOMIC_RELAXED);
+    if (!hc_comm_hold_if_live(comm)) {
+        hc_error(INIT, "hcomm_comm_revoke: invalid communicator %p", (void *)comm);
+        return HCOMM_ERR_INVALID_COMM;
+    }
     __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
     hc_watch_revoke(comm);
     __atomic_sub_fetch(&comm->held, 1, __ATOMIC_RELEASE);

@@ -82,6 +82,20 @@ int hc_comm_is_live_search(hcomm_comm_t comm)
     return live;
 }
 
+int hc_comm_hold_if_live(hcomm_comm_t comm)
+{
+    int live = 0;
+    if (comm == NULL)
+        return 0;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < registry_len && !live; i++)
+        live = (registry[i] == comm);
+    if (live) /* before destroy's unregistering, which then waits for it */
+        __atomic_add_fetch(&comm->held, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&registry_lock);
+    return live;
+}
+
 hcomm_status_t hc_comm_check(hcomm_comm_t comm, const char *what)
 {
     if (!hc_comm_is_live(comm)) {

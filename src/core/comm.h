@@ -151,6 +151,10 @@ static inline hcomm_status_t hc_comm_check_fast(hcomm_comm_t comm, const char *w
     return hc_comm_check(comm, what);
 }
 
+/* Takes a hold on comm (comm->held, which destroy waits for) if it is live,
+ * in one step: a destroy in another thread cannot free it in between. */
+int hc_comm_hold_if_live(hcomm_comm_t comm);
+
 static inline void hc_comm_lock(hcomm_comm_t c)
 {
     if (c->threaded)

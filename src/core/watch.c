@@ -130,7 +130,10 @@ static void watch_admit(void *arg, int fd, const void *hello, const char *peer)
     hc_watch_hello_t h;
     size_t           len;
     memcpy(&h, hello, sizeof(h));
-    if (ntohl(h.kind) == HC_WATCH_ARRIVALS) {
+    if (w->comm == NULL) { /* a relic answers its decision; anything else: gone */
+        len = ntohl(h.kind) == HC_WATCH_SHRINK ? w->relic_len : 0;
+        memcpy(buf, w->relic, len);
+    } else if (ntohl(h.kind) == HC_WATCH_ARRIVALS) {
         len = watch_pack_arrivals(w->comm, buf);
     } else if (ntohl(h.kind) == HC_WATCH_SHRINK) {
         len = hc_watch_shrink_answer(w->comm, (int32_t)ntohl((uint32_t)h.rank), buf);
@@ -149,7 +152,8 @@ static void watch_admit(void *arg, int fd, const void *hello, const char *peer)
                         .rank        = (int32_t)ntohl((uint32_t)h.rank),
                         .name        = peer,
                         .quiet_close = 1};
-    (void)hc_sock_send_all(fd, buf, len, hc_clock_now() + WATCH_REPLY_TIMEOUT, p);
+    if (len > 0)
+        (void)hc_sock_send_all(fd, buf, len, hc_clock_now() + WATCH_REPLY_TIMEOUT, p);
     close(fd);
 }
 
@@ -196,7 +200,7 @@ static hcomm_comm_t watch_local_peer(hcomm_comm_t c, int rank)
 {
     for (int i = 0; i < nwatched; i++) {
         hcomm_comm_t p = watched[i]->comm;
-        if (p->rank == rank && memcmp(p->cookie, c->cookie, sizeof(c->cookie)) == 0)
+        if (p != NULL && p->rank == rank && memcmp(p->cookie, c->cookie, sizeof(c->cookie)) == 0)
             return p;
     }
     return NULL;
@@ -231,10 +235,42 @@ static void watch_dump_all(void)
     for (int i = 0; i < nwatched; i++) {
         hc_rank_where_t where;
         hcomm_comm_t    c = watched[i]->comm;
+        if (c == NULL)
+            continue;
         hc_watch_read(c, &where);
         hc_flight_where_line(c, &where, "dump signal");
         __atomic_store_n(&c->dump_req, 1, __ATOMIC_RELAXED);
     }
+}
+
+static void watch_free(hc_watch_t *w)
+{
+    hc_gate_close(&w->gate);
+    close(w->lfd);
+    free(w->addrs);
+    free(w->relic);
+    free(w);
+}
+
+/* watch_lock held: drops the relics whose time is up (every one: now < 0). */
+static void relics_expire(double now)
+{
+    for (int i = nwatched - 1; i >= 0; i--) {
+        hc_watch_t *w = watched[i];
+        if (w->comm == NULL && (now < 0 || now > w->relic_until)) {
+            watched[i] = watched[--nwatched];
+            watch_gen++;
+            watch_free(w);
+        }
+    }
+}
+
+static int watched_live(void)
+{
+    int n = 0;
+    for (int i = 0; i < nwatched; i++)
+        n += watched[i]->comm != NULL;
+    return n;
 }
 
 static void *watch_main(void *arg)
@@ -283,10 +319,11 @@ static void *watch_main(void *arg)
             hc_gate_serve(&watched[i]->gate, pfd + watched[i]->pfd_first);
         if (period > 0 && hc_clock_now() >= next_health) {
             for (int i = 0; i < nwatched; i++)
-                if (watched[i]->comm->health != NULL)
+                if (watched[i]->comm != NULL && watched[i]->comm->health != NULL)
                     watch_health(watched[i]->comm);
             next_health = hc_clock_now() + period;
         }
+        relics_expire(hc_clock_now());
     }
     pthread_mutex_unlock(&watch_lock);
     free(pfd);
@@ -341,9 +378,39 @@ static void watch_install_signal(void)
         hc_info(COLL, "signal %d dumps every communicator's state", sig);
 }
 
+/* fork: the child has none of the parent's threads, so it starts with no
+ * watch thread and none of the parent's communicators (it may not use them);
+ * its own get a thread of its own. The lock is held across the fork so that
+ * the child's copy is consistent, and the wake pipe, shared with the parent
+ * after a fork, is the child's own from its next start. */
+static void watch_fork_prepare(void)
+{
+    pthread_mutex_lock(&watch_lock);
+}
+static void watch_fork_parent(void)
+{
+    pthread_mutex_unlock(&watch_lock);
+}
+static void watch_fork_child(void)
+{
+    watch_running = watch_stop = watch_joining = 0;
+    nwatched                                   = 0;
+    watch_gen++;
+    if (wake_fd[0] >= 0)
+        close(wake_fd[0]), close(wake_fd[1]);
+    wake_fd[0] = wake_fd[1] = -1;
+    pthread_mutex_unlock(&watch_lock);
+}
+static void watch_fork_register(void)
+{
+    (void)pthread_atfork(watch_fork_prepare, watch_fork_parent, watch_fork_child);
+}
+
 /* Starts the thread for the first watched communicator; watch_lock held. */
 static hcomm_status_t watch_thread_start(void)
 {
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    (void)pthread_once(&fork_once, watch_fork_register);
     if (watch_running)
         return HCOMM_SUCCESS;
     if (wake_fd[0] < 0 && pipe2(wake_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
@@ -392,8 +459,9 @@ hcomm_status_t hc_watch_open(hcomm_comm_t c, hc_bootstrap_wire_addr_t *addr)
     }
     w->comm = c;
     snprintf(w->what, sizeof(w->what), "rank %d's watch", c->rank);
-    hc_gate_init(&w->gate, w->lfd, c->cookie, HC_WATCH_HELLO_MAGIC, sizeof(hc_watch_hello_t),
-                 w->what, watch_admit, w);
+    memcpy(w->key, c->cookie, sizeof(w->key)); /* a relic outlives c */
+    hc_gate_init(&w->gate, w->lfd, w->key, HC_WATCH_HELLO_MAGIC, sizeof(hc_watch_hello_t), w->what,
+                 watch_admit, w);
     c->watch = w;
     return HCOMM_SUCCESS;
 }
@@ -441,14 +509,28 @@ void hc_watch_close(hcomm_comm_t c)
     int         join = 0;
     if (w == NULL)
         return;
+    c->watch = NULL;
     pthread_mutex_lock(&watch_lock);
+    /* a shrink this rank decided stays answered for a timeout, while another
+     * communicator keeps the thread: a late joiner (its walk finds every
+     * lower rank gone) would otherwise coordinate alone and succeed */
+    if (w->serving && watched_live() > 1 &&
+        (w->relic_len = hc_watch_shrink_decision(c, &w->relic)) > 0) {
+        w->comm        = NULL;
+        w->relic_until = hc_clock_now() + c->timeout;
+        pthread_mutex_unlock(&watch_lock);
+        hc_debug(COLL, "rank %d: its watch answers its shrink decision for %g s more", c->rank,
+                 c->timeout);
+        return;
+    }
     for (int i = 0; i < nwatched && w->serving; i++)
         if (watched[i] == w) {
             watched[i] = watched[--nwatched];
             watch_gen++;
             w->serving = 0;
         }
-    if (nwatched == 0 && watch_running) { /* the last one: the thread goes too */
+    if (watched_live() == 0 && watch_running) { /* the last one: the thread goes too */
+        relics_expire(-1);
         watch_stop = 1, watch_running = 0, watch_joining = join = 1;
         t = watch_thread;
     }
@@ -461,9 +543,5 @@ void hc_watch_close(hcomm_comm_t c)
         pthread_cond_broadcast(&watch_joined);
         pthread_mutex_unlock(&watch_lock);
     }
-    hc_gate_close(&w->gate);
-    close(w->lfd);
-    free(w->addrs);
-    free(w);
-    c->watch = NULL;
+    watch_free(w);
 }

@@ -52,6 +52,9 @@ hcomm_status_t hc_watch_shrink_agree(hcomm_comm_t comm, const uint8_t *cand, uin
 size_t         hc_watch_shrink_answer(hcomm_comm_t comm, int asker, uint8_t *buf);
 size_t         hc_watch_shrink_answer_len(int nranks);
 void           hc_watch_shrink_free(hcomm_comm_t comm);
+/* Watch lock held: comm's decided answer in a new block (*out; its length),
+ * 0 when it decided nothing. */
+size_t hc_watch_shrink_decision(hcomm_comm_t comm, uint8_t **out);
 /* The lock the watch thread answers under. */
 void hc_watch_lock(void);
 void hc_watch_unlock(void);

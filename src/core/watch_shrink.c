@@ -83,6 +83,15 @@ size_t hc_watch_shrink_answer(hcomm_comm_t c, int asker, uint8_t *buf)
     return hc_watch_shrink_answer_len(c->nranks);
 }
 
+size_t hc_watch_shrink_decision(hcomm_comm_t c, uint8_t **out)
+{
+    size_t len = hc_watch_shrink_answer_len(c->nranks);
+    *out       = NULL;
+    if (c->shrink == NULL || !c->shrink->decided || (*out = malloc(len)) == NULL)
+        return 0;
+    return hc_watch_shrink_answer(c, -1, *out);
+}
+
 typedef struct shrink_reply {
     int               got, status, nranks;
     hcomm_unique_id_t id;
@@ -118,6 +127,25 @@ static void where_seen(void *arg, int rank, const void *buf, size_t len, double 
 {
     (void)buf, (void)len, (void)t0, (void)t1;
     ((where_seen_t *)arg)->answered[rank] = 1;
+}
+
+/* A joiner keeps the decision it got, to answer late joiners with it as the
+ * coordinator does (which may be gone by then); without memory it does not. */
+static void shrink_keep(hcomm_comm_t c, const uint8_t *alive, const hcomm_unique_id_t *id)
+{
+    struct hc_shrink *s = calloc(1, sizeof(*s));
+    if (s == NULL || (s->joined = calloc((size_t)c->nranks, 1)) == NULL ||
+        (s->alive = malloc((size_t)c->nranks)) == NULL) {
+        shrink_free(s);
+        return;
+    }
+    memcpy(s->alive, alive, (size_t)c->nranks);
+    s->id      = *id;
+    s->decided = 1;
+    hc_watch_lock();
+    shrink_free(c->shrink);
+    c->shrink = s;
+    hc_watch_unlock();
 }
 
 /* This rank coordinates: takes joins until every candidate joined or is
@@ -230,7 +258,8 @@ hcomm_status_t hc_watch_shrink_agree(hcomm_comm_t c, const uint8_t *cand, uint8_
                          &rep, left);
             if (rep.got && rep.status == HC_SHRINK_DECIDED) {
                 *id = rep.id;
-                st  = alive[c->rank] ? HCOMM_SUCCESS : HCOMM_ERR_REMOTE;
+                shrink_keep(c, alive, id);
+                st = alive[c->rank] ? HCOMM_SUCCESS : HCOMM_ERR_REMOTE;
                 if (st != HCOMM_SUCCESS)
                     hc_error(INIT,
                              "hcomm_comm_shrink: rank %d decided without rank %d (it found "

@@ -38,13 +38,19 @@ typedef struct hc_watch_shrink {
 } hc_watch_shrink_t;
 
 typedef struct hc_watch {
-    struct hcomm_comm        *comm;
+    struct hcomm_comm        *comm; /* NULL: a relic, below */
     int                       lfd;
     int                       serving;   /* in the thread's list */
     int                       pfd_first; /* its entries in the thread's poll round */
     hc_bootstrap_wire_addr_t *addrs;     /* every rank's listener */
     char                      what[32];
+    uint8_t                   key[16]; /* the communicator's cookie: the gate's key */
     hc_gate_t                 gate;
+    /* a relic: the listener of a communicator gone after its shrink decided,
+     * kept answering that decision to late joiners until relic_until */
+    uint8_t *relic;
+    size_t   relic_len;
+    double   relic_until;
 } hc_watch_t;
 
 /* A gate hello: the magic and nonce first (bootstrap_gate.h). */

@@ -5,7 +5,8 @@
 # first rank the survivors ask to coordinate dies too while they wait in the
 # agreement, and they find both dead with nobody listed; in "late" a rank
 # stays alive without joining while the coordinator starts late (tests/fault/
-# shrink_fail.c). Prints each case's time from the kill to the last survivor
+# shrink_fail.c); in "tardy" a rank asks after the others decided and
+# aborted the failed communicator, and must be left out. Prints each case's time from the kill to the last survivor
 # ready.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
@@ -31,6 +32,8 @@ case_ shm 5 agree 3 3
 result "shm, 5 ranks, rank 3 killed, rank 0 dies in the agreement: 3 survivors ($(took))" $?
 case_ shm 4 late 3 3
 result "shm, 4 ranks, rank 3 alive but never in the agreement, the coordinator 0.5 s late: 3 survivors" $?
+case_ shm 4 tardy 3 2 && has '^shrink_fail: rank 1: left out'
+result "shm, 4 ranks, rank 3 killed, rank 1 asks 6 s late, after the others decided and left the failed communicator: it is left out" $?
 case_ shm 8 coll 5 7
 result "shm, 8 ranks, rank 5 killed: 7 survivors ($(took))" $?
 finish
