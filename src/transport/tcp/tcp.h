@@ -90,6 +90,7 @@ struct hc_tl_ctx {
     hc_tcp_conn_t   *conns;   /* accepted, not yet claimed */
     int              nconns, conns_cap;
     unsigned long           refused; /* connections refused: the first is logged */
+    int                     told_nofd; /* out of descriptors at accept: said once */
     struct pollfd   *pfds;
     size_t           pfds_cap;
     uint64_t         next_check_ns;

@@ -136,9 +136,19 @@ static hcomm_status_t accept_all(hc_tl_ctx_t *ctx)
                 return HCOMM_SUCCESS;
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            /* Out of fds: a stranger's goes; without one to drop, try later. */
-            if ((errno == EMFILE || errno == ENFILE) && conn_make_room(ctx))
-                continue;
+            /* Out of fds: a stranger's goes; without one to drop, try later,
+             * saying so once (a peer's connection waits in the backlog) */
+            if (errno == EMFILE || errno == ENFILE) {
+                if (conn_make_room(ctx))
+                    continue;
+                if (!ctx->told_nofd)
+                    hc_error(NET,
+                             "accept: %s: peers' connections wait until descriptors are "
+                             "freed (raise the limit: ulimit -n)",
+                             strerror(errno));
+                ctx->told_nofd = 1;
+                return HCOMM_SUCCESS;
+            }
             hc_log_level_t level = ctx->refused++ == 0 ? HC_LOG_WARN : HC_LOG_DEBUG;
             hc_log_as(level, HC_SUBSYS(NET), "accept: %s", strerror(errno));
             return HCOMM_SUCCESS;

@@ -235,12 +235,18 @@ int hc_tcp_wait_fds(hc_tl_ctx_t *ctx, struct pollfd *pfds, int max)
         hc_tl_ep_t *ep = ctx->eps[e];
         short       ev = (short)((ep->tx_head != NULL ? POLLOUT : 0) |
                                  (ep->rx_head != NULL ? POLLIN : 0));
+        /* an unstriped send goes on socket 0 only: the others' room would
+         * wake every poll at once while socket 0 stays full */
+        int out_all = ep->tx_head != NULL && hc_tcp_striped(ep, ep->tx_head->len);
         if (ep->status != HCOMM_SUCCESS || ev == 0)
             continue;
         for (int k = 0; k < ep->nsocks; k++) {
+            short e = k == 0 || out_all ? ev : (short)(ev & ~POLLOUT);
+            if (e == 0)
+                continue;
             if (n == max)
                 return -1;
-            pfds[n++] = (struct pollfd){.fd = ep->sock[k].fd, .events = ev};
+            pfds[n++] = (struct pollfd){.fd = ep->sock[k].fd, .events = e};
         }
     }
     return n;
