@@ -103,11 +103,18 @@ static const char *fallback_value(const char *name, char *buf, size_t len)
     return NULL;
 }
 
-/* One info line per variable of the fallback's API that hcomm has no use for. */
+/* One info line per variable of the fallback's API that hcomm has no use
+ * for: no equivalent, or a value its alias cannot translate. */
 static void fallback_report(void)
 {
     if (params_fallback == NULL)
         return;
+    char buf[256];
+    for (const hc_params_alias_t *a = params_fallback->aliases; a->hcomm != NULL; a++) {
+        const char *v = getenv(a->foreign);
+        if (v != NULL && a->conv(v, buf, sizeof(buf)) != 0)
+            hc_info(PARAM, "%s=%s has no hcomm equivalent; ignored", a->foreign, v);
+    }
     size_t plen = strlen(params_fallback->prefix);
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, params_fallback->prefix, plen) != 0)

@@ -1,5 +1,6 @@
 #!/bin/sh
 # run_shim.sh - runs the NCCL shim checks from already-built binaries:
+# nccl_unit (the shim's own logic on one rank, in one process);
 # nccl_check (and nccl_check_nv, built against NVIDIA's nccl.h, and
 # nccl_check_cuda, linked to CUDA for calls on CUDA streams) under hcomm-run
 # on 1, 2 and 3 ranks, and with a rank that dies (shrunk away); with an NCCL
@@ -17,11 +18,13 @@ lib=${SHIM_LIB:-$top/.libs}
 run=${HCOMM_RUN:-$top/tools/hcomm-run}
 libdir=${HCOMM_LIBDIR:-$top/.libs}
 nvh=${NCCL_H:-/usr/local/cuda/include/nccl.h}
-need "$bin/nccl_check" "$bin/nccl_abi_check_hc" "$lib/libnccl.so.2" "$run"
+need "$bin/nccl_check" "$bin/nccl_unit" "$bin/nccl_abi_check_hc" "$lib/libnccl.so.2" "$run"
 LD_LIBRARY_PATH="$lib:$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 HCOMM_LOG_LEVEL=${HCOMM_LOG_LEVEL:-none}
 export LD_LIBRARY_PATH HCOMM_LOG_LEVEL
 scratch shim
+try 120 TMPDIR="$tmp" "$bin/nccl_unit"
+result "nccl_unit: registrations, PreMulSum on device memory and wide integers, group errors, NCCL_* values" $?
 progs=nccl_check
 [ -x "$bin/nccl_check_nv" ] && progs="$progs nccl_check_nv"
 [ -x "$bin/nccl_check_cuda" ] && progs="$progs nccl_check_cuda"

@@ -59,15 +59,10 @@ static inline ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_
     return res;
 }
 
-static double load(ncclDataType_t dt, const void *p, size_t i)
+/* A floating element as a double. */
+static double load_float(ncclDataType_t dt, const void *p, size_t i)
 {
     switch (dt) {
-    case ncclInt8: return ((const int8_t *)p)[i];
-    case ncclUint8: return ((const uint8_t *)p)[i];
-    case ncclInt32: return ((const int32_t *)p)[i];
-    case ncclUint32: return ((const uint32_t *)p)[i];
-    case ncclInt64: return (double)((const int64_t *)p)[i];
-    case ncclUint64: return (double)((const uint64_t *)p)[i];
     case ncclFloat16: return hc_half_to_float(((const uint16_t *)p)[i]);
     case ncclFloat32: return ((const float *)p)[i];
     case ncclFloat64: return ((const double *)p)[i];
@@ -75,22 +70,56 @@ static double load(ncclDataType_t dt, const void *p, size_t i)
     }
 }
 
-/* dst[i] = src[i] * s, in dt's arithmetic (integers multiply as integers). */
-static void scale(ncclDataType_t dt, void *dst, const void *src, size_t n, double s)
+/* buf[i] *= the scalar at sp, in place and in dt's arithmetic: integers
+ * multiply in their own width (wrapping, as on the device), never through a
+ * double, which holds neither 2^53 + 1 nor what lies above 2^63. */
+static void scale(ncclDataType_t dt, void *buf, size_t n, const void *sp)
 {
-    int64_t is = (int64_t)s;
+#define HC_SCALE_INT_(T, U)                                                                        \
+    do {                                                                                           \
+        T s_;                                                                                      \
+        memcpy(&s_, sp, sizeof(s_));                                                               \
+        for (size_t i = 0; i < n; i++)                                                             \
+            ((T *)buf)[i] = (T)(U)((U)((T *)buf)[i] * (U)s_);                                      \
+    } while (0)
+    switch (dt) {
+    case ncclInt8:
+        HC_SCALE_INT_(int8_t, uint32_t);
+        return;
+    case ncclUint8:
+        HC_SCALE_INT_(uint8_t, uint32_t);
+        return;
+    case ncclInt32:
+        HC_SCALE_INT_(int32_t, uint32_t);
+        return;
+    case ncclUint32:
+        HC_SCALE_INT_(uint32_t, uint32_t);
+        return;
+    case ncclInt64:
+        HC_SCALE_INT_(int64_t, uint64_t);
+        return;
+    case ncclUint64:
+        HC_SCALE_INT_(uint64_t, uint64_t);
+        return;
+    default:
+        break;
+    }
+#undef HC_SCALE_INT_
+    double s = load_float(dt, sp, 0);
     for (size_t i = 0; i < n; i++) {
         switch (dt) {
-        case ncclInt8: ((int8_t *)dst)[i] = (int8_t)(((const int8_t *)src)[i] * is); break;
-        case ncclUint8: ((uint8_t *)dst)[i] = (uint8_t)(((const uint8_t *)src)[i] * (uint64_t)is); break;
-        case ncclInt32: ((int32_t *)dst)[i] = (int32_t)(((const int32_t *)src)[i] * is); break;
-        case ncclUint32: ((uint32_t *)dst)[i] = (uint32_t)(((const uint32_t *)src)[i] * (uint64_t)is); break;
-        case ncclInt64: ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i] * (uint64_t)is; break;
-        case ncclUint64: ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i] * (uint64_t)is; break;
-        case ncclFloat16: ((uint16_t *)dst)[i] = hc_float_to_half((float)(load(dt, src, i) * s)); break;
-        case ncclFloat32: ((float *)dst)[i] = (float)(((const float *)src)[i] * s); break;
-        case ncclFloat64: ((double *)dst)[i] = ((const double *)src)[i] * s; break;
-        default: ((uint16_t *)dst)[i] = hc_float_to_bf16((float)(load(dt, src, i) * s)); break;
+        case ncclFloat16:
+            ((uint16_t *)buf)[i] = hc_float_to_half((float)(load_float(dt, buf, i) * s));
+            break;
+        case ncclFloat32:
+            ((float *)buf)[i] = (float)(((const float *)buf)[i] * s);
+            break;
+        case ncclFloat64:
+            ((double *)buf)[i] = ((const double *)buf)[i] * s;
+            break;
+        default:
+            ((uint16_t *)buf)[i] = hc_float_to_bf16((float)(load_float(dt, buf, i) * s));
+            break;
         }
     }
 }
@@ -122,8 +151,17 @@ static ncclResult_t prepare_premul(ncclComm_t comm, ncclRedOp_t op, ncclDataType
     if (t == NULL)
         return hc_nccl_fail(ncclSystemError, "%s: %s", what, strerror(ENOMEM));
     void *dst = (char *)t + 16 * ((sizeof(temp_t) + 15) / 16);
-    double s = pm->residence == ncclScalarDevice ? load(dt, pm->scalar_ptr, 0) : pm->scalar;
-    scale(dt, dst, *sendbuf, count, s);
+    /* device memory is copied out first, as the plain ops stage it */
+    hcomm_status_t st = HCOMM_SUCCESS;
+    if (count > 0 && hc_mem_kind(*sendbuf) != HC_MEM_HOST)
+        st = hc_mem_copy(dst, *sendbuf, count * esize);
+    else if (count > 0)
+        memcpy(dst, *sendbuf, count * esize);
+    if (st != HCOMM_SUCCESS) {
+        free(t);
+        return hc_nccl_status_fail(st, what);
+    }
+    scale(dt, dst, count, pm->residence == ncclScalarDevice ? pm->scalar_ptr : pm->scalar);
     t->next = temps;
     temps = t;
     temps_epoch = hc_group_epoch();
@@ -137,7 +175,7 @@ static ncclResult_t finish(hcomm_status_t st, const char *what)
 {
     if (temps != NULL && !hc_group_active())
         hc_nccl_temps_release();
-    return hc_nccl_status(st, what);
+    return hc_nccl_enq_status(st, what);
 }
 
 /* The checks of a reducing collective, and its op (a PreMulSum op scales a
@@ -165,7 +203,7 @@ ncclResult_t hcomm_nccl_RedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, nccl
                                              ncclScalarResidence_t residence, ncclComm_t comm)
 {
     const char *what = "ncclRedOpCreatePreMulSum";
-    hcomm_dtype_t hdt;
+    hcomm_dtype_t hdt  = HCOMM_UINT8;
     ncclResult_t res = hc_nccl_check_comm(comm, what);
     if (res == ncclSuccess)
         res = hc_nccl_dtype(datatype, &hdt);
@@ -189,7 +227,7 @@ ncclResult_t hcomm_nccl_RedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, nccl
         pm->dtype = datatype;
         pm->residence = residence;
         pm->scalar_ptr = scalar;
-        pm->scalar = load(datatype, scalar, 0);
+        memcpy(pm->scalar, scalar, hcomm_dtype_size(hdt));
         *op = (ncclRedOp_t)(ncclNumOps + k);
         return ncclSuccess;
     }
@@ -230,7 +268,7 @@ allreduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataTy
     ncclResult_t res =
         reducing(comm, datatype, op, count, stream, &sendbuff, recvbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
-        return res;
+        return hc_nccl_enq(res);
     return finish(hc_api_allreduce(sendbuff, recvbuff, count, hdt, hop, hc_of(comm), hs, NULL, 0),
                   what);
 }
@@ -240,10 +278,10 @@ ncclResult_t hcomm_nccl_AllReduce(const void *sendbuff, void *recvbuff, size_t c
                                   cudaStream_t stream)
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
-        return hc_nccl_status(hc_api_allreduce(sendbuff, recvbuff, count,
-                                               (hcomm_dtype_t)datatype, (hcomm_op_t)op, hc_of(comm),
-                                               HC_BLOCKING),
-                              "ncclAllReduce");
+        return hc_nccl_enq_status(hc_api_allreduce(sendbuff, recvbuff, count,
+                                                   (hcomm_dtype_t)datatype, (hcomm_op_t)op,
+                                                   hc_of(comm), HC_BLOCKING),
+                                  "ncclAllReduce");
     return allreduce_checked(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
@@ -258,7 +296,7 @@ reduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_
     ncclResult_t res =
         reducing(comm, datatype, op, count, stream, &sendbuff, recvbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
-        return res;
+        return hc_nccl_enq(res);
     return finish(
         hc_api_reduce(sendbuff, recvbuff, count, hdt, hop, root, hc_of(comm), hs, NULL, 0), what);
 }
@@ -268,10 +306,9 @@ ncclResult_t hcomm_nccl_Reduce(const void *sendbuff, void *recvbuff, size_t coun
                                cudaStream_t stream)
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
-        return hc_nccl_status(hc_api_reduce(sendbuff, recvbuff, count,
-                                            (hcomm_dtype_t)datatype, (hcomm_op_t)op, root,
-                                            hc_of(comm), HC_BLOCKING),
-                              "ncclReduce");
+        return hc_nccl_enq_status(hc_api_reduce(sendbuff, recvbuff, count, (hcomm_dtype_t)datatype,
+                                                (hcomm_op_t)op, root, hc_of(comm), HC_BLOCKING),
+                                  "ncclReduce");
     return reduce_checked(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
@@ -291,7 +328,7 @@ reduce_scatter_checked(const void *sendbuff, void *recvbuff, size_t recvcount,
         res = reducing(comm, datatype, op, recvcount * (size_t)hc_of(comm)->nranks, stream,
                        &sendbuff, recvbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
-        return res;
+        return hc_nccl_enq(res);
     return finish(
         hc_api_reduce_scatter(sendbuff, recvbuff, recvcount, hdt, hop, hc_of(comm), hs, NULL, 0),
         what);
@@ -302,10 +339,10 @@ ncclResult_t hcomm_nccl_ReduceScatter(const void *sendbuff, void *recvbuff, size
                                       cudaStream_t stream)
 {
     if (__builtin_expect(plain_call(comm, datatype, op, stream), 1))
-        return hc_nccl_status(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount,
-                                                    (hcomm_dtype_t)datatype, (hcomm_op_t)op,
-                                                    hc_of(comm), HC_BLOCKING),
-                              "ncclReduceScatter");
+        return hc_nccl_enq_status(hc_api_reduce_scatter(sendbuff, recvbuff, recvcount,
+                                                        (hcomm_dtype_t)datatype, (hcomm_op_t)op,
+                                                        hc_of(comm), HC_BLOCKING),
+                                  "ncclReduceScatter");
     return reduce_scatter_checked(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
@@ -318,8 +355,8 @@ ncclResult_t hcomm_nccl_Broadcast(const void *sendbuff, void *recvbuff, size_t c
     ncclResult_t res =
         check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclBroadcast");
     if (res != ncclSuccess)
-        return res;
-    return hc_nccl_status(
+        return hc_nccl_enq(res);
+    return hc_nccl_enq_status(
         hc_api_broadcast(sendbuff, recvbuff, count, hdt, root, hc_of(comm), hs, NULL, 0),
         "ncclBroadcast");
 }
@@ -338,8 +375,8 @@ ncclResult_t hcomm_nccl_AllGather(const void *sendbuff, void *recvbuff, size_t s
     ncclResult_t res =
         check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclAllGather");
     if (res != ncclSuccess)
-        return res;
-    return hc_nccl_status(
+        return hc_nccl_enq(res);
+    return hc_nccl_enq_status(
         hc_api_allgather(sendbuff, recvbuff, sendcount, hdt, hc_of(comm), hs, NULL, 0),
         "ncclAllGather");
 }
@@ -351,9 +388,9 @@ ncclResult_t hcomm_nccl_AlltoAll(const void *sendbuff, void *recvbuff, size_t co
     hcomm_stream_t hs;
     ncclResult_t res = check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclAlltoAll");
     if (res != ncclSuccess)
-        return res;
-    return hc_nccl_status(hc_api_alltoall(sendbuff, recvbuff, count, hdt, hc_of(comm), hs, NULL, 0),
-                          "ncclAlltoAll");
+        return hc_nccl_enq(res);
+    return hc_nccl_enq_status(
+        hc_api_alltoall(sendbuff, recvbuff, count, hdt, hc_of(comm), hs, NULL, 0), "ncclAlltoAll");
 }
 
 ncclResult_t hcomm_nccl_Send(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -363,9 +400,9 @@ ncclResult_t hcomm_nccl_Send(const void *sendbuff, size_t count, ncclDataType_t 
     hcomm_stream_t hs;
     ncclResult_t res = check(comm, datatype, stream, sendbuff, NULL, &hdt, &hs, "ncclSend");
     if (res != ncclSuccess)
-        return res;
-    return hc_nccl_status(hc_api_p2p(1, sendbuff, NULL, count, hdt, peer, hc_of(comm), hs, NULL, 0),
-                          "ncclSend");
+        return hc_nccl_enq(res);
+    return hc_nccl_enq_status(
+        hc_api_p2p(1, sendbuff, NULL, count, hdt, peer, hc_of(comm), hs, NULL, 0), "ncclSend");
 }
 
 ncclResult_t hcomm_nccl_Recv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -375,9 +412,9 @@ ncclResult_t hcomm_nccl_Recv(void *recvbuff, size_t count, ncclDataType_t dataty
     hcomm_stream_t hs;
     ncclResult_t res = check(comm, datatype, stream, NULL, recvbuff, &hdt, &hs, "ncclRecv");
     if (res != ncclSuccess)
-        return res;
-    return hc_nccl_status(hc_api_p2p(0, NULL, recvbuff, count, hdt, peer, hc_of(comm), hs, NULL, 0),
-                          "ncclRecv");
+        return hc_nccl_enq(res);
+    return hc_nccl_enq_status(
+        hc_api_p2p(0, NULL, recvbuff, count, hdt, peer, hc_of(comm), hs, NULL, 0), "ncclRecv");
 }
 
 /* Gather (gather != 0) or scatter as sends and receives in one hcomm group,
@@ -439,12 +476,14 @@ ncclResult_t hcomm_nccl_Gather(const void *sendbuff, void *recvbuff, size_t coun
                                ncclDataType_t datatype, int root, ncclComm_t comm,
                                cudaStream_t stream)
 {
-    return rooted(1, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather");
+    return hc_nccl_enq(
+        rooted(1, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather"));
 }
 
 ncclResult_t hcomm_nccl_Scatter(const void *sendbuff, void *recvbuff, size_t count,
                                 ncclDataType_t datatype, int root, ncclComm_t comm,
                                 cudaStream_t stream)
 {
-    return rooted(0, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatter");
+    return hc_nccl_enq(
+        rooted(0, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatter"));
 }

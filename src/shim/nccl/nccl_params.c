@@ -28,7 +28,21 @@ static int conv_debug(const char *in, char *out, size_t len)
     return -1;
 }
 
-/* Comma lists, each word mapped through map (NULL: dropped); -1 if none is left. */
+/* Whether the comma list holds word as a whole token ("all" is not in "coll"). */
+static int has_word(const char *list, const char *word)
+{
+    size_t w = strlen(word);
+    for (const char *p = list; *p != '\0';) {
+        size_t t = strcspn(p, ",");
+        if (t == w && strncmp(p, word, w) == 0)
+            return 1;
+        p += t + (p[t] != '\0');
+    }
+    return 0;
+}
+
+/* Comma lists, each word mapped through map (others dropped), each result
+ * once; -1 if none is left. */
 static int conv_words(const char *in, char *out, size_t len, const char *const (*map)[2],
                       size_t nmap)
 {
@@ -38,7 +52,7 @@ static int conv_words(const char *in, char *out, size_t len, const char *const (
         size_t w = strcspn(p, ",;");
         for (size_t i = 0; i < nmap; i++)
             if (strlen(map[i][0]) == w && strncasecmp(p, map[i][0], w) == 0 &&
-                strstr(out, map[i][1]) == NULL) {
+                !has_word(out, map[i][1])) {
                 int k = snprintf(out + n, len - n, "%s%s", n ? "," : "", map[i][1]);
                 if (k < 0 || (size_t)k >= len - n)
                     return -1;
@@ -58,7 +72,13 @@ static int conv_subsys(const char *in, char *out, size_t len)
     int excl = in[0] == '^'; /* NCCL's "^A,B": all but A and B; hcomm reads it alike */
     if (excl && len > 1)
         out[0] = '^';
-    return conv_words(in + excl, out + excl, len - (size_t)excl, map, sizeof(map) / sizeof(map[0]));
+    if (conv_words(in + excl, out + excl, len - (size_t)excl, map, sizeof(map) / sizeof(map[0])))
+        return -1;
+    /* ALL among others is all of them, which hcomm reads only alone; all but
+     * ALL, nothing, hcomm cannot say */
+    if (has_word(out + excl, "all"))
+        return excl ? -1 : conv_copy("all", out, len);
+    return 0;
 }
 
 static int conv_algo(const char *in, char *out, size_t len)

@@ -15,9 +15,11 @@
 #include "nccl_shim.h"
 
 static __thread char last_error[512];
-/* The first failure of a call inside the thread's open group: as NCCL's,
- * ncclGroupEnd then returns it and runs none of the group's calls. */
+/* The first failed enqueue inside the thread's open group, and its message
+ * (a later query's failure replaces last_error): as NCCL's, ncclGroupEnd then
+ * returns it and runs none of the group's calls. */
 static __thread ncclResult_t group_error;
+static __thread char         group_why[sizeof(last_error)];
 
 ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
 {
@@ -26,8 +28,15 @@ ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
     vsnprintf(last_error, sizeof(last_error), fmt, ap);
     va_end(ap);
     hc_warn(INIT, "nccl shim: %s", last_error);
-    if (hc_group_active() && group_error == ncclSuccess)
+    return res;
+}
+
+ncclResult_t hc_nccl_group_fail(ncclResult_t res)
+{
+    if (res != ncclSuccess && hc_group_active() && group_error == ncclSuccess) {
         group_error = res;
+        memcpy(group_why, last_error, sizeof(group_why));
+    }
     return res;
 }
 
@@ -185,8 +194,8 @@ static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const ncclConfig
     return ncclSuccess;
 }
 
-ncclResult_t hcomm_nccl_CommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
-                                           int rank, ncclConfig_t *config)
+static ncclResult_t init_rank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                              ncclConfig_t *config)
 {
     const char *what = "ncclCommInitRank";
     if (comm == NULL)
@@ -205,9 +214,16 @@ ncclResult_t hcomm_nccl_CommInitRankConfig(ncclComm_t *comm, int nranks, ncclUni
     return wrap_comm(hc, comm, config, what);
 }
 
+/* Creating a communicator is on the enqueue path (hc_nccl_group_fail). */
+ncclResult_t hcomm_nccl_CommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
+                                           int rank, ncclConfig_t *config)
+{
+    return hc_nccl_enq(init_rank(comm, nranks, commId, rank, config));
+}
+
 ncclResult_t hcomm_nccl_CommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
-    return hcomm_nccl_CommInitRankConfig(comm, nranks, commId, rank, NULL);
+    return hc_nccl_enq(init_rank(comm, nranks, commId, rank, NULL));
 }
 
 /* Every rank is given all nId ids; the first belongs to rank 0, hcomm's root. */
@@ -215,22 +231,24 @@ ncclResult_t hcomm_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, in
                                              ncclUniqueId *commIds, ncclConfig_t *config)
 {
     if (nId < 1 || commIds == NULL)
-        return hc_nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: no unique ids");
-    return hcomm_nccl_CommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+        return hc_nccl_enq(
+            hc_nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: no unique ids"));
+    return hc_nccl_enq(init_rank(newcomm, nranks, commIds[0], myrank, config));
 }
 
 ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
     (void)devlist;
     if (comm == NULL || ndev < 1)
-        return hc_nccl_fail(ncclInvalidArgument, "ncclCommInitAll: invalid arguments");
+        return hc_nccl_enq(hc_nccl_fail(ncclInvalidArgument, "ncclCommInitAll: invalid arguments"));
     if (ndev != 1)
-        return hc_nccl_fail(ncclInvalidUsage,
-                            "ncclCommInitAll: hcomm runs one rank per process; start %d "
-                            "processes and use ncclCommInitRank", ndev);
+        return hc_nccl_enq(hc_nccl_fail(ncclInvalidUsage,
+                                        "ncclCommInitAll: hcomm runs one rank per process; start "
+                                        "%d processes and use ncclCommInitRank",
+                                        ndev));
     ncclUniqueId id;
     ncclResult_t res = hcomm_nccl_GetUniqueId(&id);
-    return res != ncclSuccess ? res : hcomm_nccl_CommInitRank(comm, 1, id, 0);
+    return hc_nccl_enq(res != ncclSuccess ? res : init_rank(comm, 1, id, 0, NULL));
 }
 
 /* Takes back what wrap_comm added, before hcomm destroys the communicator;
@@ -248,6 +266,11 @@ static ncclResult_t unwrap_done(hc_nccl_ext_t *ext, hcomm_status_t st, const cha
 {
     if (st == HCOMM_SUCCESS) { /* else the communicator, still held, keeps it */
         hc_nccl_prof_comm_fini(ext);
+        while (ext->regs != NULL) { /* those the program left registered */
+            hc_nccl_reg_t *r = ext->regs;
+            ext->regs        = r->next;
+            free(r);
+        }
         free(ext);
     }
     return hc_nccl_status(st, what);
@@ -305,8 +328,8 @@ ncclResult_t hcomm_nccl_CommRevoke(ncclComm_t comm, int revokeFlags)
     return ncclSuccess;
 }
 
-ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                                  ncclConfig_t *config)
+static ncclResult_t comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                               ncclConfig_t *config)
 {
     const char *what = "ncclCommSplit";
     if (!hc_nccl_comm_ours(comm))
@@ -337,12 +360,18 @@ ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_
     return wrap_comm(hc, newcomm, config, what);
 }
 
+ncclResult_t hcomm_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                  ncclConfig_t *config)
+{
+    return hc_nccl_enq(comm_split(comm, color, key, newcomm, config));
+}
+
 /* The excluded ranks do not call; survivors keep their order (hcomm_comm_shrink).
  * NCCL_SHRINK_ABORT, once the arguments are known good, first fails the
  * parent (the peers' operations end), so that the survivors agree over the
  * watch channel, as after a failure; a revoked parent does so anyway. */
-ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                                   ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+static ncclResult_t comm_shrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
     const char  *what = "ncclCommShrink";
     ncclResult_t res  = ncclSuccess;
@@ -364,6 +393,13 @@ ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int e
     res = hc_nccl_status(hcomm_comm_shrink(hc_of(comm), excludeRanksList, excludeRanksCount, &hc),
                          what);
     return res != ncclSuccess ? res : wrap_comm(hc, newcomm, config, what);
+}
+
+ncclResult_t hcomm_nccl_CommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                   ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+    return hc_nccl_enq(
+        comm_shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
 }
 
 hcomm_status_t hcomm_comm_from_nccl(struct ncclComm *comm, hcomm_comm_t *hc)
@@ -424,7 +460,8 @@ ncclResult_t hcomm_nccl_CommCuDevice(const ncclComm_t comm, int *device)
                         "ncclCommCuDevice: hcomm communicators run on host memory, no CUDA device");
 }
 
-/* Host buffers need no registration; the handle only pairs the two calls. */
+/* Host buffers need no registration; the handle only pairs the two calls,
+ * kept on the communicator so that a stray handle is refused (as NCCL's). */
 ncclResult_t hcomm_nccl_CommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
     ncclResult_t res = hc_nccl_check_comm(comm, "ncclCommRegister");
@@ -432,22 +469,34 @@ ncclResult_t hcomm_nccl_CommRegister(const ncclComm_t comm, void *buff, size_t s
         return res;
     if (handle == NULL || (buff == NULL && size > 0))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommRegister: invalid arguments");
-    void *h = malloc(1);
-    if (h == NULL)
+    hc_nccl_reg_t *r = malloc(sizeof(*r));
+    if (r == NULL)
         return hc_nccl_fail(ncclSystemError, "ncclCommRegister: %s", strerror(ENOMEM));
-    *handle = h;
+    hc_nccl_ext_t *ext = hc_nccl_ext(comm);
+    r->next            = ext->regs;
+    ext->regs          = r;
+    *handle            = r;
     return ncclSuccess;
 }
 
+/* NULL is a no-op, as NCCL's; a handle not registered here is refused. */
 ncclResult_t hcomm_nccl_CommDeregister(const ncclComm_t comm, void *handle)
 {
-    ncclResult_t res =
-        hc_nccl_comm_ours(comm) ? ncclSuccess : hc_nccl_bad_comm(comm, "ncclCommDeregister");
-    if (res == ncclSuccess && handle == NULL)
-        res = hc_nccl_fail(ncclInvalidArgument, "ncclCommDeregister: handle is NULL");
-    if (res == ncclSuccess)
-        free(handle);
-    return res;
+    if (!hc_nccl_comm_ours(comm))
+        return hc_nccl_bad_comm(comm, "ncclCommDeregister");
+    if (handle == NULL)
+        return ncclSuccess;
+    for (hc_nccl_reg_t **p = &hc_nccl_ext(comm)->regs; *p != NULL; p = &(*p)->next)
+        if (*p == handle) {
+            *p = (*p)->next;
+            free(handle);
+            return ncclSuccess;
+        }
+    return hc_nccl_fail(ncclInvalidUsage,
+                        "ncclCommDeregister: handle %p is not a registration of this "
+                        "communicator (deregistered already, or not returned by "
+                        "ncclCommRegister)",
+                        handle);
 }
 
 ncclResult_t hcomm_nccl_CommWindowRegister(ncclComm_t comm, void *buff, size_t size,
@@ -494,7 +543,7 @@ ncclResult_t hcomm_nccl_GroupStart(void)
 static ncclResult_t group_drop(ncclResult_t res, const char *what)
 {
     char why[sizeof(last_error)];
-    snprintf(why, sizeof(why), "%s", last_error);
+    snprintf(why, sizeof(why), "%s", group_error != ncclSuccess ? group_why : last_error);
     group_error = ncclSuccess;
     hc_group_leave();
     hc_group_reset();

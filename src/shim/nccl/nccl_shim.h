@@ -27,7 +27,9 @@ typedef struct {
     ncclDataType_t dtype;
     ncclScalarResidence_t residence;
     const void *scalar_ptr; /* read at each collective (ncclScalarDevice) */
-    double scalar;          /* read once (ncclScalarHostImmediate) */
+    /* its bytes, read once (ncclScalarHostImmediate): integers scale in
+     * their own type, exactly, which a double could not hold */
+    unsigned char scalar[8];
 } hc_nccl_premul_t;
 
 /* An NCCL communicator of the shim is the hcomm communicator itself (never a
@@ -42,8 +44,15 @@ typedef struct {
     hcomm_stream_t     hs;
 } hc_nccl_stream_t;
 
+/* One ncclCommRegister: its handle is this, so that a deregistration of an
+ * unknown handle is refused, not freed. */
+typedef struct hc_nccl_reg {
+    struct hc_nccl_reg *next;
+} hc_nccl_reg_t;
+
 typedef struct {
     hc_nccl_premul_t     premul[HC_NCCL_MAX_PREMUL];
+    hc_nccl_reg_t       *regs; /* the live registrations */
     hc_nccl_stream_t     streams[HC_NCCL_MAX_STREAMS];
     int                  nstreams;
     struct hc_nccl_prof *prof; /* the profiler plugin's context (nccl_profiler.c) */
@@ -85,6 +94,10 @@ _Static_assert(HCOMM_SUM == (int)ncclSum && HCOMM_PROD == (int)ncclProd &&
 /* Records msg as the thread's last error and logs it; returns res. */
 ncclResult_t hc_nccl_fail(ncclResult_t res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* As NCCL's, only a failed enqueue (collective, send, receive) or
+ * communicator creation fails the thread's open group (ncclGroupEnd then
+ * runs none of its calls); a failed query leaves it be. Returns res. */
+ncclResult_t hc_nccl_group_fail(ncclResult_t res);
 /* The failure paths of the checks below: record why, return the NCCL code. */
 ncclResult_t hc_nccl_status_fail(hcomm_status_t st, const char *what);
 ncclResult_t hc_nccl_bad_comm(ncclComm_t comm, const char *what);
@@ -113,6 +126,21 @@ static inline ncclResult_t hc_nccl_status(hcomm_status_t st, const char *what)
     if (__builtin_expect(st != HCOMM_SUCCESS, 0))
         return hc_nccl_status_fail(st, what);
     return (ncclResult_t)st; /* ncclSuccess, and already in the return register */
+}
+
+/* The result of a call on the enqueue path (hc_nccl_group_fail). */
+static inline ncclResult_t hc_nccl_enq(ncclResult_t res)
+{
+    if (__builtin_expect(res != ncclSuccess, 0))
+        return hc_nccl_group_fail(res);
+    return res;
+}
+
+static inline ncclResult_t hc_nccl_enq_status(hcomm_status_t st, const char *what)
+{
+    if (__builtin_expect(st != HCOMM_SUCCESS, 0))
+        return hc_nccl_group_fail(hc_nccl_status_fail(st, what));
+    return (ncclResult_t)st;
 }
 
 /* A communicator made by the shim and not revoked. */
