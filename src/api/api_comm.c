@@ -224,6 +224,7 @@ static hcomm_status_t comm_end(hcomm_comm_t comm, int abort)
     hc_stream_forget_comm(comm);
     if (hc_comm_wait_released(comm) != 0)
         return HCOMM_ERR_TIMEOUT;
+    hc_comm_orphan_requests(comm);
     hc_comm_free(comm);
     return HCOMM_SUCCESS;
 }

@@ -9,6 +9,12 @@ hcomm_status_t hcomm_test(hcomm_request_t *req, int *done)
         return HCOMM_ERR_INVALID_ARG;
     }
     hcomm_request_t r = *req;
+    hcomm_status_t  st;
+    if (hc_request_orphan_end(r, &st)) { /* its communicator was destroyed */
+        *done = 1;
+        *req  = NULL;
+        return st;
+    }
     hc_comm_lock(r->comm);
     if (r->status == HCOMM_IN_PROGRESS)
         hc_comm_progress_locked(r->comm);
@@ -30,7 +36,10 @@ hcomm_status_t hcomm_wait(hcomm_request_t *req)
         return HCOMM_ERR_INVALID_ARG;
     }
     hcomm_request_t r = *req;
-    hc_request_wait(r);
+    hcomm_status_t  st;
     *req = NULL;
+    if (hc_request_orphan_end(r, &st)) /* its communicator was destroyed */
+        return st;
+    hc_request_wait(r);
     return hc_request_finish(r);
 }

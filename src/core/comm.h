@@ -67,6 +67,7 @@ struct hcomm_comm {
                                                * progress that sees it fails the comm */
     hcomm_request_t     req_head, req_tail;   /* issued, not yet finished; head runs */
     hcomm_request_t     req_free;             /* finished requests kept for reuse (list) */
+    hcomm_request_t         user_reqs; /* handed to the user, not yet ended (request.h) */
     int                 nfree;
     hc_sched_cache_entry_t cache[HC_SCHED_CACHE_MAX];
     int                 ncache;
@@ -197,6 +198,11 @@ hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, cons
 /* Finishes a request the user holds (hcomm_test/hcomm_wait): its status;
  * recycles it, or drops the user's hold on a stream's request. */
 hcomm_status_t hc_request_finish(hcomm_request_t req);
+/* hcomm_wait and hcomm_test: 1 and *st when req outlived its communicator
+ * (freed now), else 0. hc_comm_orphan_requests: at the end of a drained
+ * communicator, its requests the user still holds are detached from it. */
+int  hc_request_orphan_end(hcomm_request_t req, hcomm_status_t *st);
+void hc_comm_orphan_requests(hcomm_comm_t comm);
 /* Locks become necessary: a stream is about to see comm. */
 void           hc_comm_make_threaded(hcomm_comm_t comm);
 

@@ -1,5 +1,7 @@
 /* issue.c - issuing a collective: its schedule (cached), a request prepared
  * for it, queued on the communicator; run to completion, or handed out. */
+#include <stdlib.h>
+
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/exec.h"
@@ -49,7 +51,13 @@ hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, cons
     hc_comm_lock(comm);
     hcomm_status_t st = hc_coll_enqueue(comm, args, sendbuf, recvbuf, 0, &req);
     if (st == HCOMM_SUCCESS && user != NULL) {
-        *user = req;
+        *user          = req;
+        req->user_held = 1;
+        req->uprev     = NULL;
+        req->unext     = comm->user_reqs;
+        if (comm->user_reqs != NULL)
+            comm->user_reqs->uprev = req;
+        comm->user_reqs = req;
         hc_comm_progress_locked(comm);
     }
     hc_comm_unlock(comm);
@@ -62,10 +70,47 @@ hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, cons
     return st;
 }
 
+static void user_unlink(hcomm_comm_t comm, hcomm_request_t req)
+{
+    if (!req->user_held)
+        return;
+    if (req->uprev != NULL)
+        req->uprev->unext = req->unext;
+    else
+        comm->user_reqs = req->unext;
+    if (req->unext != NULL)
+        req->unext->uprev = req->uprev;
+    req->uprev = req->unext = NULL;
+    req->user_held          = 0;
+}
+
+void hc_comm_orphan_requests(hcomm_comm_t comm)
+{
+    while (comm->user_reqs != NULL) {
+        hcomm_request_t req = comm->user_reqs;
+        user_unlink(comm, req);
+        hc_stage_free(comm, req->stage); /* it may use the communicator's block */
+        req->stage  = NULL;
+        req->comm   = NULL;
+        req->orphan = 1;
+    }
+}
+
+int hc_request_orphan_end(hcomm_request_t req, hcomm_status_t *st)
+{
+    if (!req->orphan)
+        return 0;
+    *st = req->status;
+    hc_exec_release(req);
+    free(req);
+    return 1;
+}
+
 hcomm_status_t hc_request_finish(hcomm_request_t req)
 {
     hcomm_comm_t comm = req->comm;
     hc_comm_lock(comm);
+    user_unlink(comm, req);
     hcomm_status_t st = req->status;
     if (req->holders > 0) { /* a stream's: the user's hold goes */
         hc_comm_unlock(comm);

@@ -18,6 +18,11 @@
 struct hcomm_request {
     hcomm_request_t   next;
     struct hcomm_comm *comm;
+    /* handed to the user by a nonblocking call, not yet waited for: on the
+     * communicator's list (user_reqs), so that its destroy leaves it an
+     * orphan that hcomm_wait and hcomm_test still end (MPI's rule) */
+    hcomm_request_t    uprev, unext;
+    int                user_held, orphan;
     hc_sched_t       *sched;
     int               own_sched; /* merged group schedule, freed with the request */
     struct hc_stage   *stage;     /* host copies of device buffers (stage.h); NULL: none */

@@ -288,6 +288,27 @@ static void test_aborted_comm(void **state)
     calls_on_dead_comm(c);
 }
 
+/* Requests the program holds outlive the communicator's destroy (MPI's rule:
+ * the operations complete; wait and test end them). They once read the freed
+ * communicator (the ASan run of this test found it). */
+static void test_request_after_destroy(void **state)
+{
+    hcomm_comm_t    c    = new_comm1();
+    float           a[4] = {1, 2, 3, 4}, b[4] = {0}, d[4] = {0};
+    hcomm_request_t r1 = NULL, r2 = NULL;
+    int             done = 0;
+
+    (void)state;
+    assert_int_equal(hcomm_iallreduce(a, b, 4, HCOMM_FLOAT32, HCOMM_SUM, c, &r1), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_iallreduce(a, d, 4, HCOMM_FLOAT32, HCOMM_MAX, c, &r2), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_comm_destroy(c), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_test(&r1, &done), HCOMM_SUCCESS);
+    assert_true(done == 1 && r1 == NULL);
+    assert_int_equal(hcomm_wait(&r2), HCOMM_SUCCESS);
+    assert_null(r2);
+    assert_true(b[3] == 4 && d[3] == 4);
+}
+
 static void test_request_misuse(void **state)
 {
     hcomm_request_t req  = NULL;
@@ -613,6 +634,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_destroyed_comm, setup_plain, teardown_plain),
         cmocka_unit_test_setup_teardown(test_aborted_comm, setup_plain, teardown_plain),
         cmocka_unit_test_setup_teardown(test_request_misuse, setup_plain, teardown_plain),
+        cmocka_unit_test_setup_teardown(test_request_after_destroy, setup_plain, teardown_plain),
         cmocka_unit_test_setup_teardown(test_missing_outputs, setup_comm, teardown_comm),
         cmocka_unit_test_setup_teardown(test_group_misuse, setup_comm, teardown_comm),
         cmocka_unit_test_setup_teardown(test_stream_bogus, setup_comm, teardown_comm),
