@@ -157,6 +157,8 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm);
 /*
  * Destroys a communicator after its pending operations complete (or fail);
  * frees everything it holds. Passing NULL returns HCOMM_ERR_INVALID_COMM.
+ * Requests of its nonblocking calls not yet ended stay valid (as in MPI):
+ * hcomm_wait or hcomm_test returns their status and frees them.
  */
 hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm);
 
