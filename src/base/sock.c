@@ -201,6 +201,50 @@ hcomm_status_t hc_sock_connect(const struct sockaddr *sa, socklen_t len, int soc
     }
 }
 
+/* A connect to a listening peer that failed with err, logged once. */
+static hcomm_status_t connect_fail(hc_sock_peer_t peer, int err)
+{
+    char           pb[PEER_STRLEN];
+    hc_log_level_t level = peer.quiet_close ? HC_LOG_DEBUG : HC_LOG_ERROR;
+    if ((err == ECONNREFUSED || err == ECONNRESET) && peer.listening) {
+        hc_log_as(level, peer.subsys,
+                  "connect to %s: refused: it closed its listener (failed, was destroyed or died)",
+                  peer_str(peer, pb));
+        return HCOMM_ERR_REMOTE;
+    }
+    hc_log_as(level, peer.subsys, "connect to %s: %s", peer_str(peer, pb), strerror(err));
+    return hc_sock_status(err);
+}
+
+hcomm_status_t hc_sock_connect_start(const struct sockaddr *sa, socklen_t len, int sockbuf,
+                                     hc_sock_peer_t peer, int *fd_p)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sock_fail("socket", peer, errno);
+    hc_sock_tune(fd, sockbuf);
+    if (connect(fd, sa, len) == 0) {
+        *fd_p = fd;
+        return HCOMM_SUCCESS;
+    }
+    if (errno == EINPROGRESS || errno == EINTR) { /* EINTR: it goes on all the same */
+        *fd_p = fd;
+        return HCOMM_IN_PROGRESS;
+    }
+    int err = errno;
+    close(fd);
+    return connect_fail(peer, err);
+}
+
+hcomm_status_t hc_sock_connect_end(int fd, hc_sock_peer_t peer)
+{
+    int       err  = 0;
+    socklen_t elen = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+        err = errno;
+    return err == 0 ? HCOMM_SUCCESS : connect_fail(peer, err);
+}
+
 hcomm_status_t hc_sock_accept(int lfd, double deadline, hc_sock_peer_t peer, int *fd_p,
                               struct sockaddr_storage *peer_addr)
 {

@@ -65,6 +65,18 @@ hcomm_status_t hc_sock_listen(const struct sockaddr *sa, socklen_t len, int sock
  * times out, until the deadline. */
 hcomm_status_t hc_sock_connect(const struct sockaddr *sa, socklen_t len, int sockbuf,
                                double deadline, hc_sock_peer_t peer, int *fd_p);
+/* One attempt that does not wait (a socket tuned with sockbuf, to a peer
+ * that listens: no retry): HCOMM_SUCCESS when connected at once,
+ * HCOMM_IN_PROGRESS while the handshake goes on (poll *fd_p for POLLOUT, then
+ * hc_sock_connect_end), else the failure, logged (at debug with
+ * peer.quiet_close; a refusal is HCOMM_ERR_REMOTE). *fd_p is set on the first
+ * two; the caller closes it. Many at once share one deadline this way: a peer
+ * whose host drops the SYNs holds up no other. */
+hcomm_status_t hc_sock_connect_start(const struct sockaddr *sa, socklen_t len, int sockbuf,
+                                     hc_sock_peer_t peer, int *fd_p);
+/* The outcome of a connect in progress once poll found its fd ready (POLLOUT,
+ * POLLERR or POLLHUP): HCOMM_SUCCESS, or the failure as above (fd left open). */
+hcomm_status_t hc_sock_connect_end(int fd, hc_sock_peer_t peer);
 /* Accepts one connection before the deadline (TCP_NODELAY set). */
 hcomm_status_t hc_sock_accept(int lfd, double deadline, hc_sock_peer_t peer, int *fd_p,
                               struct sockaddr_storage *peer_addr);

@@ -17,9 +17,11 @@
 
 #define QUERY_WINDOW 64 /* queries in flight at once: the fd budget of a big job */
 
+enum { Q_CONNECT = -1, Q_CHALLENGE, Q_ANSWER }; /* what a query waits for */
+
 typedef struct query {
-    int              rank, fd, stage; /* stage 0: the gate's challenge, 1: the answer */
-    int              closed;          /* it hung up before answering */
+    int              rank, fd, stage;
+    int              left; /* 1: refused (its listener closed), 2: hung up unanswered */
     size_t           got, want;
     double           t_proof; /* when the proof left: the answer comes after it */
     hc_gate_client_t cl;
@@ -47,46 +49,63 @@ static size_t answer_len(hcomm_comm_t c, int kind, const uint8_t *buf, size_t go
     return len > 0 ? len : sizeof(h); /* too large: the header alone, refused as it is read */
 }
 
-/* Connects and sends the hello: 0; -2 when that rank's communicator is gone
- * (refused), -1 when it cannot be asked. */
+/* Sends the hello on a connected socket: 0, or -1. */
+static int query_hello(hcomm_comm_t c, query_t *q, int kind, double deadline)
+{
+    hc_watch_hello_t h;
+    memset(&h, 0, sizeof(h));
+    h.magic  = htonl(HC_WATCH_HELLO_MAGIC);
+    h.rank   = (int32_t)htonl((uint32_t)c->rank);
+    h.kind   = htonl((uint32_t)kind);
+    q->stage = Q_CHALLENGE;
+    hcomm_status_t st =
+        hc_gate_client_start(&q->cl, q->fd, &h, sizeof(h), deadline, query_peer(q->rank));
+    return st == HCOMM_SUCCESS ? 0 : -1;
+}
+
+/* Starts connecting, without waiting for it (a host that drops the SYNs must
+ * not hold up the others), and sends the hello if connected at once: 0; -2
+ * when that rank's communicator is gone (refused), -1 when it cannot be asked. */
 static int query_start(hcomm_comm_t c, query_t *q, int rank, int kind, double deadline)
 {
     const hc_bootstrap_wire_addr_t *a = &c->watch->addrs[rank];
     struct sockaddr_storage         ss;
     socklen_t                       len;
-    hc_watch_hello_t                h;
-    q->rank = rank, q->fd = -1, q->stage = 0, q->closed = 0, q->got = 0;
+    q->rank = rank, q->fd = -1, q->stage = Q_CONNECT, q->left = 0, q->got = 0;
     q->want = answer_len(c, kind, NULL, 0);
     if (a->family == 0 || hc_bootstrap_addr_from_wire(a, &ss, &len) != HCOMM_SUCCESS)
         return -1; /* that rank does not watch (HCOMM_WATCH=0) */
     hcomm_status_t st =
-        hc_sock_connect((struct sockaddr *)&ss, len, 0, deadline, query_peer(rank), &q->fd);
+        hc_sock_connect_start((struct sockaddr *)&ss, len, 0, query_peer(rank), &q->fd);
+    if (st == HCOMM_IN_PROGRESS)
+        return 0;
     if (st != HCOMM_SUCCESS) /* refused: its listener closed with its communicator */
         return st == HCOMM_ERR_REMOTE ? -2 : -1;
-    memset(&h, 0, sizeof(h));
-    h.magic = htonl(HC_WATCH_HELLO_MAGIC);
-    h.rank  = (int32_t)htonl((uint32_t)c->rank);
-    h.kind  = htonl((uint32_t)kind);
-    if (hc_gate_client_start(&q->cl, q->fd, &h, sizeof(h), deadline, query_peer(rank))) {
+    if (query_hello(c, q, kind, deadline) != 0) {
         close(q->fd);
         return -1;
     }
     return 0;
 }
 
-/* Acts on what arrived: 1 while the query goes on, 0 once it ended (the
+/* Acts on what poll found: 1 while the query goes on, 0 once it ended (the
  * answer handed to fn when whole). */
 static int query_step(hcomm_comm_t c, query_t *q, int kind, double deadline, hc_watch_answer_fn fn,
                       void *arg)
 {
-    if (q->stage == 0) {
+    if (q->stage == Q_CONNECT) {
+        hcomm_status_t st = hc_sock_connect_end(q->fd, query_peer(q->rank));
+        q->left           = st == HCOMM_ERR_REMOTE;
+        return st == HCOMM_SUCCESS && query_hello(c, q, kind, deadline) == 0;
+    }
+    if (q->stage == Q_CHALLENGE) {
         hcomm_status_t st = hc_gate_client_step(&q->cl, c->cookie, deadline, query_peer(q->rank));
         if (st == HCOMM_IN_PROGRESS)
             return 1;
-        q->closed = st == HCOMM_ERR_REMOTE;
+        q->left = st == HCOMM_ERR_REMOTE ? 2 : 0;
         if (st != HCOMM_SUCCESS)
             return 0;
-        q->stage   = 1;
+        q->stage   = Q_ANSWER;
         q->t_proof = hc_clock_now();
     }
     for (;;) {
@@ -94,7 +113,7 @@ static int query_step(hcomm_comm_t c, query_t *q, int kind, double deadline, hc_
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return 1;
         if (n <= 0) { /* hung up: its communicator went as it was asked */
-            q->closed = 1;
+            q->left = 2;
             return 0;
         }
         q->got += (size_t)n;
@@ -108,51 +127,58 @@ static int query_step(hcomm_comm_t c, query_t *q, int kind, double deadline, hc_
     }
 }
 
-static void query_window(hcomm_comm_t c, int kind, int first, int end, const unsigned char *skip,
-                         double deadline, hc_watch_answer_fn fn, void *arg, unsigned char *left)
+/* Starts queries in the free slots of q, up to QUERY_WINDOW, from rank *next
+ * on; returns how many are in flight. */
+static int query_fill(hcomm_comm_t c, query_t *q, int n, int *next, int kind,
+                      const unsigned char *skip, double deadline, unsigned char *left)
 {
-    query_t      *q = malloc(QUERY_WINDOW * sizeof(*q));
-    struct pollfd pfd[QUERY_WINDOW];
-    int           n = 0;
-    if (q == NULL)
-        return;
-    for (int r = first; r < end; r++) {
+    for (; n < QUERY_WINDOW && *next < c->nranks; (*next)++) {
+        int r  = *next;
         int rc = r != c->rank && !(skip && skip[r]) ? query_start(c, &q[n], r, kind, deadline) : -1;
         n += rc == 0;
         if (left != NULL)
             left[r] = rc == -2;
     }
-    while (n > 0) {
-        double ms = (deadline - hc_clock_now()) * 1000.0;
-        if (ms <= 0)
-            break;
-        for (int i = 0; i < n; i++)
-            pfd[i] = (struct pollfd){.fd = q[i].fd, .events = POLLIN};
-        if (poll(pfd, (nfds_t)n, (int)ms + 1) < 0 && errno != EINTR)
-            break;
-        for (int i = 0; i < n; i++)
-            if (pfd[i].revents != 0 && query_step(c, &q[i], kind, deadline, fn, arg) == 0) {
-                if (left != NULL && q[i].closed)
-                    left[q[i].rank] = 2;
-                close(q[i].fd);
-                q[i] = q[--n], pfd[i] = pfd[n];
-                i--;
-            }
-    }
-    for (int i = 0; i < n; i++) /* no answer in time: stopped, or hung with signals blocked */
-        close(q[i].fd);
-    free(q);
+    return n;
 }
 
 void hc_watch_ask(hcomm_comm_t c, int kind, const unsigned char *skip, double seconds,
                   hc_watch_answer_fn fn, void *arg, unsigned char *left)
 {
-    double deadline = hc_clock_now() + seconds;
+    double        deadline = hc_clock_now() + seconds;
+    struct pollfd pfd[QUERY_WINDOW];
+    int           n = 0, next = 0;
     if (c->watch == NULL || c->watch->addrs == NULL)
         return;
-    for (int r = 0; r < c->nranks; r += QUERY_WINDOW)
-        query_window(c, kind, r, r + QUERY_WINDOW < c->nranks ? r + QUERY_WINDOW : c->nranks, skip,
-                     deadline, fn, arg, left);
+    query_t *q = malloc(QUERY_WINDOW * sizeof(*q));
+    if (q == NULL)
+        return;
+    /* every query moves as its own socket does: one that does not answer
+     * holds only its slot, each slot freed goes to the next rank */
+    while ((n = query_fill(c, q, n, &next, kind, skip, deadline, left)) > 0) {
+        double ms = (deadline - hc_clock_now()) * 1000.0;
+        if (ms <= 0)
+            break;
+        for (int i = 0; i < n; i++)
+            pfd[i] = (struct pollfd){.fd     = q[i].fd,
+                                     .events = q[i].stage == Q_CONNECT ? POLLOUT : POLLIN};
+        if (poll(pfd, (nfds_t)n, (int)ms + 1) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++)
+            if (pfd[i].revents != 0 && query_step(c, &q[i], kind, deadline, fn, arg) == 0) {
+                if (left != NULL && q[i].left)
+                    left[q[i].rank] = (unsigned char)q[i].left;
+                close(q[i].fd);
+                q[i] = q[--n], pfd[i] = pfd[n];
+                i--;
+            }
+    }
+    for (int i = 0; i < n; i++) {    /* no answer in time: stopped, hung, or its host gone */
+        if (q[i].stage == Q_CONNECT) /* debug: the health round asks every second */
+            hc_debug(COLL, "watch: connect to rank %d: not answered in %g s", q[i].rank, seconds);
+        close(q[i].fd);
+    }
+    free(q);
 }
 
 static void where_answer(void *arg, int rank, const void *buf, size_t len, double t0, double t1)

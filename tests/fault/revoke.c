@@ -7,7 +7,12 @@
  * thread"). Both calls on every other rank must end with HCOMM_ERR_REVOKED
  * within 3 s of the start (the timeout is 60 s), and so must a later call and
  * hcomm_comm_get_error. Prints "revoke: rank R: OK after S s" or what went
- * wrong. */
+ * wrong.
+ * "revoke silent DIR": rank 1 plays a host gone (silent_host.h: stopped, its
+ * listeners drop new SYNs); ranks but the last block in an allreduce
+ * (timeout 10 s); once rank 1 is silent the last rank revokes. The revoke
+ * must reach the others all the same: their allreduce ends revoked within
+ * 1.5 s of it ("revoke: rank R: OK, revoked S s after the revoke"). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +22,7 @@
 
 #include "hcomm.h"
 #include "hcomm_stream.h"
+#include "silent_host.h"
 
 #define N (1 << 16)
 
@@ -36,8 +42,62 @@ static void *revoker(void *arg)
     return NULL;
 }
 
+/* The revoke time, that the revoker wrote to DIR/revoked, or 0. */
+static double revoked_at(const char *dir)
+{
+    char   path[512];
+    double t = 0;
+    snprintf(path, sizeof(path), "%s/revoked", dir);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &t) != 1)
+            t = 0;
+        fclose(f);
+    }
+    return t;
+}
+
+static int silent_main(hcomm_comm_t comm, int rank, int nranks, const char *argv0, const char *dir)
+{
+    static float a[N];
+    char         path[512], tmp[520];
+    if (rank == 1) { /* continued once the others are done */
+        silent_host_go(argv0, dir, nranks - 1);
+        hcomm_comm_abort(comm);
+        return 0;
+    }
+    if (rank == nranks - 1) {
+        if (!silent_host_wait_filled(dir, 20)) {
+            printf("revoke: rank %d: rank 1 did not go silent\n", rank);
+            silent_host_done(dir, rank);
+            return 1;
+        }
+        snprintf(path, sizeof(path), "%s/revoked", dir);
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        FILE  *f = fopen(tmp, "w");
+        double t = now();
+        if (f == NULL || fprintf(f, "%.6f\n", t) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+            return 6;
+        hcomm_status_t st = hcomm_comm_revoke(comm);
+        printf("revoke: rank %d: revoked (%s) in %.2f s\n", rank, hcomm_status_str(st), now() - t);
+        silent_host_done(dir, rank);
+        hcomm_comm_abort(comm);
+        return st == HCOMM_SUCCESS ? 0 : 1;
+    }
+    hcomm_status_t st = hcomm_allreduce(a, a, N, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
+    double         t1 = now(), t0 = revoked_at(dir);
+    int            ok = st == HCOMM_ERR_REVOKED && t0 > 0 && t1 - t0 < 1.5;
+    printf("revoke: rank %d: %s, %s %.2f s after the revoke\n", rank, ok ? "OK" : "FAILED",
+           hcomm_status_str(st), t0 > 0 ? t1 - t0 : -1.0);
+    silent_host_done(dir, rank);
+    hcomm_comm_abort(comm);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "fill") == 0)
+        return silent_host_fill(argc, argv);
     int            by_thread = argc > 1 && strcmp(argv[1], "thread") == 0;
     pthread_t      t;
     hcomm_comm_t   comm;
@@ -47,6 +107,9 @@ int main(int argc, char **argv)
     if (hcomm_comm_init_env(&comm) != HCOMM_SUCCESS || hcomm_comm_rank(comm, &rank) ||
         hcomm_comm_size(comm, &nranks) || hcomm_comm_set_timeout(comm, 60))
         return 3;
+    if (argc > 2 && strcmp(argv[1], "silent") == 0)
+        return hcomm_comm_set_timeout(comm, 10) ? 3
+                                                : silent_main(comm, rank, nranks, argv[0], argv[2]);
     double t0 = now();
     if (rank == nranks - 1 && by_thread) { /* never joins; told by rank 0 */
         usleep(3000000);

@@ -4,7 +4,10 @@
 # runs, within 2 s (the timeout is 60 s), with HCOMM_ERR_REVOKED; later calls
 # and hcomm_comm_get_error say so too (tests/fault/revoke.c). Over shared
 # memory and over tcp; and revoked by a thread of rank 0's own while its main
-# thread is blocked, the last rank told over the watch channel.
+# thread is blocked, the last rank told over the watch channel. And with rank
+# 1's host gone (stopped, its listeners drop new SYNs: silent_host.h), the
+# others are revoked within 1.5 s all the same (the timeout is 10 s): asking
+# the silent rank holds up no other.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" prog="$top/tests/fault/revoke"
@@ -21,4 +24,16 @@ for tl in shm tcp; do
         has '^revoke: rank 3: told'
     result "$tl, 4 ranks: a thread of rank 0 revokes; its blocked main thread and the others end" $?
 done
+
+hard=$(ulimit -Hn)
+label="shm, 4 ranks, rank 1's host gone: the others end revoked at once"
+if [ "$hard" != unlimited ] && [ "$hard" -lt 8192 ]; then
+    result "$label (the filler needs 8192 open files, the hard limit is $hard)" 77
+else
+    mkdir "$tmp/silent"
+    try 60 HCOMM_TRANSPORT=shm "$run" -n 4 "$prog" silent "$tmp/silent"
+    test $? = 0 && has 'its listeners drop new SYNs' &&
+        [ "$(grep -c '^revoke: rank [02]: OK, ' "$out")" = 2 ] && ! has 'ERROR.*connect to rank'
+    result "$label" $?
+fi
 finish

@@ -4,7 +4,9 @@
 # where it is), or stops itself with SIGSTOP (nothing answers); each other
 # rank's timeout comes with one warn line naming rank 2 and the operation,
 # the flight recorder files merged by hcomm-trace give the same verdict, and
-# hcomm_comm_dump_state and the dump signal report where every rank is.
+# hcomm_comm_dump_state and the dump signal report where every rank is. With
+# rank 2's host gone (stopped, its listeners drop new SYNs: silent_host.h),
+# the verdict names rank 2 alone: asking it holds up the asking of no other.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" prog="$top/tests/fault/stuck" merge="$top/tools/hcomm-trace"
@@ -57,6 +59,21 @@ result "stop: each waiting rank's warn line names rank 2 as silent" $?
 cat "$out.merge" >> "$out"
 has "verdict: allreduce #7 (4 KiB): rank 2 (host [^)]*) .*ranks 0, 1, 3 waiting" "$out.merge"
 result "stop: hcomm-trace names rank 2 and allreduce #7" $?
+
+# the silent host, over shared memory (the watch's sockets alone to fill)
+hard=$(ulimit -Hn)
+label="silent: each waiting rank's warn line names rank 2 alone, and no connect errors"
+if [ "$hard" != unlimited ] && [ "$hard" -lt 8192 ]; then
+    result "$label (the filler needs 8192 open files, the hard limit is $hard)" 77
+else
+    mkdir "$tmp/silent"
+    try 60 HCOMM_TRANSPORT=shm "$run" -n 4 "$prog" silent 2 $set "$tmp/silent"
+    test $? = 0 && has 'its listeners drop new SYNs' &&
+        [ "$(count 'stuck: rank [013]: timed out')" = 3 ] &&
+        [ "$(count 'stuck: allreduce #7 (4 KiB): rank 2 (host [^)]*) does not answer (stopped or dead); ranks 0, 1, 3 waiting$')" = 3 ] &&
+        ! has 'ERROR.*connect to rank'
+    result "$label" $?
+fi
 
 # no watch: the timeout still comes, and says why it names no one
 try 60 HCOMM_WATCH=0 "$run" -n 2 "$prog" sleep 1 2

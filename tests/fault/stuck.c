@@ -4,7 +4,10 @@
  * allreduce #7, except rank STUCK, which first
  *   sleep: sleeps SET + 3 s (its watch thread still answers: "is at #6"),
  *   stop:  stops itself with SIGSTOP (nothing answers: "does not answer");
- *          a child of its own sends SIGCONT SET + 4 s later.
+ *          a child of its own sends SIGCONT SET + 4 s later;
+ *   silent: stops, and its listeners drop new SYNs (silent_host.h: a host
+ *          gone); the others start #7 once they do (args: ... SET DIR), and
+ *          stay 1 s after theirs failed (each verdict sees them waiting).
  * The others must fail #7 with HCOMM_ERR_TIMEOUT within SET + 5 s; the warn
  * line that names the rank is checked by run_stuck.sh, which also merges the
  * flight recorder files (HCOMM_TRACE_DIR) with tools/hcomm-trace. With
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "hcomm.h"
+#include "silent_host.h"
 
 #define N 1024
 
@@ -28,11 +32,15 @@ static double now(void)
 }
 
 /* The stuck rank's misstep before #7. */
-static void misstep(const char *mode, double set)
+static void misstep(const char *mode, double set, const char *argv0, const char *dir, int nranks)
 {
     if (strcmp(mode, "sleep") == 0) { /* through signals (the dump signal's) */
         for (double end = now() + set + 3; now() < end;)
             usleep(100000);
+        return;
+    }
+    if (strcmp(mode, "silent") == 0) {
+        silent_host_go(argv0, dir, nranks - 1);
         return;
     }
     pid_t self = getpid();
@@ -46,18 +54,23 @@ static void misstep(const char *mode, double set)
 
 int main(int argc, char **argv)
 {
-    if (argc < 4) {
-        fprintf(stderr, "usage: stuck sleep|stop STUCK_RANK SET [dump]\n");
+    if (argc > 1 && strcmp(argv[1], "fill") == 0)
+        return silent_host_fill(argc, argv);
+    if (argc < 4 || (strcmp(argv[1], "silent") == 0 && argc < 5)) {
+        fprintf(stderr,
+                "usage: stuck sleep|stop STUCK_RANK SET [dump] | silent STUCK_RANK SET DIR\n");
         return 2;
     }
-    const char  *mode  = argv[1];
+    const char  *mode = argv[1], *dir = argc > 4 ? argv[4] : "";
+    int          silent = strcmp(mode, "silent") == 0, nranks;
     int          stuck = atoi(argv[2]), dump = argc > 4 && strcmp(argv[4], "dump") == 0;
     double       set = atof(argv[3]);
     hcomm_comm_t comm;
     int          rank;
     static float x[N];
     if (hcomm_comm_init_env(&comm) != HCOMM_SUCCESS ||
-        hcomm_comm_rank(comm, &rank) != HCOMM_SUCCESS)
+        hcomm_comm_rank(comm, &rank) != HCOMM_SUCCESS ||
+        hcomm_comm_size(comm, &nranks) != HCOMM_SUCCESS)
         return 3;
     if (hcomm_comm_set_timeout(comm, set) != HCOMM_SUCCESS)
         return 4;
@@ -71,13 +84,23 @@ int main(int argc, char **argv)
     printf("stuck: rank %d is pid %d\n", rank, (int)getpid()); /* for the dump signal */
     fflush(stdout);
     if (rank == stuck)
-        misstep(mode, set);
+        misstep(mode, set, argv[0], dir, nranks);
+    if (rank == stuck && silent) { /* continued once the others are done */
+        hcomm_comm_abort(comm);
+        return 0;
+    }
+    if (silent && !silent_host_wait_filled(dir, 20))
+        return 8;
     double         t0     = now();
     hcomm_status_t st     = hcomm_allreduce(x, x, N, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
     double         waited = now() - t0;
     printf("stuck: rank %d: %s after %.2f s\n", rank, hcomm_status_str(st), waited);
     fflush(stdout);
     int good = rank == stuck || (st == HCOMM_ERR_TIMEOUT && waited < set + 5);
+    if (silent && rank != stuck) {
+        usleep(1000000);
+        silent_host_done(dir, rank);
+    }
     hcomm_comm_abort(comm);
     return good ? 0 : 1;
 }
