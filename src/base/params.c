@@ -128,21 +128,44 @@ static void fallback_report(void)
     }
 }
 
-/* Values that parse but mean nothing. */
-static int param_valid(const param_desc_t *d)
+/* The health round's limits (src/core/health.c, health.h): a window under
+ * HEALTH_MIN_COMMON collectives never gives a verdict, one over HC_ARRIVALS
+ * exceeds the rings; a round asks for up to 0.2 s holding the watch lock, so
+ * a period under 0.1 s would keep the watch thread in it. */
+#define HEALTH_WINDOW_MIN 16
+#define HEALTH_WINDOW_MAX 256
+#define HEALTH_PERIOD_MIN 0.1
+
+/* Values that parse but mean nothing: NULL, or what the value must be. */
+static const char *param_invalid(const param_desc_t *d)
 {
-    if (d->offset == offsetof(hc_params_t, timeout)) /* a wait of 0 s would fail every call */
-        return hc_params_live.timeout > 0;
-    if (d->offset == offsetof(hc_params_t, ring_order))
-        return strcmp(hc_params_live.ring_order, "plan") == 0 ||
-               strcmp(hc_params_live.ring_order, "rank") == 0;
-    return 1;
+    const hc_params_t *p   = &hc_params_live;
+    size_t             off = d->offset;
+    if (off == offsetof(hc_params_t, timeout)) /* a wait of 0 s would fail every call */
+        return p->timeout > 0 ? NULL : "above 0";
+    if (off == offsetof(hc_params_t, watch_timeout)) /* 0 s: every shrink finds all others dead */
+        return p->watch_timeout > 0 ? NULL : "above 0";
+    if (off == offsetof(hc_params_t, health_period))
+        return p->health_period >= HEALTH_PERIOD_MIN ? NULL : "at least 0.1";
+    if (off == offsetof(hc_params_t, health_window))
+        return p->health_window >= HEALTH_WINDOW_MIN && p->health_window <= HEALTH_WINDOW_MAX
+                   ? NULL
+                   : "16 to 256";
+    if (off == offsetof(hc_params_t, health_alpha))
+        return p->health_alpha > 0 && p->health_alpha < 1 ? NULL : "between 0 and 1, exclusive";
+    if (off == offsetof(hc_params_t, ring_order))
+        return strcmp(p->ring_order, "plan") == 0 || strcmp(p->ring_order, "rank") == 0
+                   ? NULL
+                   : "plan or rank";
+    return NULL;
 }
 
 static void params_load(void)
 {
-    char name[128];
-    int  invalid[NPARAMS] = {0};
+    char        name[128];
+    int         invalid[NPARAMS] = {0};
+    const char *must[NPARAMS]    = {NULL}; /* what an out-of-range value must be */
+    const char *bad[NPARAMS]     = {NULL}; /* and what it was */
 
     for (size_t i = 0; i < NPARAMS; i++) {
         const param_desc_t *d = &param_table[i];
@@ -160,14 +183,18 @@ static void params_load(void)
         }
     }
     for (size_t i = 0; i < NPARAMS; i++)
-        if (!param_valid(&param_table[i])) {
-            invalid[i] = 1;
+        if ((must[i] = param_invalid(&param_table[i])) != NULL) {
+            invalid[i] = 1, bad[i] = param_raw[i];
             param_set(&param_table[i], param_table[i].def);
+            param_raw[i] = param_table[i].def;
         }
     hc_log_configure(hc_params_live.log_level, hc_params_live.log_subsys, hc_params_live.log_file);
 
     for (size_t i = 0; i < NPARAMS; i++)
-        if (invalid[i])
+        if (must[i] != NULL)
+            hc_warn(PARAM, "HCOMM_%s: invalid value %s (must be %s), using the default %s",
+                    param_table[i].name, bad[i], must[i], param_table[i].def);
+        else if (invalid[i])
             hc_warn(PARAM, "HCOMM_%s: invalid value, using the default %s", param_table[i].name,
                     param_table[i].def);
     for (char **e = environ; e && *e; e++) {

@@ -3,7 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -135,15 +138,85 @@ static void test_nccl_fallbacks(void **state)
     hc_params_reload();
 }
 
+/* Lines of path that contain s. */
+static int count_lines(const char *path, const char *s)
+{
+    char  line[1024];
+    int   n = 0;
+    FILE *f = fopen(path, "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, s) != NULL;
+    if (f != NULL)
+        fclose(f);
+    return n;
+}
+
+/* Values that parse but are out of range are refused at load, each with one
+ * warning naming it, and the default kept; the limits themselves are taken. */
+static void test_out_of_range(void **state)
+{
+    static const struct {
+        const char *name, *bad, *edge;
+    } cases[] = {
+        {"WATCH_TIMEOUT", "0", "0.001"},  {"WATCH_TIMEOUT", "-1", "0.001"},
+        {"HEALTH_PERIOD", "0.01", "0.1"}, {"HEALTH_PERIOD", "0", "0.1"},
+        {"HEALTH_WINDOW", "15", "16"},    {"HEALTH_WINDOW", "257", "256"},
+        {"HEALTH_ALPHA", "0", "0.999"},   {"HEALTH_ALPHA", "1", "0.001"},
+        {"TIMEOUT", "0", "0.5"},
+    };
+    char log[] = "/tmp/hcomm-test-params-XXXXXX", name[64], want[128];
+    int  fd    = mkstemp(log);
+    (void)state;
+    assert_true(fd >= 0);
+    close(fd);
+    setenv("HCOMM_LOG_FILE", log, 1);
+    setenv("HCOMM_LOG_LEVEL", "warn", 1);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(name, sizeof(name), "HCOMM_%s", cases[i].name);
+        setenv(name, cases[i].bad, 1);
+        hc_params_reload();
+        const hc_params_t *p = hc_params_get();
+        assert_true(p->watch_timeout == 0.5);
+        assert_true(p->health_period == 1.0);
+        assert_int_equal(p->health_window, 64);
+        assert_true(p->health_alpha == 0.05);
+        assert_true(p->timeout == 300.0);
+        snprintf(want, sizeof(want), "%s: invalid value %s (must be ", name, cases[i].bad);
+        assert_int_equal(count_lines(log, want), 1);
+        assert_int_equal(count_lines(log, "invalid value"), 1);
+        assert_int_equal(truncate(log, 0), 0);
+        setenv(name, cases[i].edge, 1);
+        hc_params_reload();
+        assert_int_equal(count_lines(log, "invalid value"), 0);
+        unsetenv(name);
+    }
+    setenv("HCOMM_HEALTH_WINDOW", "16", 1);
+    setenv("HCOMM_HEALTH_PERIOD", "0.1", 1);
+    setenv("HCOMM_HEALTH_ALPHA", "0.2", 1);
+    setenv("HCOMM_WATCH_TIMEOUT", "0.25", 1);
+    hc_params_reload();
+    const hc_params_t *p = hc_params_get();
+    assert_int_equal(p->health_window, 16);
+    assert_true(p->health_period == 0.1);
+    assert_true(p->health_alpha == 0.2);
+    assert_true(p->watch_timeout == 0.25);
+    unsetenv("HCOMM_HEALTH_WINDOW");
+    unsetenv("HCOMM_HEALTH_PERIOD");
+    unsetenv("HCOMM_HEALTH_ALPHA");
+    unsetenv("HCOMM_WATCH_TIMEOUT");
+    setenv("HCOMM_LOG_LEVEL", "error", 1);
+    unsetenv("HCOMM_LOG_FILE");
+    hc_params_reload();
+    unlink(log);
+}
+
 int main(void)
 {
     setenv("HCOMM_LOG_LEVEL", "error", 1); /* the invalid-value warnings are expected */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_parse_size),
-        cmocka_unit_test(test_env_values),
-        cmocka_unit_test(test_invalid_keeps_default),
-        cmocka_unit_test(test_nccl_fallbacks),
+        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_env_values),     cmocka_unit_test(test_invalid_keeps_default),
+        cmocka_unit_test(test_nccl_fallbacks), cmocka_unit_test(test_out_of_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
