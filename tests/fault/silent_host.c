@@ -204,7 +204,7 @@ int silent_host_fill(int argc, char **argv)
 {
     if (argc < 5)
         return 1;
-    int                     pid = atoi(argv[2]), wait = atoi(argv[4]), n = 0, nl, ok = 1;
+    int                     pid = atoi(argv[2]), wait = atoi(argv[4]), n = 0, nl = 0, ok = 1;
     const char             *dir = argv[3];
     struct sockaddr_storage ls[MAX_LISTENERS];
     struct rlimit           rl;
@@ -216,12 +216,20 @@ int silent_host_fill(int argc, char **argv)
     for (double end = now() + 10; !stopped(pid) && now() < end;)
         usleep(10000);
     ok = socks != NULL && stopped(pid) && (nl = listeners(pid, ls, MAX_LISTENERS)) > 0;
-    for (int i = 0; ok && i < nl; i++)
-        ok = fill(&ls[i], socks, &n) == 0;
-    fprintf(stderr, "silent_host: rank pid %d: %s (%d connections)\n", pid,
-            ok ? "its listeners drop new SYNs" : "COULD NOT fill its listeners", n);
+    long need = (long)nl * (backlog() + 1 + 3 * 64) + 64;
+    if (ok && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (long)rl.rlim_cur < need) { /* a SKIP, not a failure: this machine cannot */
+        fprintf(stderr, "silent_host: cannot: the open-file limit %ld is under the %ld needed\n",
+                (long)rl.rlim_cur, need);
+        ok = 0;
+    } else {
+        for (int i = 0; ok && i < nl; i++)
+            ok = fill(&ls[i], socks, &n) == 0;
+        fprintf(stderr, "silent_host: rank pid %d: %s (%d connections)\n", pid,
+                ok ? "its listeners drop new SYNs" : "COULD NOT fill its listeners", n);
+    }
     touch(dir, ok ? "filled" : "unfilled");
-    for (double end = now() + 60; now() < end; usleep(50000)) {
+    for (double end = now() + 60; ok && now() < end && kill(pid, 0) == 0; usleep(50000)) {
         DIR *d    = opendir(dir);
         int  done = 0;
         for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)

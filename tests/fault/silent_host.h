@@ -8,9 +8,11 @@
 
 /* The calling rank goes silent: it starts the filler (argv0 run as
  * "argv0 fill PID DIR WAIT") and stops. The filler touches DIR/filled once new
- * SYNs are dropped (DIR/unfilled if it could not), holds the queues full
- * until WAIT files DIR/done.* exist (or 60 s passed), then lets them go and
- * continues the rank; this returns then. */
+ * SYNs are dropped, holds the queues full until WAIT files DIR/done.* exist
+ * (or 60 s passed, or the rank is gone), then lets them go and continues the
+ * rank; this returns then. A filler that could not touches DIR/unfilled and
+ * continues the rank at once ("silent_host: cannot: ..." where this machine's
+ * open-file limit is too low: a SKIP). */
 void silent_host_go(const char *argv0, const char *dir, int wait);
 
 /* The filler's main, for argv[1] == "fill": 0, or 1 when it could not. */
