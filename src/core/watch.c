@@ -23,6 +23,7 @@
 
 #define WATCH_REPLY_TIMEOUT 0.2 /* seconds to hand a reply to the kernel */
 #define WATCH_POLL_MS 1000
+#define WATCH_RELIC_TIMEOUTS 10 /* a decided shrink is answered this many timeouts */
 
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static hc_watch_t    **watched;
@@ -511,16 +512,16 @@ void hc_watch_close(hcomm_comm_t c)
         return;
     c->watch = NULL;
     pthread_mutex_lock(&watch_lock);
-    /* a shrink this rank decided stays answered for a timeout, while another
+    /* a shrink this rank decided stays answered for a while, as long as another
      * communicator keeps the thread: a late joiner (its walk finds every
      * lower rank gone) would otherwise coordinate alone and succeed */
     if (w->serving && watched_live() > 1 &&
         (w->relic_len = hc_watch_shrink_decision(c, &w->relic)) > 0) {
         w->comm        = NULL;
-        w->relic_until = hc_clock_now() + c->timeout;
+        w->relic_until = hc_clock_now() + WATCH_RELIC_TIMEOUTS * c->timeout;
         pthread_mutex_unlock(&watch_lock);
         hc_debug(COLL, "rank %d: its watch answers its shrink decision for %g s more", c->rank,
-                 c->timeout);
+                 WATCH_RELIC_TIMEOUTS * c->timeout);
         return;
     }
     for (int i = 0; i < nwatched && w->serving; i++)

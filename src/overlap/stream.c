@@ -26,6 +26,7 @@ struct hc_stream_task {
     int               refs;         /* the thread, and a CUDA callback on CUDA streams */
     int               go, finished; /* CUDA streams: the CUDA stream reached it; it ran */
     struct hcomm_stream *owner;
+    uint64_t             seq; /* s->queued when it was queued (its number, from 1) */
     size_t            nreqs;
     hcomm_request_t   reqs[];
 };
@@ -47,7 +48,8 @@ struct hcomm_stream {
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
     int                  cuda_pending; /* their callbacks not yet returned: they use s */
     int                  cuda_skipped; /* tasks the CUDA stream never reached in time */
-    int                  unordered;    /* an event wait timed out: what follows may not run */
+    uint64_t             unordered;    /* an event wait timed out: tasks queued up to this one
+                                        * were to run after it, and do not */
 };
 
 /* Guards every stream's last_req and the list of live streams: the registry
@@ -205,7 +207,7 @@ void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
     else
         s->head = t;
     s->tail = t;
-    s->queued++;
+    t->seq  = ++s->queued;
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     if (dropped != NULL)
@@ -270,8 +272,12 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
                      "stream %p: the event it waits for did not complete within "
                      "HCOMM_TIMEOUT (%g s); its later operations fail",
                      (void *)s, hc_params_get()->timeout);
-            st           = HCOMM_ERR_TIMEOUT;
-            s->unordered = 1; /* the stream thread's own */
+            st = HCOMM_ERR_TIMEOUT;
+            /* what is queued from now on runs: the program may go on with the
+             * stream once it saw the error (sticky all the same) */
+            pthread_mutex_lock(&s->mu);
+            s->unordered = s->queued;
+            pthread_mutex_unlock(&s->mu);
         }
         if (t->rec != NULL)
             hc_event_release(t->ev, t->rec);
@@ -299,7 +305,7 @@ static int stream_wait_go(hcomm_stream_t s, hc_stream_task_t *t)
  * fails, so its peers do not wait forever; its buffers may not be ready). */
 static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
 {
-    if (!s->unordered)
+    if (t->seq > s->unordered)
         hc_error(STREAM, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT",
                  s->cuda);
     stream_fail(s, HCOMM_ERR_TIMEOUT);
@@ -332,7 +338,7 @@ static void *stream_main(void *arg)
         hc_stream_task_t *t = s->head;
         int               go = stream_wait_go(s, t);
         pthread_mutex_unlock(&s->mu);
-        if (go && (!s->unordered || t->kind == TASK_HOST))
+        if (go && (t->seq > s->unordered || t->kind == TASK_HOST))
             run_task(s, t); /* a host function runs: it may query the stream's error */
         else
             stream_skip(s, t);
