@@ -9,7 +9,10 @@
  * group (hcomm_group_start/end) fused into one request on a communicator. Each
  * communicator numbers its operations 1, 2, ... in issue order, so the same
  * operation has the same number on every rank. On one communicator operations
- * run one after another: op_end of one comes before op_start of the next.
+ * start in issue order and end in issue order, mostly one after another; but
+ * sends and receives right behind a running send or receive start beside it
+ * (op_start of the next before op_end of the one ahead), so a profiler keeps
+ * an operation's state in its op_data, not in one place per communicator.
  *
  * Callbacks run on the thread that progresses the operation (the caller's for
  * a blocking call; whoever tests or waits for a nonblocking one; a stream's

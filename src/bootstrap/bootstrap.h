@@ -37,6 +37,10 @@ hcomm_status_t hc_bootstrap_root_start(const char *bind_addr, const uint8_t cook
  * max_seconds, until every such root has answered each rank of its job;
  * returns at once when none refused anyone. */
 void hc_bootstrap_root_settle(double max_seconds);
+/* The root of id, if this process runs it and no rank has joined it, ends
+ * within a second, quietly: an id the caller will not use (the extra ids of
+ * ncclCommInitRankScalable). Any other id: nothing. */
+void hc_bootstrap_root_release(const hcomm_unique_id_t *id);
 /* The same on lfd, a TCP socket a launcher bound and listens on for this
  * process (hcomm-run: HCOMM_ROOT_FD), so that no other process can take the
  * port between a choice and a bind; it must listen on host_port's port. The

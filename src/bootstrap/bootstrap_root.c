@@ -32,10 +32,12 @@ _Static_assert(sizeof(struct sockaddr_in6) <= sizeof(((hc_uid_t *)0)->root_addr)
 #define ROOT_REPLY_TIMEOUT 5.0 /* seconds for the replies once all joined */
 
 /* Roots of this process that refused a rank and have not yet answered a hello
- * per rank (hc_bootstrap_root_settle waits for them). */
-static pthread_mutex_t roots_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t  roots_cv = PTHREAD_COND_INITIALIZER;
-static int             roots_unsettled;
+ * per rank (hc_bootstrap_root_settle waits for them); the running roots, for
+ * hc_bootstrap_root_release. */
+static pthread_mutex_t    roots_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t     roots_cv = PTHREAD_COND_INITIALIZER;
+static int                roots_unsettled;
+static struct root_state *roots_running;
 
 typedef struct root_state {
     int                 lfd;
@@ -47,6 +49,8 @@ typedef struct root_state {
     hc_bootstrap_roll_t roll;
     hc_gate_t           gate;
     int                 unsettled; /* counted in roots_unsettled; under roots_mu */
+    int                 released;  /* hc_bootstrap_root_release: atomic */
+    struct root_state  *next;      /* in roots_running; under roots_mu */
 } root_state_t;
 
 hcomm_status_t hc_bootstrap_random(void *buf, size_t len)
@@ -248,6 +252,38 @@ void hc_bootstrap_root_settle(double max_seconds)
     pthread_mutex_unlock(&roots_mu);
 }
 
+/* Under roots_mu: st joins or leaves roots_running. */
+static void root_link(root_state_t *st, int in)
+{
+    root_state_t **pp = &roots_running;
+    while (*pp != NULL && *pp != st)
+        pp = &(*pp)->next;
+    if (in && *pp == NULL)
+        *pp = st;
+    else if (!in && *pp == st)
+        *pp = st->next;
+}
+
+void hc_bootstrap_root_release(const hcomm_unique_id_t *id)
+{
+    hc_uid_t uid;
+    memcpy(&uid, id, sizeof(uid));
+    if (uid.magic != HC_UID_MAGIC)
+        return;
+    pthread_mutex_lock(&roots_mu);
+    for (root_state_t *st = roots_running; st != NULL; st = st->next)
+        if (memcmp(st->cookie, uid.cookie, sizeof(st->cookie)) == 0)
+            __atomic_store_n(&st->released, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&roots_mu);
+}
+
+/* A released root that no rank joined ends quietly. */
+static int root_unused(root_state_t *st)
+{
+    return __atomic_load_n(&st->released, __ATOMIC_RELAXED) && st->roll.nranks == 0 &&
+           st->roll.doomed == HCOMM_SUCCESS;
+}
+
 /* One poll round; returns 0, or -1 on a poll failure (logged). */
 static int root_poll(root_state_t *st)
 {
@@ -256,7 +292,8 @@ static int root_poll(root_state_t *st)
     double        until = st->deadline;
     int           n     = hc_gate_pollfds(&st->gate, pfd, &until);
     double        ms    = (until - now) * 1000.0 + 1.0;
-    int           r     = poll(pfd, (nfds_t)n, ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms);
+    /* a release is seen within a second */
+    int r = poll(pfd, (nfds_t)n, ms < 0 ? 0 : ms > 1000 ? 1000 : (int)ms);
     if (r < 0 && errno != EINTR) {
         hc_error(BOOT, "%s: poll: %s", st->what, strerror(errno));
         return -1;
@@ -289,9 +326,9 @@ static void root_timed_out(root_state_t *st)
     for (int r = 0; r < roll->nranks && missing < 0; r++)
         if (roll->rank_fd[r] < 0)
             missing = r;
-    if (roll->nranks == 0) {
-        hc_error(BOOT, "bootstrap root %s: timed out after %.1f s: no rank joined", st->name,
-                 st->timeout);
+    if (roll->nranks == 0) { /* an id nobody used (ncclGetUniqueId on every rank) */
+        hc_info(BOOT, "bootstrap root %s: no rank joined in %.1f s: it ends unused", st->name,
+                st->timeout);
         return;
     }
     hc_error(BOOT,
@@ -338,6 +375,10 @@ static void *root_thread(void *arg)
             root_doom(st);
             root_settle_check(st);
         }
+        if (root_unused(st)) {
+            hc_debug(BOOT, "bootstrap root %s: released unused", st->name);
+            goto out;
+        }
         if (hc_clock_now() >= st->deadline) {
             if (st->roll.doomed == HCOMM_SUCCESS)
                 root_timed_out(st);
@@ -350,6 +391,7 @@ static void *root_thread(void *arg)
 out:
     pthread_mutex_lock(&roots_mu);
     root_mark(st, 0);
+    root_link(st, 0);
     pthread_mutex_unlock(&roots_mu);
     root_free(st);
     return NULL;
@@ -431,8 +473,15 @@ static hcomm_status_t root_serve(root_state_t *st, struct sockaddr_storage *boun
                  sizeof(hc_bootstrap_hello_t), st->what, root_admit, st);
     /* Logged first: once spawned, the thread owns st. */
     hc_info(BOOT, "bootstrap root listening on %s", st->name);
-    if ((status = root_spawn(st)) != HCOMM_SUCCESS)
+    pthread_mutex_lock(&roots_mu);
+    root_link(st, 1);
+    pthread_mutex_unlock(&roots_mu);
+    if ((status = root_spawn(st)) != HCOMM_SUCCESS) {
+        pthread_mutex_lock(&roots_mu);
+        root_link(st, 0);
+        pthread_mutex_unlock(&roots_mu);
         return status;
+    }
     *id = out;
     return HCOMM_SUCCESS;
 }

@@ -453,6 +453,32 @@ static void check_group_errors(ncclComm_t comm)
     CHECK(y == nranks, "after a refused NCCL_SHRINK_ABORT: %d (want %d)", y, nranks);
 }
 
+/* A send and a receive on a ring that run at once (the receive starts behind
+ * the send: comm_queue.c): a profiler plugin sees each one's events apart. */
+static void check_bridge_overlap(hcomm_comm_t hc)
+{
+    size_t n = 4 << 20;
+    char  *s = malloc(n), *r = malloc(n);
+    if (nranks < 2 || s == NULL || r == NULL) {
+        free(s), free(r);
+        return;
+    }
+    memset(s, rank + 1, n);
+    for (int it = 0; it < 4; it++) {
+        hcomm_request_t rq[2] = {NULL, NULL};
+        memset(r, 0, n);
+        CHECK(hcomm_isend(s, n, HCOMM_UINT8, (rank + 1) % nranks, hc, &rq[0]) == HCOMM_SUCCESS &&
+                  hcomm_irecv(r, n, HCOMM_UINT8, (rank + nranks - 1) % nranks, hc, &rq[1]) ==
+                      HCOMM_SUCCESS,
+              "hcomm_isend/hcomm_irecv");
+        CHECK(rq[0] == NULL || hcomm_wait(&rq[0]) == HCOMM_SUCCESS, "hcomm_wait(send)");
+        CHECK(rq[1] == NULL || hcomm_wait(&rq[1]) == HCOMM_SUCCESS, "hcomm_wait(recv)");
+        CHECK(r[0] == (char)((rank + nranks - 1) % nranks + 1) && r[n - 1] == r[0],
+              "overlapped exchange %d got %d", it, r[0]);
+    }
+    free(s), free(r);
+}
+
 /* hcomm's own calls on the communicator behind the NCCL one. */
 static void check_bridge(ncclComm_t comm)
 {
@@ -465,6 +491,7 @@ static void check_bridge(ncclComm_t comm)
     CHECK(hcomm_allreduce(&v, &sum, 1, HCOMM_INT32, HCOMM_SUM, hc, NULL) == HCOMM_SUCCESS &&
               sum == nranks * (nranks + 1) / 2,
           "hcomm allreduce on the NCCL comm gave %d", sum);
+    check_bridge_overlap(hc);
     CHECK(hcomm_comm_from_nccl((ncclComm_t)&v, &hc) == HCOMM_ERR_INVALID_COMM,
           "a foreign handle accepted");
     CHECK(hcomm_comm_from_nccl(comm, NULL) == HCOMM_ERR_INVALID_COMM, "NULL out accepted");
@@ -635,14 +662,10 @@ static int get_id(ncclUniqueId *id)
     return ok ? 0 : -1;
 }
 #else
-static int get_id(ncclUniqueId *id)
+/* The id in the file at path: made and written there when mine, else read. */
+static int id_file(ncclUniqueId *id, const char *path, int mine)
 {
-    const char *path = getenv("NCCL_CHECK_ID_FILE");
-    if (path == NULL) {
-        fprintf(stderr, "NCCL_CHECK_ID_FILE not set\n");
-        return -1;
-    }
-    if (rank == 0) {
+    if (mine) {
         char tmp[4096];
         snprintf(tmp, sizeof(tmp), "%s.tmp", path);
         FILE *f = fopen(tmp, "wb");
@@ -663,6 +686,50 @@ static int get_id(ncclUniqueId *id)
     }
     fprintf(stderr, "rank %d: no unique id in %s after 30 s\n", rank, path);
     return -1;
+}
+
+static int get_id(ncclUniqueId *id)
+{
+    const char *path = getenv("NCCL_CHECK_ID_FILE");
+    if (path == NULL) {
+        fprintf(stderr, "NCCL_CHECK_ID_FILE not set\n");
+        return -1;
+    }
+    return id_file(id, path, rank == 0);
+}
+
+/* NCCL_CHECK_SCALABLE=S: ncclCommInitRankScalable with an id from every rank
+ * (each calls ncclGetUniqueId, as NCCL asks), an allreduce, then S seconds
+ * idle (run_shim.sh: past HCOMM_TIMEOUT, for the roots of the ids not used). */
+static int run_scalable(double idle)
+{
+    const char *path = getenv("NCCL_CHECK_ID_FILE");
+    ncclUniqueId *ids = calloc((size_t)nranks, sizeof(*ids));
+    ncclComm_t comm = NULL;
+    char name[4200];
+    int v = 1, sum = 0;
+    if (path == NULL || ids == NULL) {
+        free(ids);
+        return 1;
+    }
+    for (int r = 0; r < nranks; r++) {
+        snprintf(name, sizeof(name), "%s.%d", path, r);
+        if (id_file(&ids[r], name, r == rank) != 0) {
+            free(ids);
+            return 1;
+        }
+    }
+    NCCLOK(ncclCommInitRankScalable(&comm, nranks, rank, nranks, ids, NULL));
+    free(ids);
+    if (comm == NULL)
+        return 1;
+    NCCLOK(ncclAllReduce(&v, &sum, 1, ncclInt32, ncclSum, comm, NULL));
+    CHECK(sum == nranks, "allreduce on a scalable-init communicator gave %d", sum);
+    nanosleep(&(struct timespec){(time_t)idle, (long)((idle - (time_t)idle) * 1e9)}, NULL);
+    NCCLOK(ncclCommDestroy(comm));
+    printf("rank %d/%d: scalable %s (%d failures)\n", rank, nranks, failures ? "FAIL" : "PASS",
+           failures);
+    return failures ? 1 : 0;
 }
 #endif
 
@@ -752,6 +819,8 @@ int main(int argc, char **argv)
     const char *r = getenv("HCOMM_RANK"), *n = getenv("HCOMM_NRANKS");
     rank   = r ? atoi(r) : 0;
     nranks = n ? atoi(n) : 1;
+    if (getenv("NCCL_CHECK_SCALABLE") != NULL)
+        return run_scalable(atof(getenv("NCCL_CHECK_SCALABLE")));
     return run_checks();
 #endif
 }

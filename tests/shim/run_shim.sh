@@ -65,6 +65,12 @@ if [ -f "$plug" ]; then
 else
     result "profiler plugin (tests/shim/libnccl-profiler-test.so not built)" 77
 fi
+# ncclCommInitRankScalable with an id from each rank uses rank 0's: the other
+# ranks' roots end unused, without an error past HCOMM_TIMEOUT (3 s; idle 5 s)
+HCOMM_LOG_LEVEL=info HCOMM_TIMEOUT=3 NCCL_CHECK_SCALABLE=5 NCCL_CHECK_ID_FILE="$tmp/id.scal" \
+    "$run" -n 3 -t 60 "$bin/nccl_check" > "$out" 2>&1 &&
+    [ "$(grep -c ': scalable PASS' "$out")" -eq 3 ] && ! has 'ERROR' && ! has 'no rank joined'
+result "ncclCommInitRankScalable: unused ids' roots end quietly" $?
 if [ -x "$bin/nccl_abi_check_nv" ]; then
     { "$bin/nccl_abi_check_hc" > "$tmp/hc" && "$bin/nccl_abi_check_nv" > "$tmp/nv" &&
         [ -s "$tmp/hc" ] && diff "$tmp/nv" "$tmp/hc"; } > "$out" 2>&1

@@ -29,14 +29,18 @@
      HC_NPROF_NET_PLUGIN)
 #define NPROF_P2P_MASK ((NPROF_COLL_MASK & ~HC_NPROF_COLL) | HC_NPROF_P2P)
 
-/* A communicator's plugin context and the events of its running operation
- * (one at a time: operations on a communicator run one after another). */
+/* A communicator's plugin context. */
 struct hc_nccl_prof {
-    void  *ctx;
-    void  *group_api, *group;
-    void **events; /* per call: its API event, then (from cap on) its work's */
-    size_t cap;
+    void *ctx;
 };
+
+/* One operation's events, in the hooks' per-operation slot: point-to-point
+ * operations of one communicator can run at once (comm_queue.c). */
+typedef struct {
+    void  *group_api, *group;
+    size_t n;
+    void  *events[]; /* per call: its API event, then (from n on) its work's */
+} nprof_op_t;
 
 static pthread_mutex_t      nprof_lock = PTHREAD_MUTEX_INITIALIZER;
 static int                  nprof_state; /* 0: not tried; 1: loaded; -1: none */
@@ -115,25 +119,22 @@ static void nprof_op_start(void *user, const hcomm_prof_op_t *op, void **data)
 {
     struct hc_nccl_prof *p    = nprof_of(op->comm);
     int                  mask = __atomic_load_n(&nprof_mask, __ATOMIC_RELAXED);
-    (void)user, (void)data;
+    (void)user;
     if (p == NULL || p->ctx == NULL || op->calls == NULL)
         return;
-    if (op->ncalls > p->cap) {
-        void **e = realloc(p->events, 2 * op->ncalls * sizeof(*e));
-        if (e == NULL)
-            return;
-        p->events = e, p->cap = op->ncalls;
-    }
-    void **api = p->events, **work = p->events + p->cap;
-    memset(p->events, 0, 2 * p->cap * sizeof(*p->events));
-    p->group_api = p->group = NULL;
+    nprof_op_t *o = calloc(1, sizeof(*o) + 2 * op->ncalls * sizeof(o->events[0]));
+    if (o == NULL)
+        return; /* this operation goes without events */
+    o->n       = op->ncalls;
+    void **api = o->events, **work = o->events + o->n;
+    *data                   = o;
     hc_nprof_descr_t d      = {.type = HC_NPROF_GROUP_API, .rank = op->rank};
     d.groupApi.groupDepth   = strcmp(op->call.collective, "group") == 0 ? 2 : 1;
     if (mask & ~(HC_NPROF_PROXY_CTRL))
-        p->group_api = nprof_start(p, &d);
+        o->group_api = nprof_start(p, &d);
     for (size_t i = 0; i < op->ncalls; i++) { /* the calls, as they were made */
         const hcomm_prof_call_t *c = &op->calls[i];
-        d      = (hc_nprof_descr_t){.parentObj = p->group_api, .rank = op->rank};
+        d      = (hc_nprof_descr_t){.parentObj = o->group_api, .rank = op->rank};
         api[i] = NULL;
         if (nprof_is_p2p(c) && (mask & (HC_NPROF_P2P_API | NPROF_P2P_MASK))) {
             d.type            = HC_NPROF_P2P_API;
@@ -153,7 +154,7 @@ static void nprof_op_start(void *user, const hcomm_prof_op_t *op, void **data)
     }
     d = (hc_nprof_descr_t){.type = HC_NPROF_GROUP, .rank = op->rank};
     if (mask & (HC_NPROF_GROUP | NPROF_COLL_MASK | HC_NPROF_P2P))
-        p->group = nprof_start(p, &d);
+        o->group = nprof_start(p, &d);
     for (size_t i = 0; i < op->ncalls; i++) { /* the work, under its call */
         const hcomm_prof_call_t *c = &op->calls[i];
         d                          = (hc_nprof_descr_t){.parentObj = api[i], .rank = op->rank};
@@ -165,7 +166,7 @@ static void nprof_op_start(void *user, const hcomm_prof_op_t *op, void **data)
             d.p2p.count     = c->count;
             d.p2p.peer      = c->peer;
             d.p2p.nChannels = 1;
-            d.p2p.parentGroup = p->group;
+            d.p2p.parentGroup = o->group;
             work[i]           = nprof_start(p, &d);
         } else if (!nprof_is_p2p(c) && (mask & NPROF_COLL_MASK)) {
             d.type             = HC_NPROF_COLL;
@@ -179,7 +180,7 @@ static void nprof_op_start(void *user, const hcomm_prof_op_t *op, void **data)
             d.coll.nChannels   = 1;
             d.coll.algo        = c->algorithm;
             d.coll.proto       = "Simple";
-            d.coll.parentGroup = p->group;
+            d.coll.parentGroup = o->group;
             work[i]            = nprof_start(p, &d);
         }
     }
@@ -187,15 +188,15 @@ static void nprof_op_start(void *user, const hcomm_prof_op_t *op, void **data)
 
 static void nprof_op_end(void *user, const hcomm_prof_op_t *op, void *data)
 {
-    struct hc_nccl_prof *p = nprof_of(op->comm);
-    (void)user, (void)data;
-    if (p == NULL || p->ctx == NULL || op->calls == NULL || op->ncalls > p->cap)
+    nprof_op_t *o = data;
+    (void)user, (void)op;
+    if (o == NULL)
         return;
-    for (size_t i = 0; i < op->ncalls; i++)
-        nprof_stop(p->events[p->cap + i]);
-    nprof_stop(p->group);
-    nprof_stop(p->group_api);
-    p->group = p->group_api = NULL;
+    for (size_t i = 0; i < o->n; i++)
+        nprof_stop(o->events[o->n + i]);
+    nprof_stop(o->group);
+    nprof_stop(o->group_api);
+    free(o);
 }
 
 /* The plugin's library as NCCL finds it: the name as given (a path or a
@@ -286,7 +287,6 @@ void hc_nccl_prof_comm_fini(hc_nccl_ext_t *ext)
     if (p == NULL)
         return;
     nprof->finalize(p->ctx);
-    free(p->events);
     free(p);
     ext->prof = NULL;
 }

@@ -10,6 +10,7 @@
 
 #include "api/api_split.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 #include "hcomm_nccl.h"
 #include "hcomm_stream.h"
 #include "nccl_shim.h"
@@ -226,13 +227,21 @@ ncclResult_t hcomm_nccl_CommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
     return hc_nccl_enq(init_rank(comm, nranks, commId, rank, NULL));
 }
 
-/* Every rank is given all nId ids; the first belongs to rank 0, hcomm's root. */
+/* Every rank is given all nId ids; the first belongs to rank 0, hcomm's root.
+ * The roots of the others, those this process made, are let go: no rank
+ * joins them, and each would otherwise wait out HCOMM_TIMEOUT. */
 ncclResult_t hcomm_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                              ncclUniqueId *commIds, ncclConfig_t *config)
 {
     if (nId < 1 || commIds == NULL)
         return hc_nccl_enq(
             hc_nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: no unique ids"));
+    for (int i = 1; i < nId; i++) {
+        hcomm_unique_id_t id;
+        memcpy(&id, &commIds[i], sizeof(id));
+        if (memcmp(&commIds[i], &commIds[0], sizeof(id)) != 0) /* the one used: kept */
+            hc_bootstrap_root_release(&id);
+    }
     return hc_nccl_enq(init_rank(newcomm, nranks, commIds[0], myrank, config));
 }
 
