@@ -244,15 +244,235 @@ static void case_send_dead(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w);
 }
 
+/* ---- link timing (docs/resilience.md, "Which link is slow") ----
+ * Rank 0 writes a message raw on its socket 0 (its transport sends nothing
+ * meanwhile); rank 1 receives it and reads hc_tl_req_t.timed_ns. */
+
+static void raw_send(int fd, const void *buf, size_t n)
+{
+    for (size_t off = 0; off < n;) {
+        ssize_t k = write(fd, (const uint8_t *)buf + off, n - off);
+        if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            HC_TLT_CHK(poll(&pf, 1, 10000) == 1);
+            continue;
+        }
+        HC_TLT_CHK(k > 0);
+        off += (size_t)k;
+    }
+}
+
+/* Rank 0's socket 0 to rank 1, after a header for len bytes. */
+static int timing_fd(hc_tlt_env_t *env, size_t len)
+{
+    uint8_t hdr[HC_TCP_HDR_BYTES];
+    int     fd = env->eps[1]->sock[0].fd;
+
+    hc_tcp_put64(hdr, len);
+    raw_send(fd, hdr, sizeof(hdr));
+    return fd;
+}
+
+/* MB/s that r reported, or 0 when not timed. */
+static double timed_mbs(const hc_tl_req_t *r)
+{
+    return r->timed_ns != 0 ? (double)r->timed_bytes * 1e3 / (double)r->timed_ns : 0;
+}
+
+/* 256 KiB at 2 MB/s (16 KiB every 8 ms). Rank 1 waits for its header
+ * (`away`: looks once and comes back once all is sent; else keeps looking);
+ * the rate it reports, and the sender's, in MB/s. */
+static void timing_paced(hc_tlt_env_t *env, int away, double *got, double *wire)
+{
+    size_t   len = 256 << 10, chunk = 16 << 10;
+    uint8_t *buf = hc_tlt_alloc(len);
+
+    if (env->rank == 0) {
+        hc_tlt_await(env, 1, 0, 30);
+        double t0 = hc_tlt_now();
+        int    fd = timing_fd(env, len);
+        for (size_t off = 0; off < len; off += chunk) {
+            usleep(8000);
+            raw_send(fd, buf + off, chunk);
+        }
+        hc_tlt_post(env, 0, (int64_t)((double)len / (hc_tlt_now() - t0))); /* bytes/s */
+        hc_tlt_await(env, 1, 1, 30);                                       /* received */
+    } else {
+        hc_tl_req_t r;
+        HC_TLT_CHK_ST(env->ops->irecv(env->eps[0], buf, len, NULL, NULL, &r), HCOMM_SUCCESS);
+        env->ops->progress(env->ctx); /* before the header: finds nothing */
+        hc_tlt_post(env, 0, 1);
+        if (away) {
+            *wire = (double)hc_tlt_await(env, 0, 0, 30) / 1e6;
+            usleep(70000); /* busy elsewhere */
+        }
+        hc_tlt_wait_ok(env, &r, 1, 30);
+        if (!away)
+            *wire = (double)hc_tlt_await(env, 0, 0, 30) / 1e6;
+        *got = timed_mbs(&r);
+        hc_tlt_post(env, 1, 1);
+    }
+    hc_tlt_free(buf, len);
+}
+
+/* What the kernel held when the receiver came back is not timed: the
+ * header's turn timed the bytes that came with it (0.14 ms for 256 KiB, a
+ * 2 MB/s wire read as 1.9 GB/s). */
+static int body_timed_queued(hc_tlt_env_t *env, void *arg)
+{
+    double got = 0, wire = 0;
+
+    (void)arg;
+    timing_paced(env, 1, &got, &wire);
+    if (env->rank == 1 && got > 10 * wire)
+        hc_tlt_fail(__FILE__, __LINE__, "timed at %.1f MB/s; the wire ran at %.1f MB/s", got, wire);
+    return 0;
+}
+
+/* A receiver that waits is timed at the wire's rate. */
+static int body_timed_wire(hc_tlt_env_t *env, void *arg)
+{
+    double got = 0, wire = 0;
+
+    (void)arg;
+    timing_paced(env, 0, &got, &wire);
+    if (env->rank == 1 && (got < wire / 2 || got > wire * 2))
+        hc_tlt_fail(__FILE__, __LINE__, "timed at %.1f MB/s; the wire ran at %.1f MB/s", got, wire);
+    return 0;
+}
+
+/* The receiver's own absence is not timed: 1 MiB, of which it took 64 KiB
+ * and found no more (the clock armed); the rest comes at once while it is
+ * away 100 ms (it read 10 MB/s: a busy rank made its links look slow). */
+static int body_timed_away(hc_tlt_env_t *env, void *arg)
+{
+    size_t   len = 1 << 20, first = 64 << 10;
+    uint8_t *buf = hc_tlt_alloc(len);
+
+    (void)arg;
+    if (env->rank == 0) {
+        int fd = timing_fd(env, len);
+        raw_send(fd, buf, first);
+        hc_tlt_post(env, 0, 1);
+        hc_tlt_await(env, 1, 0, 30); /* it took those and found no more */
+        raw_send(fd, buf + first, len - first);
+        hc_tlt_post(env, 1, 1);
+        hc_tlt_await(env, 1, 1, 30);
+    } else {
+        hc_tl_req_t r;
+        HC_TLT_CHK_ST(env->ops->irecv(env->eps[0], buf, len, NULL, NULL, &r), HCOMM_SUCCESS);
+        hc_tlt_await(env, 0, 0, 30);
+        for (double end = hc_tlt_now() + 30; r.done < first && hc_tlt_now() < end;)
+            env->ops->progress(env->ctx);
+        env->ops->progress(env->ctx);
+        hc_tlt_post(env, 0, 1);
+        hc_tlt_await(env, 0, 1, 30);
+        usleep(100000); /* busy elsewhere */
+        hc_tlt_wait_ok(env, &r, 1, 30);
+        hc_tlt_post(env, 1, 1);
+        if (r.timed_ns > 20000000)
+            hc_tlt_fail(__FILE__, __LINE__, "%zu bytes timed over %.1f ms (%.1f MB/s)",
+                        r.timed_bytes, (double)r.timed_ns / 1e6, timed_mbs(&r));
+    }
+    hc_tlt_free(buf, len);
+    return 0;
+}
+
+static void sink_drop(void *arg, size_t off, const void *data, size_t n)
+{
+    (void)arg, (void)off, (void)data, (void)n;
+}
+
+/* A striped sink receive reads chunk by chunk: when it finds no more of
+ * chunk 0, socket 1 already holds chunk 1, which is not timed. 512 KiB over
+ * 2 sockets: the first 128 KiB of chunk 0 and all of chunk 1 at once, then
+ * chunk 0's last 128 KiB at 2 MB/s (counted, chunk 1 read as 6 MB/s). */
+static int body_timed_striped(hc_tlt_env_t *env, void *arg)
+{
+    size_t   len = 512 << 10, c = hc_tcp_chunk(len, 2), first = 128 << 10, piece = 16 << 10;
+    uint8_t *buf = hc_tlt_alloc(len);
+
+    (void)arg;
+    HC_TLT_CHK(c == 256 << 10);
+    if (env->ctx->sockbuf == 0) /* chunk 1 might not fit in socket 1's buffers */
+        return HC_TLT_SKIP;
+    if (env->rank == 0) {
+        int fd = timing_fd(env, len);
+        raw_send(fd, buf, first);
+        raw_send(env->eps[1]->sock[1].fd, buf + c, len - c);
+        hc_tlt_post(env, 0, 1);
+        hc_tlt_await(env, 1, 0, 30); /* it took those and found no more */
+        double t0 = hc_tlt_now();
+        for (size_t off = first; off < c; off += piece) {
+            usleep(8000);
+            raw_send(fd, buf + off, piece);
+        }
+        hc_tlt_post(env, 1, (int64_t)((double)(c - first) / (hc_tlt_now() - t0)));
+        hc_tlt_await(env, 1, 1, 30);
+    } else {
+        hc_tl_req_t r;
+        HC_TLT_CHK_ST(env->ops->irecv(env->eps[0], NULL, len, sink_drop, NULL, &r), HCOMM_SUCCESS);
+        hc_tlt_await(env, 0, 0, 30);
+        for (double end = hc_tlt_now() + 30; r.done < first && hc_tlt_now() < end;)
+            env->ops->progress(env->ctx);
+        env->ops->progress(env->ctx);
+        hc_tlt_post(env, 0, 1);
+        hc_tlt_wait_ok(env, &r, 1, 30);
+        double wire = (double)hc_tlt_await(env, 0, 1, 30) / 1e6;
+        hc_tlt_post(env, 1, 1);
+        if (timed_mbs(&r) > 1.5 * wire)
+            hc_tlt_fail(__FILE__, __LINE__,
+                        "%zu bytes timed at %.1f MB/s; the wire ran at %.1f MB/s", r.timed_bytes,
+                        timed_mbs(&r), wire);
+    }
+    hc_tlt_free(buf, len);
+    return 0;
+}
+
+static void case_timed(const hc_tlt_variant_t *v, hc_tlt_body_t body)
+{
+    hc_tlt_world_t w = {.nranks = 2, .body = body};
+    hc_tlt_expect(v, &w);
+}
+
+static void case_timed_queued(const hc_tlt_variant_t *v)
+{
+    case_timed(v, body_timed_queued);
+}
+
+static void case_timed_wire(const hc_tlt_variant_t *v)
+{
+    case_timed(v, body_timed_wire);
+}
+
+static void case_timed_away(const hc_tlt_variant_t *v)
+{
+    case_timed(v, body_timed_away);
+}
+
+static void case_timed_striped(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = hc_tlt_params(v);
+    hc_tlt_world_t w   = {.nranks = 2, .params = &prm, .body = body_timed_striped};
+
+    prm.tcp_nsocks     = 2;
+    prm.tcp_stripe_min = 4096;
+    hc_tlt_expect(v, &w);
+}
+
 const hc_tlt_case_t hc_tlt_tcp_cases[] = {
     {"tcp_ipv6", case_ipv6},
     {"tcp_hello", case_hello},
     {"tcp_send_dead", case_send_dead},
+    {"tcp_timed_queued", case_timed_queued},
+    {"tcp_timed_wire", case_timed_wire},
+    {"tcp_timed_away", case_timed_away},
     {NULL, NULL},
 };
 
 const hc_tlt_case_t hc_tlt_tcp4_cases[] = {
     {"tcp_striped", case_striped},
+    {"tcp_timed_striped", case_timed_striped},
     {"tcp_ipv6", case_ipv6},
     {"tcp_hello", case_hello},
     {NULL, NULL},

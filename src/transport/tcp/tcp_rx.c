@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -172,59 +173,98 @@ static int rx_striped_any(hc_tl_ep_t *ep, hc_tl_req_t *r, int *nc)
     return 1;
 }
 
-/* Timing a receive for the link test (hc_tl_req_t.timed_ns): priv[2] the
- * clock's start (0: not started), priv[3] the bytes done then, or
- * RX_STARVED when the receiver found nothing before the header came. Only
- * what arrives while the receiver waits is timed: what the kernel held
- * before it looked came at no rate it can see. */
-#define RX_STARVED (1ull << 63)
+/* Timing a receive for the link test (hc_tl_req_t.timed_ns; docs/resilience.md,
+ * "Which link is slow"): only bytes that arrive while the receiver waits for
+ * them. Once r's header is in, the clock is armed at the end of a turn that
+ * found no more of r: priv[2] the time then (0: not armed), priv[3] bytes of r
+ * that other sockets already held then, not to be timed. Each later turn adds
+ * the time since and its bytes to timed_ns and timed_bytes (running sums until
+ * r completes), unless the receiver was away longer than RX_AWAY_NS (its own
+ * work, a nap, another rank on its CPU): when those bytes came is unknown, so
+ * they are left out and the clock is armed again. */
+#define RX_AWAY_NS 5000000ull
 
-static void rx_time_start(hc_tl_req_t *r)
+/* Bytes of socket s's share of a striped r from chunk j0 on. */
+static size_t share_left(const hc_tl_ep_t *ep, const hc_tl_req_t *r, int s, size_t j0)
 {
-    if (r->priv[2] == 0 && r->len - r->done >= HC_TL_TIMED_MIN) {
-        r->priv[2] = hc_clock_now_ns();
-        r->priv[3] = r->done;
-    }
+    size_t c = hc_tcp_chunk(r->len, ep->nsocks), n = (size_t)ep->nsocks, left = 0;
+    for (size_t j = j0 + ((size_t)s + n - j0 % n) % n; j * c < r->len; j += n)
+        left += ((j + 1) * c < r->len ? (j + 1) * c : r->len) - j * c;
+    return left;
 }
 
-/* r's turn found no more bytes. */
-static void rx_starved(hc_tl_req_t *r)
+/* What the kernel (and the read-ahead) already holds of r. Only a striped
+ * sink receive leaves any at the end of a turn: it drains one socket at a
+ * time, in message order. An ioctl per socket, each time the clock is armed. */
+static size_t rx_queued(const hc_tl_ep_t *ep, const hc_tl_req_t *r)
 {
-    if (r->priv[0] == HC_TCP_HDR_BYTES)
-        rx_time_start(r);
-    else if (r->len >= HC_TL_TIMED_MIN)
-        r->priv[3] = RX_STARVED;
+    if (r->sink == NULL || !hc_tcp_striped(ep, r->len))
+        return 0;
+    size_t j   = r->done / hc_tcp_chunk(r->len, ep->nsocks);
+    size_t got = 0;
+    for (int s = 0; s < ep->nsocks; s++) {
+        int q = 0;
+        if (s == (int)(j % (size_t)ep->nsocks) || ioctl(ep->sock[s].fd, FIONREAD, &q) != 0)
+            continue; /* the socket the turn starved on holds none of r */
+        size_t held = (size_t)q + (s == 0 ? ep->b_wpos - ep->b_rpos : 0);
+        size_t left = share_left(ep, r, s, j + 1);
+        got += held < left ? held : left; /* more is later messages' */
+    }
+    return got;
 }
 
-static void rx_time_end(hc_tl_req_t *r)
+static void rx_time_arm(hc_tl_ep_t *ep, hc_tl_req_t *r, uint64_t now)
 {
-    if (r->priv[2] != 0 && r->len - r->priv[3] >= HC_TL_TIMED_MIN) {
-        r->timed_ns    = hc_clock_now_ns() - r->priv[2];
-        r->timed_bytes = r->len - r->priv[3];
+    r->priv[2] = now;
+    r->priv[3] = rx_queued(ep, r);
+}
+
+/* After r's turn: rc 0 (found no more) or 1 (complete); done0 and t0 (0: not
+ * armed) as the turn began. */
+static void rx_time_turn(hc_tl_ep_t *ep, hc_tl_req_t *r, int rc, size_t done0, uint64_t t0)
+{
+    if (r->len < HC_TL_TIMED_MIN || r->priv[0] < HC_TCP_HDR_BYTES)
+        return; /* before its header, only the sender's lateness would be timed */
+    if (t0 == 0) {
+        if (rc == 0 && r->len - r->done >= HC_TL_TIMED_MIN)
+            rx_time_arm(ep, r, hc_clock_now_ns());
+        return;
     }
+    uint64_t now = hc_clock_now_ns();
+    if (t0 - r->priv[2] <= RX_AWAY_NS) {
+        size_t got  = r->done - done0;
+        size_t held = got < r->priv[3] ? got : r->priv[3];
+        r->priv[3] -= held;
+        r->timed_ns += now - r->priv[2];
+        r->timed_bytes += got - held;
+        r->priv[2] = now;
+    } else if (rc == 0) {
+        rx_time_arm(ep, r, now);
+    }
+    if (rc > 0 && r->timed_bytes < HC_TL_TIMED_MIN)
+        r->timed_ns = r->timed_bytes = 0; /* too little for a measure */
 }
 
 int hc_tcp_rx_progress(hc_tl_ep_t *ep)
 {
     int nc = 0;
     while (ep->rx_head != NULL && ep->status == HCOMM_SUCCESS) {
-        hc_tl_req_t *r  = ep->rx_head;
-        int          rc = rx_header(ep, r, &nc);
-        if (rc > 0 && (r->priv[3] & RX_STARVED)) /* waited for this header */
-            rx_time_start(r);
+        hc_tl_req_t *r     = ep->rx_head;
+        size_t       done0 = r->done;
+        uint64_t     t0    = r->priv[2] != 0 ? hc_clock_now_ns() : 0;
+        int          rc    = rx_header(ep, r, &nc);
         if (rc > 0 && !hc_tcp_striped(ep, r->len))
             rc = rx_plain(ep, r, &nc);
         else if (rc > 0)
             rc = r->sink != NULL ? rx_striped_seq(ep, r, &nc) : rx_striped_any(ep, r, &nc);
-        if (rc == 0)
-            rx_starved(r);
+        if (rc >= 0)
+            rx_time_turn(ep, r, rc, done0, t0);
         if (rc <= 0)
             break;
         ep->rx_head = r->next;
         if (ep->rx_head == NULL)
             ep->rx_tail = NULL;
         r->next   = NULL;
-        rx_time_end(r);
         r->status = HCOMM_SUCCESS;
         nc++;
     }
