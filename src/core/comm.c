@@ -66,14 +66,21 @@ static void registry_remove(hcomm_comm_t c)
     pthread_mutex_unlock(&registry_lock);
 }
 
+/* Under registry_lock. */
+static int registry_has(hcomm_comm_t comm)
+{
+    for (size_t i = 0; i < registry_len; i++)
+        if (registry[i] == comm)
+            return 1;
+    return 0;
+}
+
 int hc_comm_is_live_search(hcomm_comm_t comm)
 {
-    int live = 0;
     if (comm == NULL)
         return 0;
     pthread_mutex_lock(&registry_lock);
-    for (size_t i = 0; i < registry_len && !live; i++)
-        live = (registry[i] == comm);
+    int live = registry_has(comm);
     if (live) {
         hc_registry_last     = comm;
         hc_registry_last_gen = __atomic_load_n(&hc_registry_gen, __ATOMIC_SEQ_CST);
@@ -84,12 +91,10 @@ int hc_comm_is_live_search(hcomm_comm_t comm)
 
 int hc_comm_hold_if_live(hcomm_comm_t comm)
 {
-    int live = 0;
     if (comm == NULL)
         return 0;
     pthread_mutex_lock(&registry_lock);
-    for (size_t i = 0; i < registry_len && !live; i++)
-        live = (registry[i] == comm);
+    int live = registry_has(comm);
     if (live) /* before destroy's unregistering, which then waits for it */
         __atomic_add_fetch(&comm->held, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&registry_lock);
