@@ -1,7 +1,6 @@
 /* api_alltoallv.c - hcomm_alltoallv (per-peer counts and displacements) and
  * hcomm_alltoallv_dynamic (only the senders know the counts: they are
  * exchanged first, as MoE token dispatch needs). */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +48,14 @@ static hcomm_status_t side_check(const char *name, const char *what, const void 
     return HCOMM_SUCCESS;
 }
 
-static const size_t   *sort_displs; /* qsort has no argument: under recv_sort_mu */
-static pthread_mutex_t recv_sort_mu = PTHREAD_MUTEX_INITIALIZER;
+typedef struct {
+    size_t displ, count;
+    int    rank;
+} recv_block_t;
 
 static int by_displ(const void *a, const void *b)
 {
-    size_t x = sort_displs[*(const int *)a], y = sort_displs[*(const int *)b];
+    size_t x = ((const recv_block_t *)a)->displ, y = ((const recv_block_t *)b)->displ;
     return x < y ? -1 : x > y;
 }
 
@@ -64,7 +65,8 @@ static int by_displ(const void *a, const void *b)
 static hcomm_status_t recv_blocks_check(const char *name, const size_t *counts,
                                         const size_t *displs, int n)
 {
-    int prev = -1, sorted = 1, m = 0, *order;
+    int           prev = -1, sorted = 1, m = 0;
+    recv_block_t *b;
     for (int p = 0; p < n && sorted; p++) {
         if (counts[p] == 0)
             continue;
@@ -73,29 +75,26 @@ static hcomm_status_t recv_blocks_check(const char *name, const size_t *counts,
     }
     if (sorted)
         return HCOMM_SUCCESS;
-    if ((order = malloc((size_t)n * sizeof(*order))) == NULL) {
+    if ((b = malloc((size_t)n * sizeof(*b))) == NULL) {
         hc_error(COLL, "%s: out of memory", name);
         return HCOMM_ERR_NO_MEMORY;
     }
     for (int p = 0; p < n; p++)
         if (counts[p] != 0)
-            order[m++] = p;
-    pthread_mutex_lock(&recv_sort_mu);
-    sort_displs = displs;
-    qsort(order, (size_t)m, sizeof(*order), by_displ);
-    pthread_mutex_unlock(&recv_sort_mu);
+            b[m++] = (recv_block_t){displs[p], counts[p], p};
+    qsort(b, (size_t)m, sizeof(*b), by_displ);
     hcomm_status_t st = HCOMM_SUCCESS;
     for (int i = 1; i < m && st == HCOMM_SUCCESS; i++) {
-        int a = order[i - 1], b = order[i];
-        if (displs[b] < displs[a] + counts[a]) {
+        if (b[i].displ < b[i - 1].displ + b[i - 1].count) {
             hc_error(COLL,
                      "%s: the receive blocks of rank %d (%zu at %zu) and rank %d (%zu at %zu) "
                      "overlap",
-                     name, a, counts[a], displs[a], b, counts[b], displs[b]);
+                     name, b[i - 1].rank, b[i - 1].count, b[i - 1].displ, b[i].rank, b[i].count,
+                     b[i].displ);
             st = HCOMM_ERR_INVALID_ARG;
         }
     }
-    free(order);
+    free(b);
     return st;
 }
 
