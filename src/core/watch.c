@@ -510,8 +510,8 @@ void hc_watch_close(hcomm_comm_t c)
     int         join = 0;
     if (w == NULL)
         return;
+    pthread_mutex_lock(&watch_lock); /* the thread's health round reads c->watch */
     c->watch = NULL;
-    pthread_mutex_lock(&watch_lock);
     /* a shrink this rank decided stays answered for a while, as long as another
      * communicator keeps the thread: a late joiner (its walk finds every
      * lower rank gone) would otherwise coordinate alone and succeed */
