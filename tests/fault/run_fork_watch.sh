@@ -9,6 +9,9 @@
 prog="$top/tests/fault/fork_watch"
 need "$prog"
 scratch fork_watch
+# threads in a child forked from a threaded process, which is the case here:
+# ThreadSanitizer refuses them unless told to go on
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}die_after_fork=0"
 try 60 "$prog" && has '^child B: allreduce: .*revoked'
 result "children forked from a process with a communicator: a revoke reaches them" $?
 try 60 "$prog" nofirst && has '^child B: allreduce: .*revoked'
