@@ -270,7 +270,7 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
         if (hc_event_wait(t->ev, t->rec, hc_params_get()->timeout) != 0) {
             hc_error(STREAM,
                      "stream %p: the event it waits for did not complete within "
-                     "HCOMM_TIMEOUT (%g s); its later operations fail",
+                     "HCOMM_TIMEOUT (%g s); the operations queued behind it fail",
                      (void *)s, hc_params_get()->timeout);
             st = HCOMM_ERR_TIMEOUT;
             /* what is queued from now on runs: the program may go on with the
