@@ -76,7 +76,10 @@ hcomm_status_t hcomm_event_destroy(hcomm_event_t event);
 hcomm_status_t hcomm_event_record(hcomm_event_t event, hcomm_stream_t stream);
 
 /** Work queued on stream after this call waits until the event's last record
- * (as of this call) completes; an event never recorded is complete. */
+ * (as of this call) completes; an event never recorded is complete. A wait
+ * longer than HCOMM_TIMEOUT fails the stream (HCOMM_ERR_TIMEOUT), and the
+ * operations queued behind it by then fail their communicators instead of
+ * running on buffers that may not be ready; host functions still run. */
 hcomm_status_t hcomm_stream_wait_event(hcomm_stream_t stream, hcomm_event_t event);
 
 /** HCOMM_SUCCESS if the last record completed, HCOMM_IN_PROGRESS if not. */
