@@ -64,11 +64,26 @@ static inline int hc_clock_ms_left(double deadline)
     return ms > (double)INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* A span of seconds as a timespec; a span beyond ~31 years (users set huge
+ * timeouts to mean "never") is held there, not converted out of range. */
+#define HC_CLOCK_SPAN_MAX 1e9
+static inline struct timespec hc_clock_span(double seconds)
+{
+    if (!(seconds > 0))
+        seconds = 0;
+    if (seconds > HC_CLOCK_SPAN_MAX)
+        seconds = HC_CLOCK_SPAN_MAX;
+    time_t          s  = (time_t)seconds;
+    struct timespec ts = {s, (long)((seconds - (double)s) * 1e9)};
+    return ts;
+}
+
 /* An absolute CLOCK_MONOTONIC time seconds from now, for pthread_cond_timedwait
  * on a condition variable set to that clock (hc_clock_cond_init). */
 static inline struct timespec hc_clock_abs_in(double seconds)
 {
-    uint64_t        t = hc_clock_now_ns() + (uint64_t)(seconds * 1e9);
+    struct timespec span = hc_clock_span(seconds);
+    uint64_t t = hc_clock_now_ns() + (uint64_t)span.tv_sec * 1000000000u + (uint64_t)span.tv_nsec;
     struct timespec ts = {(time_t)(t / 1000000000u), (long)(t % 1000000000u)};
     return ts;
 }

@@ -49,7 +49,7 @@ static int sock_lookup_bounded(const char *host, const struct addrinfo *hints,
         double left = deadline - hc_clock_now();
         if (left <= 0)
             break;
-        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        struct timespec ts = hc_clock_span(left);
         (void)gai_suspend((const struct gaicb *const *)list, 1, &ts);
     }
     if (gai == EAI_INPROGRESS) {

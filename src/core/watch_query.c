@@ -156,13 +156,13 @@ void hc_watch_ask(hcomm_comm_t c, int kind, const unsigned char *skip, double se
     /* every query moves as its own socket does: one that does not answer
      * holds only its slot, each slot freed goes to the next rank */
     while ((n = query_fill(c, q, n, &next, kind, skip, deadline, left)) > 0) {
-        double ms = (deadline - hc_clock_now()) * 1000.0;
-        if (ms <= 0)
+        int ms = hc_clock_ms_left(deadline);
+        if (ms < 0)
             break;
         for (int i = 0; i < n; i++)
             pfd[i] = (struct pollfd){.fd     = q[i].fd,
                                      .events = q[i].stage == Q_CONNECT ? POLLOUT : POLLIN};
-        if (poll(pfd, (nfds_t)n, (int)ms + 1) < 0 && errno != EINTR)
+        if (poll(pfd, (nfds_t)n, ms) < 0 && errno != EINTR)
             break;
         for (int i = 0; i < n; i++)
             if (pfd[i].revents != 0 && query_step(c, &q[i], kind, deadline, fn, arg) == 0) {
