@@ -1,6 +1,7 @@
 /* log.c - log lines "host:pid:rank LEVEL subsys file:line message". */
 #include "base/log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,24 +66,36 @@ void hc_log_configure(const char *level, const char *subsys, const char *file)
         atfork_done = 1;
     if (gethostname(log_host, sizeof(log_host) - 1) != 0)
         strcpy(log_host, "?");
+    int level_known = level[0] == '\0';
     for (int l = HC_LOG_NONE; l <= HC_LOG_TRACE; l++)
-        if (strcasecmp(level, level_names[l]) == 0)
+        if (strcasecmp(level, level_names[l]) == 0) {
             hc_log_level_g = (hc_log_level_t)l;
+            level_known    = 1;
+        }
 
+    char unknown[256] = ""; /* subsystem names not known, to say so once */
     if (strcmp(subsys, "all") != 0 && subsys[0] != '\0') {
         int      exclude = (subsys[0] == '^');
         unsigned mask    = 0;
         char     buf[256];
         snprintf(buf, sizeof(buf), "%s", subsys + exclude);
-        for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            unsigned bit = strcasecmp(tok, "all") == 0 ? ~0u : 0;
             for (int i = 0; i < HC_SUBSYS_COUNT; i++)
                 if (strcasecmp(tok, subsys_names[i]) == 0)
-                    mask |= 1u << i;
+                    bit = 1u << i;
+            if (bit == 0) {
+                size_t n = strlen(unknown);
+                snprintf(unknown + n, sizeof(unknown) - n, "%s%s", n ? "," : "", tok);
+            }
+            mask |= bit;
+        }
         hc_log_subsys_g = exclude ? ~mask : mask;
     }
 
+    const char *file_err = NULL;
+    char        path[512];
     if (file[0] != '\0') {
-        char path[512];
         log_expand_path(file, path, sizeof(path));
         FILE *f = fopen(path, "a");
         if (f != NULL) {
@@ -90,8 +103,21 @@ void hc_log_configure(const char *level, const char *subsys, const char *file)
             if (log_file != NULL)
                 fclose(log_file);
             log_file = f;
+        } else {
+            file_err = strerror(errno);
         }
     }
+    /* said once the rest is set: errors and warnings pass any subsystem mask */
+    if (!level_known)
+        hc_warn(PARAM,
+                "HCOMM_LOG_LEVEL=%s is not a level (NONE, ERROR, WARN, INFO, DEBUG, "
+                "TRACE); kept %s",
+                level, level_names[hc_log_level_g]);
+    if (unknown[0] != '\0')
+        hc_warn(PARAM, "HCOMM_LOG_SUBSYS: no subsystem named %s; ignored", unknown);
+    if (file_err != NULL)
+        hc_warn(PARAM, "HCOMM_LOG_FILE: cannot open %s: %s; the log stays on %s", path, file_err,
+                log_file != NULL ? "its earlier file" : "stderr");
 }
 
 void hc_log_emit(hc_log_level_t level, unsigned subsys, const char *file, int line,

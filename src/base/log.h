@@ -38,12 +38,13 @@ void hc_log_set_rank(int rank);
 void hc_log_emit(hc_log_level_t level, unsigned subsys, const char *file, int line,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* Logs when level and the subsystem's bit (HC_SUBSYS(NET), or a mask given at
- * run time by a helper of base/ that logs on behalf of its caller) are on. */
-#define hc_log_as(level, mask, ...)                                                 \
-    do {                                                                            \
-        if ((level) <= hc_log_level_g && (hc_log_subsys_g & (mask)))                \
-            hc_log_emit(level, mask, __FILE__, __LINE__, __VA_ARGS__);              \
+/* Logs when level is on and, below WARN, the subsystem's bit (HC_SUBSYS(NET),
+ * or a mask given at run time by a helper of base/ that logs on behalf of its
+ * caller): errors and warnings pass any HCOMM_LOG_SUBSYS, as NCCL's WARN does. */
+#define hc_log_as(level, mask, ...)                                                                \
+    do {                                                                                           \
+        if ((level) <= hc_log_level_g && ((level) <= HC_LOG_WARN || (hc_log_subsys_g & (mask))))   \
+            hc_log_emit(level, mask, __FILE__, __LINE__, __VA_ARGS__);                             \
     } while (0)
 #define hc_log_(level, id, ...) hc_log_as(level, HC_SUBSYS(id), __VA_ARGS__)
 

@@ -72,14 +72,25 @@ static int tl_pick(hcomm_comm_t c, const comm_card_t *cards, int peer, int force
                         me->info.host_hash == p->info.host_hash);
 }
 
-/* Says once which HCOMM_NET names this build does not have. */
+/* Says which HCOMM_NET names this build does not have: a warning for a name
+ * no build has (a typo), debug for one built elsewhere (the default names ib). */
 static void tl_check_net(void)
 {
+    static const char known[] = ",shm,tcp,ib,ofi,ucx,";
+    static int        told; /* the parameters are read once: so is this */
+    if (__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+        return;
     for (const char *n = hc_params_get()->net; *n != '\0';) {
         size_t len = strcspn(n, ",");
-        if (len > 0 && hc_tl_index(n, len) < 0)
-            hc_debug(INIT, "HCOMM_NET: %.*s is not a transport of this build; skipped", (int)len,
-                     n);
+        char   name[24];
+        if (len > 0 && hc_tl_index(n, len) < 0) {
+            snprintf(name, sizeof(name), ",%.*s,", (int)(len < 20 ? len : 20), n);
+            if (len < 20 && strstr(known, name) != NULL)
+                hc_debug(INIT, "HCOMM_NET: %.*s is not a transport of this build; skipped",
+                         (int)len, n);
+            else
+                hc_warn(INIT, "HCOMM_NET: no transport named %.*s; skipped", (int)len, n);
+        }
         n += len + (n[len] == ',');
     }
 }
