@@ -153,6 +153,9 @@ static const char *param_invalid(const param_desc_t *d)
                    : "16 to 256";
     if (off == offsetof(hc_params_t, health_alpha))
         return p->health_alpha > 0 && p->health_alpha < 1 ? NULL : "between 0 and 1, exclusive";
+    if (off == offsetof(hc_params_t, chunk_bytes)) /* a chunk of a few elements: a step each */
+        return p->chunk_bytes == 0 || p->chunk_bytes >= 1024 ? NULL
+                                                             : "0 (no pipelining) or 1K or more";
     if (off == offsetof(hc_params_t, ring_order))
         return strcmp(p->ring_order, "plan") == 0 || strcmp(p->ring_order, "rank") == 0
                    ? NULL

@@ -1,4 +1,5 @@
 /* test_params.c - the HCOMM_* parameter table: defaults, parsing, bad values. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/clock.h"
+#include "base/log.h"
 #include "base/params.h"
 
 static void test_defaults(void **state)
@@ -162,7 +166,8 @@ static void test_out_of_range(void **state)
         {"HEALTH_PERIOD", "0.01", "0.1"}, {"HEALTH_PERIOD", "0", "0.1"},
         {"HEALTH_WINDOW", "15", "16"},    {"HEALTH_WINDOW", "257", "256"},
         {"HEALTH_ALPHA", "0", "0.999"},   {"HEALTH_ALPHA", "1", "0.001"},
-        {"TIMEOUT", "0", "0.5"},
+        {"TIMEOUT", "0", "0.5"},          {"CHUNK_BYTES", "512", "1K"},
+        {"CHUNK_BYTES", "1", "0"},
     };
     char log[] = "/tmp/hcomm-test-params-XXXXXX", name[64], want[128];
     int  fd    = mkstemp(log);
@@ -210,6 +215,65 @@ static void test_out_of_range(void **state)
     unlink(log);
 }
 
+/* A mistyped level, subsystem or file is said (a warning each), and errors
+ * and warnings pass any subsystem mask: a typo must not hide them. */
+static void test_log_settings(void **state)
+{
+    char log[] = "/tmp/hcomm-test-log-XXXXXX";
+    int  fd    = mkstemp(log);
+    (void)state;
+    assert_true(fd >= 0);
+    close(fd);
+    setenv("HCOMM_LOG_FILE", log, 1);
+    setenv("HCOMM_LOG_LEVEL", "warn", 1);
+    hc_params_reload();
+    setenv("HCOMM_LOG_LEVEL", "verbose", 1);
+    setenv("HCOMM_LOG_SUBSYS", "colls,algo", 1);
+    hc_params_reload();
+    assert_int_equal(count_lines(log, "HCOMM_LOG_LEVEL=verbose is not a level"), 1);
+    assert_int_equal(count_lines(log, "HCOMM_LOG_SUBSYS: no subsystem named colls; ignored"), 1);
+    hc_error(COLL, "an error outside the mask");
+    hc_warn(NET, "a warning outside the mask");
+    assert_int_equal(count_lines(log, "an error outside the mask"), 1);
+    assert_int_equal(count_lines(log, "a warning outside the mask"), 1);
+    setenv("HCOMM_LOG_LEVEL", "info", 1);
+    hc_params_reload();
+    hc_info(COLL, "info outside the mask");
+    hc_info(ALGO, "info inside the mask");
+    assert_int_equal(count_lines(log, "info outside the mask"), 0);
+    assert_int_equal(count_lines(log, "info inside the mask"), 1);
+    setenv("HCOMM_LOG_SUBSYS", "all", 1);
+    setenv("HCOMM_LOG_FILE", "/nonexistent-dir/hcomm.log", 1);
+    hc_params_reload(); /* the warning goes where the log went so far */
+    assert_int_equal(
+        count_lines(log, "HCOMM_LOG_FILE: cannot open /nonexistent-dir/hcomm.log: No such file"),
+        1);
+    setenv("HCOMM_LOG_LEVEL", "error", 1);
+    unsetenv("HCOMM_LOG_SUBSYS");
+    unsetenv("HCOMM_LOG_FILE");
+    hc_params_reload();
+    unlink(log);
+}
+
+/* A timeout set huge to mean "never" is a deadline far ahead, not one that
+ * wrapped to now (a stream's waits would all fail at once). */
+static void test_huge_timeout(void **state)
+{
+    (void)state;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const double spans[] = {2e10, 1e12, 1e300, HUGE_VAL};
+    for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+        struct timespec at = hc_clock_abs_in(spans[i]);
+        assert_true(at.tv_sec >= now.tv_sec + (time_t)HC_CLOCK_SPAN_MAX);
+        assert_true(at.tv_nsec >= 0 && at.tv_nsec < 1000000000L);
+    }
+    struct timespec none = hc_clock_span(-1.0);
+    assert_true(none.tv_sec == 0 && none.tv_nsec == 0);
+    struct timespec half = hc_clock_span(2.5);
+    assert_true(half.tv_sec == 2 && half.tv_nsec == 500000000L);
+}
+
 int main(void)
 {
     setenv("HCOMM_LOG_LEVEL", "error", 1); /* the invalid-value warnings are expected */
@@ -217,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_defaults),       cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_env_values),     cmocka_unit_test(test_invalid_keeps_default),
         cmocka_unit_test(test_nccl_fallbacks), cmocka_unit_test(test_out_of_range),
+        cmocka_unit_test(test_log_settings),   cmocka_unit_test(test_huge_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
