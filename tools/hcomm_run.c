@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -280,11 +281,16 @@ static int findable(const char *prog)
     return 0;
 }
 
-static void exec_rank(int rank, char **argv, const sigset_t *oldmask, int root_fd)
+static void exec_rank(int rank, char **argv, const sigset_t *oldmask, int root_fd, pid_t launcher)
 {
     char num[16], fd[16];
 
     launch_child_restore(oldmask);
+    /* its own group, so the launcher's signals reach what it starts; out of
+     * the launcher's group, so it dies with a launcher that was killed */
+    (void)setpgid(0, 0);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher)
+        _exit(127);
     snprintf(num, sizeof(num), "%d", rank);
     snprintf(fd, sizeof(fd), "%d", root_fd);
     if (rank == 0 && (fcntl(root_fd, F_SETFD, 0) != 0 || setenv("HCOMM_ROOT_FD", fd, 1) != 0)) {
@@ -329,10 +335,13 @@ int main(int argc, char **argv)
         return 1;
     }
     fflush(NULL);
+    pid_t launcher = getpid();
     for (int r = 0; r < o.nranks; r++) {
         pids[r] = fork();
         if (pids[r] == 0)
-            exec_rank(r, o.argv, &oldmask, root_fd);
+            exec_rank(r, o.argv, &oldmask, root_fd, launcher);
+        if (pids[r] > 0)
+            (void)setpgid(pids[r], pids[r]); /* no window for a signal before the child's */
         if (pids[r] < 0) {
             fprintf(stderr, TAG ": fork of rank %d: %s\n", r, strerror(errno));
             launch_abort(pids, r, TAG);

@@ -76,10 +76,13 @@ static const char *signal_name(int sig, char *buf, size_t len)
     return buf;
 }
 
+/* A rank that leads its own process group (hcomm-run's) is signalled with
+ * everything it started, so a wrapper script's children do not outlive the
+ * job; a live child's pid names no other group. */
 static void signal_all(launch_state_t *s, int sig)
 {
     for (int i = 0; i < s->n; i++) {
-        if (s->alive[i])
+        if (s->alive[i] && kill(-s->pids[i], sig) != 0)
             kill(s->pids[i], sig);
     }
 }

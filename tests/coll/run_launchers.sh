@@ -8,7 +8,8 @@
 # (all refused at once, a late one too); a rank with a /dev/shm of its own
 # (tcp, not shm); then for real, with nothing set by hand: Open MPI's mpirun
 # (PMIx), MPICH's mpirun.mpich (PMI-1) and torchrun, each where installed, and
-# hcomm-perf under both mpiruns.
+# hcomm-perf under both mpiruns; and hcomm-run's end of a job whose rank
+# failed.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 ex="$top/examples/init_env" perf="$top/perf/hcomm-perf"
@@ -199,4 +200,19 @@ sys.argv[0] = "torchrun"
 main()' --nproc_per_node=3 --master_port="$port" --no_python "$ex" && ok 3 torchrun
     result "torchrun --nproc_per_node=3 init_env" $?
 fi
+
+# ---- hcomm-run: a rank that fails ends the job, with what the others started
+# (a wrapper script's children too: each rank leads a process group)
+run=$top/tools/hcomm-run dur=$((600000 + $$ % 100000))
+at_exit "pkill -f 'sleep $dur' 2> /dev/null"
+timeout 60 "$run" -n 3 sh -c 'if [ "$HCOMM_RANK" = 1 ]; then sleep 0.5; exit 3; fi
+sleep '"$dur"'; true' > "$out" 2>&1
+rc=$? left=1
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    pgrep -f "sleep $dur" > /dev/null || { left=0; break; }
+    sleep 0.2
+done
+echo "hcomm-run returned $rc; rank children left behind: $left" >> "$out"
+[ $rc = 3 ] && [ $left = 0 ]
+result "hcomm-run: a failed rank's job leaves no rank's children behind" $?
 finish
