@@ -35,6 +35,8 @@ typedef enum {
 typedef struct {
     perf_coll_t   coll;
     int           fork_ranks; /* --ranks: processes to fork when run alone */
+    int                     ranks_given, per_proc_given;
+    int                     per_proc;   /* nccl-tests' -t x -g: ranks one process would drive */
     size_t        minbytes;   /* -b */
     size_t        maxbytes;   /* -e */
     size_t        stepbytes;  /* -i */

@@ -47,6 +47,10 @@ static void usage(FILE *f)
         "  -m, --agg_iters N        operations per timed iteration, aggregated in one\n"
         "                           hcomm_group_start/end (default 1)\n"
         "  -N, --run_cycles N       repeat the whole sweep N times; 0: until killed (default 1)\n"
+        "  -t, --nthreads N         nccl-tests' threads per process and GPUs per thread: here\n"
+        "  -g, --ngpus N            each rank is a process, so started alone hcomm-perf forks\n"
+        "                           t x g ranks (as --ranks); under a launcher both must be 1\n"
+        "  -p, --parallel_init 0|1  accepted; ranks always initialise in parallel here\n"
         "Own options:\n"
         "      --ranks N            ranks to fork when started alone (default 2)\n"
         "      --params             list every HCOMM_* variable: value, default, meaning\n"
@@ -166,6 +170,7 @@ static void set_defaults(perf_args_t *a)
 {
     memset(a, 0, sizeof(*a));
     a->fork_ranks = 2;
+    a->per_proc    = 1;
     a->minbytes   = 8;
     a->maxbytes   = (size_t)64 << 20;
     a->stepbytes  = (size_t)1 << 20;
@@ -252,7 +257,19 @@ static int apply_opt(int c, const char *v, perf_args_t *a, int *factor_given)
     case 'N':
         return parse_int(v, 0, 1 << 30, &a->cycles);
     case 'R':
+        a->ranks_given = 1;
         return parse_int(v, 1, PERF_MAX_FORK_RANKS, &a->fork_ranks);
+    case 't':
+    case 'g': {
+        int n;
+        if (parse_int(v, 1, PERF_MAX_FORK_RANKS, &n) != 0 || n > PERF_MAX_FORK_RANKS / a->per_proc)
+            return -1;
+        a->per_proc *= n;
+        a->per_proc_given = 1;
+        return 0;
+    }
+    case 'p': /* parallel init: each rank is a process here, so it always is */
+        return parse_int(v, 0, 1, &f);
     case 'C':
         a->compressed = 1;
         return hcomm_compress_parse(v, &a->compress) == HCOMM_SUCCESS ? 0 : -1;
@@ -302,6 +319,14 @@ static int check_coll_limits(perf_args_t *a)
                 a->moe_experts);
         return -1;
     }
+    /* the largest buffer a rank allocates: tokens x hidden x 4 bytes, and each
+     * of its tokens routed to topk experts, 4 bytes each (ids, weights) */
+    size_t rows = a->moe_tokens, cols = a->moe_hidden, k = (size_t)a->moe_topk;
+    if (rows > SIZE_MAX / 4 / cols || rows > SIZE_MAX / 4 / (k ? k : 1)) {
+        fprintf(stderr, PERF_TAG ": --tokens %zu x --hidden %zu (or x --topk %d) is too large\n",
+                rows, cols, a->moe_topk);
+        return -1;
+    }
     return 0;
 }
 
@@ -319,6 +344,14 @@ static int finish(int argc, char **argv, perf_args_t *a, int step_given, int fac
     }
     if (step_given && !factor_given)
         a->stepfactor = 1;
+    if (a->per_proc_given) {
+        if (a->ranks_given && a->per_proc != a->fork_ranks) {
+            fprintf(stderr, PERF_TAG ": -t x -g (%d ranks) disagrees with --ranks %d\n",
+                    a->per_proc, a->fork_ranks);
+            return 2;
+        }
+        a->fork_ranks = a->per_proc;
+    }
     if (a->minbytes > a->maxbytes) {
         fprintf(stderr, PERF_TAG ": -b %zu is larger than -e %zu\n", a->minbytes, a->maxbytes);
         return 2;
@@ -330,6 +363,11 @@ static int finish(int argc, char **argv, perf_args_t *a, int step_given, int fac
     if (a->compressed && (a->coll != PERF_ALL_REDUCE || a->ndtypes != 1 ||
                           a->dtypes[0] != HCOMM_FLOAT32 || a->agg != 1)) {
         fprintf(stderr, PERF_TAG ": -C works on all_reduce of float (-d float), -m 1\n");
+        return 2;
+    }
+    if (a->tune_file != NULL && (a->ndtypes != 1 || a->nops != 1 || a->cycles != 1)) {
+        /* one sweep of sizes per candidate: that is what a tuning line holds */
+        fprintf(stderr, PERF_TAG ": --tune takes one datatype, one op and -N 1\n");
         return 2;
     }
     if (check_coll_limits(a) != 0)
@@ -364,6 +402,9 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
         {"agg_iters", required_argument, NULL, 'm'},
         {"run_cycles", required_argument, NULL, 'N'},
         {"ranks", required_argument, NULL, 'R'},
+        {"nthreads", required_argument, NULL, 't'},
+        {"ngpus", required_argument, NULL, 'g'},
+        {"parallel_init", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {"params", no_argument, NULL, 'P'},
         {"tune", optional_argument, NULL, 'T'},
@@ -380,7 +421,8 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *done)
 
     set_defaults(a);
     *done = 0;
-    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:z:a:m:N:C:h", longopts, &idx)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:z:a:m:N:C:t:g:p:h", longopts, &idx)) !=
+           -1) {
         if (c == 'h' || c == 'P') {
             if (c == 'h')
                 usage(stdout);

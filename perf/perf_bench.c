@@ -398,7 +398,9 @@ int perf_bench_run(perf_ctx_t *ctx)
     free(ctx->a2av);
     ctx->sbuf = ctx->rbuf = NULL;
     ctx->a2av             = NULL;
-    if (rc == 0 && ctx->wrong_total != 0)
+    if (rc == 0 && ctx->wrong_total != 0) {
+        hcomm_barrier(ctx->comm, NULL); /* rank 0 has printed before anyone fails */
         rc = 1;
+    }
     return rc;
 }

@@ -167,6 +167,12 @@ int main(int argc, char **argv)
         return rc;
     if (a.tune_file != NULL)
         return perf_tune(argc, argv, &a);
+    int alone =
+        getenv("HCOMM_RANK") == NULL && getenv("OMPI_COMM_WORLD_SIZE") == NULL && !launched();
+    if (!alone && a.per_proc > 1) {
+        fprintf(stderr, PERF_TAG ": under a launcher each process is one rank: -t and -g 1\n");
+        return 2;
+    }
     if (getenv("HCOMM_RANK") != NULL)
         return run_env(&a);
 #ifdef HCOMM_PERF_HAVE_MPI

@@ -12,7 +12,7 @@ int perf_parse_size(const char *s, size_t *out)
 
     errno = 0;
     v     = strtoull(s, &end, 0);
-    if (errno != 0 || end == s || *s == '-')
+    if (errno != 0 || end == s || *s < '0' || *s > '9') /* strtoull takes " -1" */
         return -1;
     switch (*end) {
     case 'G':

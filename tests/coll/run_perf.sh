@@ -1,7 +1,8 @@
 #!/bin/sh
 # run_perf.sh - hcomm-perf's own result checks over every collective, dtype and
 # op, with two operations fused per group (-m 2), blocking and nonblocking;
-# then the tuning file: written by --tune, followed, ignored when bad.
+# then the tuning file: written by --tune, followed, ignored when bad; flags
+# refused before any rank starts; nccl-tests' -t and -g.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 perf="$top/perf/hcomm-perf"
@@ -35,4 +36,28 @@ printf 'allreduce two 0 9 warp 1\n' > "$tf"
 HCOMM_TUNING_FILE="$tf" "$perf" all_reduce --ranks 2 -b 8 -e 8K -f 32 -n 2 -w 1 > "$out" 2>&1 &&
     has 'tuning file .*:1: expected'
 result "a bad tuning file warns and is ignored" $?
+# refused with status 2 and a line saying why, before any rank starts
+refused() { # WHY ARGS...: exits 2, and its stderr matches WHY
+    why=$1
+    shift
+    "$perf" "$@" > "$out" 2>&1
+    rc=$?
+    echo "exit status $rc" >> "$out"
+    [ $rc = 2 ] && has "$why"
+}
+refused "disagrees with --ranks" all_reduce -g 2 --ranks 3
+result "hcomm-perf refuses -g that disagrees with --ranks" $?
+refused "one datatype, one op and -N 1" all_reduce --ranks 2 -d all --tune="$tmp/t2" &&
+    refused "one datatype, one op and -N 1" all_reduce --ranks 2 -N 0 --tune="$tmp/t2" &&
+    [ ! -e "$tmp/t2" ]
+result "hcomm-perf --tune refuses sweeps a tuning line cannot hold" $?
+refused "too large" moe_dispatch --ranks 2 --tokens 1073741824G --hidden 4 --topk 4 \
+    --experts 4 -d float
+result "hcomm-perf moe_dispatch refuses sizes that overflow" $?
+refused "bad value ' -1' for -e" all_reduce -e " -1"
+result "hcomm-perf refuses a size with a leading blank and sign" $?
+# nccl-tests' -t and -g: ranks of one process, here that many processes
+"$perf" all_reduce -t 1 -g 3 -p 1 -b 8 -e 8 -n 1 -w 0 > "$out" 2>&1 &&
+    has '^#  Rank  2 ' && ! has '^#  Rank  3 '
+result "hcomm-perf -t 1 -g 3 forks 3 ranks" $?
 finish
