@@ -2,6 +2,7 @@
  * synthetic cluster), the plans built on it (rings, trees, node and rail
  * groups), the cost model's predicted allreduce and alltoall times per
  * algorithm, and what a communicator's selection pipeline chooses and why. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,18 @@ static void usage(FILE *f)
         "  -h, --help            this help\n");
 }
 
+/* A whole decimal number in lo..hi into *out; -1 (and *out untouched) if not. */
+static int parse_num(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno  = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static int parse_opts(int argc, char **argv, topo_opts_t *o)
 {
     static const struct option lo[] = {
@@ -64,16 +77,29 @@ static int parse_opts(int argc, char **argv, topo_opts_t *o)
     while ((c = getopt_long(argc, argv, "b:e:h", lo, NULL)) != -1) {
         switch (c) {
         case 'T': o->file = optarg; break;
-        case 'n': o->nranks = atoi(optarg); break;
-        case 'S':
-            if (sscanf(optarg, "%dx%dx%d", &o->nodes, &o->ppn, &o->nics) < 2 || o->nodes < 1 ||
-                o->ppn < 1 || o->nics < 1) {
+        case 'n':
+            if (parse_num(optarg, 1, 1 << 24, &o->nranks) != 0) {
+                fprintf(stderr, "hcomm-topo: --ranks wants 1 to %d, got %s\n", 1 << 24, optarg);
+                return 2;
+            }
+            break;
+        case 'S': {
+            int used = 0, got = sscanf(optarg, "%dx%dx%d%n", &o->nodes, &o->ppn, &o->nics, &used);
+            if (got < 3) /* NxP alone */
+                got = sscanf(optarg, "%dx%d%n", &o->nodes, &o->ppn, &used);
+            if (got < 2 || optarg[used] != '\0' || o->nodes < 1 || o->ppn < 1 || o->nics < 1) {
                 fprintf(stderr, "hcomm-topo: --synthetic wants NODESxPPN[xNICS], got %s\n", optarg);
                 return 2;
             }
             break;
+        }
         case 'R': o->round_robin = 1; break;
-        case 'k': o->nrings = atoi(optarg); break;
+        case 'k':
+            if (parse_num(optarg, 1, 64, &o->nrings) != 0) {
+                fprintf(stderr, "hcomm-topo: --rings wants 1 to 64, got %s\n", optarg);
+                return 2;
+            }
+            break;
         case 'D': o->dot = 1; break;
         case 'q': o->quiet = 1; break;
         case 'U': o->dump = optarg; break;

@@ -99,6 +99,18 @@ static int parse_op(const char *line, op_t *o)
     return o->coll < 0 ? -1 : 0;
 }
 
+/* A communicator larger than any job: a file that says so is not one. */
+#define HC_TRACE_MAX_RANKS (1 << 24)
+
+/* A decimal field in 0..max, or -1. */
+static int flight_int(const char *v, long max)
+{
+    char *end;
+    errno  = 0;
+    long x = strtol(v, &end, 10);
+    return errno == 0 && end != v && *end == '\0' && x >= 0 && x <= max ? (int)x : -1;
+}
+
 static int read_file(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -115,9 +127,9 @@ static int read_file(const char *path)
             ok        = field(line, "id", v, sizeof(v)) == 0;
             rf.comm   = strtoull(v, NULL, 16);
             ok        = ok && field(line, "rank", v, sizeof(v)) == 0;
-            rf.rank   = atoi(v);
+            rf.rank   = flight_int(v, HC_TRACE_MAX_RANKS - 1);
             ok        = ok && field(line, "nranks", v, sizeof(v)) == 0;
-            rf.nranks = atoi(v);
+            rf.nranks = flight_int(v, HC_TRACE_MAX_RANKS);
             if (field(line, "host", rf.host, sizeof(rf.host)) != 0)
                 rf.host[0] = '\0';
         } else if (strncmp(line, "clock ", 6) == 0) {
@@ -268,10 +280,11 @@ static int verdict(uint64_t comm)
 int main(int argc, char **argv)
 {
     int rc = 0;
-    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        fprintf(stderr, "usage: hcomm-trace DIR|FILE...  (HCOMM_TRACE_DIR's flight recorder "
-                        "files; docs/resilience.md)\n");
-        return 2;
+    int help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
+    if (argc < 2 || help) {
+        fprintf(help ? stdout : stderr, "usage: hcomm-trace DIR|FILE...  (HCOMM_TRACE_DIR's "
+                                        "flight recorder files; docs/resilience.md)\n");
+        return help ? 0 : 2;
     }
     for (int i = 1; i < argc; i++)
         if (read_path(argv[i]) != 0)

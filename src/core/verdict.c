@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "algorithms/algo.h"
@@ -163,9 +164,8 @@ static int verdict_p2p(out_t *o, const hc_verdict_op_t *op, const hc_rank_where_
 int hc_verdict_format(const hc_verdict_op_t *op, const hc_rank_where_t *where,
                       const char *const *hosts, int nranks, int offline, char *buf, size_t size)
 {
-    out_t         o = {buf, size, 0};
-    char          b[32];
-    unsigned char waiting[nranks > 0 ? nranks : 1];
+    out_t o = {buf, size, 0};
+    char  b[32];
 
     if (size == 0)
         return 0;
@@ -178,6 +178,12 @@ int hc_verdict_format(const hc_verdict_op_t *op, const hc_rank_where_t *where,
     put(&o, "): ");
     if (op->cseq == 0)
         return verdict_p2p(&o, op, where, hosts, nranks, offline);
+    /* on the heap: a communicator of a million ranks is a megabyte */
+    unsigned char *waiting = calloc((size_t)(nranks > 0 ? nranks : 1), 1);
+    if (waiting == NULL) {
+        put(&o, "(out of memory for the verdict)");
+        return 0;
+    }
     int causes = verdict_coll(&o, op, where, hosts, nranks, offline, waiting);
     int n      = 0;
     for (int r = 0; r < nranks; r++)
@@ -187,5 +193,6 @@ int hc_verdict_format(const hc_verdict_op_t *op, const hc_rank_where_t *where,
         put_ranges(&o, waiting, nranks);
         put(&o, " waiting");
     }
+    free(waiting);
     return causes;
 }
