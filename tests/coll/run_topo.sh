@@ -97,4 +97,12 @@ result "hcomm-topo: alltoall on uneven nodes never hier, even forced" $?
 HCOMM_ALGO=allreduce:leader "$topo" --topo "$tmp/rr2x2.xml" --ranks 4 -b 8 -e 64 > "$out" 2>&1 &&
     has ' leader *forced$'
 result "hcomm-topo: HCOMM_ALGO's choice, shown as forced" $?
+bad=0
+for arg in "--ranks abc" "--ranks -3" "--ranks 2x" "--rings 5x" "--synthetic 2x3junk"; do
+    # shellcheck disable=SC2086 # an option and its value
+    "$topo" $arg > "$out" 2>&1
+    [ $? = 2 ] || { echo "hcomm-topo $arg: not refused" >> "$out"; bad=1; }
+done
+[ $bad = 0 ]
+result "hcomm-topo refuses numbers that are not whole or in range" $?
 finish

@@ -59,6 +59,14 @@ result "stop: each waiting rank's warn line names rank 2 as silent" $?
 cat "$out.merge" >> "$out"
 has "verdict: allreduce #7 (4 KiB): rank 2 (host [^)]*) .*ranks 0, 1, 3 waiting" "$out.merge"
 result "stop: hcomm-trace names rank 2 and allreduce #7" $?
+# a corrupt file's rank count is refused, not trusted (it once sized a stack array)
+mkdir "$tmp/corrupt"
+sed 's/nranks=4 /nranks=50000000 /' "$(ls "$tmp"/stop/* | head -1)" > "$tmp/corrupt/f.txt"
+"$merge" "$tmp/corrupt/f.txt" > "$out.merge" 2>&1
+rc=$?
+cat "$out.merge" >> "$out"
+[ $rc = 2 ] && has "is not a flight recorder file" "$out.merge"
+result "hcomm-trace refuses a flight file whose rank count is past any job's" $?
 
 # the silent host, over shared memory (the watch's sockets alone to fill)
 label="silent: each waiting rank's warn line names rank 2 alone, and no connect errors"
