@@ -82,18 +82,15 @@ hcomm_status_t hc_algo_pairwise_alltoallv(const hc_algo_ctx_t *c, hc_sched_t *s)
         int q = hc_algo_mod(step - r, n), last = HC_STEP_NODEP;
         if (q == r)
             continue;
-        /* an empty block is an empty message: ranks that disagree on a
-         * pair's count fail on its length instead of leaving a message for a
-         * later operation (messages carry no operation number) */
-        size_t ns = sc[q] == 0 ? 1 : hc_algo_nchunks(c, sc[q]);
-        size_t nr = rc[q] == 0 ? 1 : hc_algo_nchunks(c, rc[q]);
+        /* pieces that make any disagreement on the pair's count fail the
+         * receive (hc_algo_npieces); an empty block is one empty message */
+        size_t ns = hc_algo_npieces(c, sc[q]), nr = hc_algo_npieces(c, rc[q]);
         for (size_t k = 0; k < ns; k++)
-            hc_sched_send(s, q, hc_algo_at(c, HC_BUF_SEND, sd[q] + hc_algo_chunk_off(sc[q], ns, k)),
-                          hc_algo_chunk_len(sc[q], ns, k) * c->esize, prev, HC_STEP_NODEP);
+            hc_sched_send(s, q, hc_algo_at(c, HC_BUF_SEND, sd[q] + k * c->chunk_elems),
+                          hc_algo_piece_len(c, sc[q], k) * c->esize, prev, HC_STEP_NODEP);
         for (size_t k = 0; k < nr; k++)
-            last = hc_sched_recv(s, q,
-                                 hc_algo_at(c, HC_BUF_RECV, rd[q] + hc_algo_chunk_off(rc[q], nr, k)),
-                                 hc_algo_chunk_len(rc[q], nr, k) * c->esize, HC_STEP_NODEP,
+            last = hc_sched_recv(s, q, hc_algo_at(c, HC_BUF_RECV, rd[q] + k * c->chunk_elems),
+                                 hc_algo_piece_len(c, rc[q], k) * c->esize, HC_STEP_NODEP,
                                  HC_STEP_NODEP);
         if (last != HC_STEP_NODEP)
             prev = last;

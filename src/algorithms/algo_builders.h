@@ -35,6 +35,20 @@ static inline size_t hc_algo_chunk_len(size_t len, size_t nc, size_t k)
     return len / nc + (k < len % nc);
 }
 
+/* A block whose count each side gives on its own (alltoallv) goes in pieces
+ * of chunk_elems and one short last piece, empty when the count is a multiple
+ * of it: counts that differ then differ in some piece's length, which fails
+ * the receive, where near-equal chunks could match a prefix and leave the
+ * rest for a later operation (messages carry no operation number). */
+static inline size_t hc_algo_npieces(const hc_algo_ctx_t *c, size_t len)
+{
+    return len / c->chunk_elems + 1;
+}
+static inline size_t hc_algo_piece_len(const hc_algo_ctx_t *c, size_t len, size_t k)
+{
+    return k + 1 < hc_algo_npieces(c, len) ? c->chunk_elems : len - k * c->chunk_elems;
+}
+
 /* A slice at element offset elem of buffer buf. */
 static inline hc_slice_t hc_algo_at(const hc_algo_ctx_t *c, uint32_t buf, size_t elem)
 {

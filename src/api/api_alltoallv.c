@@ -35,6 +35,11 @@ static hcomm_status_t side_check(const char *name, const char *what, const void 
                      counts[p], displs[p]);
             return HCOMM_ERR_OVERFLOW;
         }
+        if (counts[p] > PTRDIFF_MAX / es - side->total) {
+            hc_error(COLL, "%s: %s blocks of %zu elements and more overflow", name, what,
+                     side->total);
+            return HCOMM_ERR_OVERFLOW;
+        }
         side->total += counts[p];
         if (counts[p] != 0) {
             side->lo = displs[p] < side->lo ? displs[p] : side->lo;

@@ -1,6 +1,7 @@
-/* coll_disagree.c - coll_check of ranks that disagree on a pair's count where
- * one side says 0: an alltoallv whose rank 0 sends rank 1 an element that rank
- * 1 does not expect, and a send of one element matched by a receive of none.
+/* coll_disagree.c - coll_check of ranks that disagree on a pair's count: an
+ * alltoallv whose rank 0 sends rank 1 an element that rank 1 does not expect,
+ * or twice the chunk that rank 1 expects (or one element less), and a send of
+ * one element matched by a receive of none.
  * Rank 1 must fail (HCOMM_ERR_PROTOCOL); no later call may take the stray
  * message as its own (a zero-count side used to send or post nothing, and the
  * next operation's result was off with a success status). Each case runs on a
@@ -55,31 +56,48 @@ static void dis_end(ct_ctx_t *ctx, hcomm_comm_t nc)
     }
 }
 
-/* Every pair exchanges one element but 0 -> 1, which rank 0 sends and rank 1
- * does not expect. */
-static void dis_alltoallv(ct_ctx_t *ctx)
+/* Every pair exchanges one element but 0 -> 1: rank 0 sends `sends`, rank 1
+ * expects `expects`. */
+static void dis_alltoallv(ct_ctx_t *ctx, size_t sends, size_t expects, const char *what)
 {
-    size_t       n = (size_t)ctx->nranks, *v = calloc(4 * n, sizeof(*v));
-    int32_t     *b = calloc(2 * n, sizeof(*b));
+    size_t       n = (size_t)ctx->nranks, *v = calloc(4 * n, sizeof(*v)), so = 0, ro = 0;
+    int32_t     *sb = NULL, *rb = NULL;
     hcomm_comm_t nc;
 
-    if (v == NULL || b == NULL) {
+    if (v == NULL) {
         dis_fail(ctx, "out of memory in the test", HCOMM_ERR_NO_MEMORY);
-        free(v), free(b);
         return;
     }
-    for (size_t p = 0; p < n; p++)
-        v[p] = v[2 * n + p] = 1, v[n + p] = v[3 * n + p] = p;
-    if (ctx->rank == 1)
-        v[2 * n + 0] = 0; /* rank 1 expects nothing from rank 0 */
-    if ((nc = dis_copy(ctx)) != NULL) {
+    for (size_t p = 0; p < n; p++) {
+        v[p]         = ctx->rank == 0 && p == 1 ? sends : 1;
+        v[2 * n + p] = ctx->rank == 1 && p == 0 ? expects : 1;
+        v[n + p] = so, v[3 * n + p] = ro;
+        so += v[p], ro += v[2 * n + p];
+    }
+    sb = calloc(so, sizeof(*sb)), rb = calloc(ro ? ro : 1, sizeof(*rb));
+    if (sb == NULL || rb == NULL)
+        dis_fail(ctx, "out of memory in the test", HCOMM_ERR_NO_MEMORY);
+    else if ((nc = dis_copy(ctx)) != NULL) {
         hcomm_status_t st =
-            hcomm_alltoallv(b, v, v + n, b + n, v + 2 * n, v + 3 * n, HCOMM_INT32, nc, NULL);
-        dis_judge(ctx, nc, "alltoallv: rank 1 expecting 0 from rank 0, which sends 1", st);
+            hcomm_alltoallv(sb, v, v + n, rb, v + 2 * n, v + 3 * n, HCOMM_INT32, nc, NULL);
+        dis_judge(ctx, nc, what, st);
         dis_end(ctx, nc);
     }
-    free(v);
-    free(b);
+    free(v), free(sb), free(rb);
+}
+
+/* The pipelining chunk in int32 elements, as HCOMM_CHUNK_BYTES sets it (0:
+ * none, any count is one message: 1024 then). */
+static size_t dis_chunk_elems(void)
+{
+    const char *e = getenv("HCOMM_CHUNK_BYTES");
+    char       *end;
+    size_t      b = 256 << 10;
+    if (e != NULL && *e != '\0') {
+        b = strtoull(e, &end, 10);
+        b <<= *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : 0;
+    }
+    return b >= 4 ? b / 4 : 1024;
 }
 
 /* Rank 0 sends one element to rank 1, which receives none. */
@@ -103,8 +121,14 @@ void ct_run_disagree(ct_ctx_t *ctx)
 {
     if (ctx->nranks < 2)
         return;
+    size_t c = dis_chunk_elems();
     if (!ctx->broken)
-        dis_alltoallv(ctx);
+        dis_alltoallv(ctx, 1, 0, "alltoallv: rank 1 expecting 0 from rank 0, which sends 1");
+    /* near-equal chunks of both counts lined up: the receive matched a prefix */
+    if (!ctx->broken)
+        dis_alltoallv(ctx, 2 * c, c, "alltoallv: rank 0 sends 2 chunks, rank 1 expects 1");
+    if (!ctx->broken)
+        dis_alltoallv(ctx, c, c + 1, "alltoallv: rank 0 sends 1 chunk, rank 1 expects 1 more");
     if (!ctx->broken)
         dis_p2p(ctx);
 }
