@@ -157,8 +157,10 @@ typedef struct hc_tl_ops {
      * waiting for the peer. Connections are made lazily, when a schedule first
      * uses a pair, so either side may call first, or one long before the
      * other. For a peer above self it acts (creates, dials) and returns the
-     * endpoint; for a peer below self it returns the endpoint once the peer
-     * has acted, else HCOMM_IN_PROGRESS (*ep_p untouched): the caller
+     * endpoint, or HCOMM_IN_PROGRESS while what it started goes on without
+     * it (tcp: connects the kernel has not finished); for a peer below self
+     * it returns the endpoint once the peer has acted, else HCOMM_IN_PROGRESS
+     * (*ep_p untouched): the caller
      * progresses and calls again, and gets HCOMM_ERR_TIMEOUT (logged) once the
      * context's timeout has passed since its first call for that peer. A
      * transport whose connections need no action from the peer (an address

@@ -460,8 +460,14 @@ static void case_timed_striped(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w);
 }
 
+/* tl_tcp_dial.c */
+void hc_tlt_tcp_dial_dropped(const hc_tlt_variant_t *v);
+void hc_tlt_tcp_dial_real(const hc_tlt_variant_t *v);
+
 const hc_tlt_case_t hc_tlt_tcp_cases[] = {
     {"tcp_ipv6", case_ipv6},
+    {"tcp_dial_dropped", hc_tlt_tcp_dial_dropped},
+    {"tcp_dial_real", hc_tlt_tcp_dial_real},
     {"tcp_hello", case_hello},
     {"tcp_send_dead", case_send_dead},
     {"tcp_timed_queued", case_timed_queued},
@@ -472,6 +478,8 @@ const hc_tlt_case_t hc_tlt_tcp_cases[] = {
 
 const hc_tlt_case_t hc_tlt_tcp4_cases[] = {
     {"tcp_striped", case_striped},
+    {"tcp_dial_dropped", hc_tlt_tcp_dial_dropped},
+    {"tcp_dial_real", hc_tlt_tcp_dial_real},
     {"tcp_timed_striped", case_timed_striped},
     {"tcp_ipv6", case_ipv6},
     {"tcp_hello", case_hello},

@@ -42,6 +42,8 @@
 #define HC_TCP_IOV         64           /* messages gathered in one sendmsg */
 #define HC_TCP_CHECK_NS    10000000ull  /* idle liveness poll period */
 
+typedef struct hc_tcp_dial hc_tcp_dial_t; /* tcp_dial.c */
+
 /* An accepted connection: its hello is still arriving (rank < 0), or it waits
  * for the connect() of its rank to claim it. */
 typedef struct hc_tcp_conn {
@@ -87,6 +89,8 @@ struct hc_tl_ctx {
     hc_tl_ep_t     **by_rank; /* nranks entries */
     int            **claimed; /* by rank: sockets of a lower rank that arrived, -1 not yet */
     double          *since;   /* by rank: first connect call still waiting for the peer */
+    hc_tcp_dial_t         **dials; /* by rank: a higher rank's sockets still connecting, or NULL */
+    int                     ndials;
     hc_tcp_conn_t   *conns;   /* accepted, not yet claimed */
     int              nconns, conns_cap;
     unsigned long           refused; /* connections refused: the first is logged */
@@ -106,11 +110,18 @@ hcomm_status_t hc_tcp_ep_status(hc_tl_ep_t *ep);
 
 /* tcp_ctx.c: room for n entries in the context's poll array */
 hcomm_status_t hc_tcp_pfds_reserve(hc_tl_ctx_t *ctx, size_t n);
-/* tcp_dial.c: the active side, up to deadline (hc_clock_now() seconds) */
+/* tcp_dial.c: the active side, for a peer above this rank, without waiting:
+ * the first call starts connecting its nsocks sockets, each call moves them
+ * on (connect, then hello); fds gets them once all said hello (HCOMM_SUCCESS),
+ * HCOMM_IN_PROGRESS before, else the failure (logged, the sockets closed; a
+ * refusal is HCOMM_ERR_REMOTE). drop closes a pending dial; dial_fds lists
+ * its sockets still connecting or saying hello, for wait_fds (-1: over max). */
 hcomm_status_t hc_tcp_hello_encode(const hc_tl_ctx_t *ctx, int idx, const uint8_t *peer_nonce,
                                    uint8_t *out);
-hcomm_status_t hc_tcp_dial(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, const struct sockaddr *sa,
-                           socklen_t salen, int idx, double deadline, int *fd_p);
+hcomm_status_t hc_tcp_dial_step(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer,
+                                const struct sockaddr *sa, socklen_t salen, int *fds);
+void           hc_tcp_dial_drop(hc_tl_ctx_t *ctx, int peer);
+int            hc_tcp_dial_fds(const hc_tl_ctx_t *ctx, struct pollfd *pfds, int max);
 /* tcp_accept.c: the passive side, for a peer below this rank, without
  * waiting: fds gets its nsocks sockets once all arrived (HCOMM_SUCCESS),
  * HCOMM_IN_PROGRESS before (the ones that did are kept, claimed); unclaim

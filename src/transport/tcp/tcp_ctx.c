@@ -71,10 +71,13 @@ static void tcp_fini(hc_tl_ctx_t *ctx)
         close(ctx->listen_fd);
     for (int r = 0; ctx->claimed != NULL && r < ctx->nranks; r++)
         hc_tcp_unclaim(ctx, r);
+    for (int r = 0; ctx->dials != NULL && r < ctx->nranks; r++)
+        hc_tcp_dial_drop(ctx, r);
     free(ctx->conns);
     free(ctx->pfds);
     free(ctx->claimed);
     free(ctx->since);
+    free(ctx->dials);
     free(ctx->by_rank);
     free(ctx->eps);
     free(ctx);
@@ -93,7 +96,8 @@ static hcomm_status_t tcp_init(hc_tl_ctx_t **ctx_p, const hc_tl_params_t *p)
     ctx->by_rank   = calloc((size_t)p->nranks, sizeof(*ctx->by_rank));
     ctx->claimed   = calloc((size_t)p->nranks, sizeof(*ctx->claimed));
     ctx->since     = calloc((size_t)p->nranks, sizeof(*ctx->since));
-    if (ctx->by_rank == NULL || ctx->claimed == NULL || ctx->since == NULL)
+    ctx->dials     = calloc((size_t)p->nranks, sizeof(*ctx->dials));
+    if (ctx->by_rank == NULL || ctx->claimed == NULL || ctx->since == NULL || ctx->dials == NULL)
         goto err_fini;
     ctx->rank   = p->rank;
     ctx->nranks = p->nranks;
@@ -184,46 +188,44 @@ static hcomm_status_t tcp_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, 
     if (st != HCOMM_SUCCESS)
         return st;
     int fds[HC_TCP_MAX_SOCKS];
-    int n = 0;
-    if (ctx->rank < peer) { /* this rank acts: dials, waiting for no one but its kernel */
-        double deadline = hc_clock_now() + hc_tl_timeout(&ctx->timeout);
-        for (; n < ctx->nsocks; n++) {
-            st = hc_tcp_dial(ctx, info, (struct sockaddr *)&ss, (socklen_t)len, n, deadline,
-                             &fds[n]);
-            if (st != HCOMM_SUCCESS)
-                goto err_close;
-        }
-    } else { /* the peer dials: its sockets are claimed as they arrive */
+    int dials = ctx->rank < peer; /* this rank acts: dials, waiting for no one */
+    if (dials)
+        st = hc_tcp_dial_step(ctx, info, (struct sockaddr *)&ss, (socklen_t)len, fds);
+    else /* the peer dials: its sockets are claimed as they arrive */
         st = hc_tcp_accept_peer(ctx, peer, fds);
-        if (st == HCOMM_IN_PROGRESS) {
-            double now = hc_clock_now();
-            if (ctx->since[peer] == 0)
-                ctx->since[peer] = now;
-            if (now - ctx->since[peer] < hc_tl_timeout(&ctx->timeout))
-                return HCOMM_IN_PROGRESS;
+    if (st == HCOMM_IN_PROGRESS) {
+        double now = hc_clock_now();
+        if (ctx->since[peer] == 0)
+            ctx->since[peer] = now;
+        if (now - ctx->since[peer] < hc_tl_timeout(&ctx->timeout))
+            return HCOMM_IN_PROGRESS;
+        if (dials) {
+            hc_error(NET,
+                     "peer %d: no connection to it within %.1f s (its host drops the "
+                     "connection requests, or its listener's backlog is full)",
+                     peer, hc_tl_timeout(&ctx->timeout));
+            hc_tcp_dial_drop(ctx, peer);
+        } else {
             hc_error(NET, "peer %d: no connection from it within %.1f s", peer,
                      hc_tl_timeout(&ctx->timeout));
             hc_tcp_unclaim(ctx, peer);
-            return HCOMM_ERR_TIMEOUT;
         }
-        if (st != HCOMM_SUCCESS)
-            return st;
-        n = ctx->nsocks;
+        return HCOMM_ERR_TIMEOUT;
     }
+    if (st != HCOMM_SUCCESS)
+        return st;
     hc_tl_ep_t *ep;
     st = hc_tcp_ep_create(ctx, peer, fds, &ep);
-    if (st != HCOMM_SUCCESS)
-        goto err_close;
+    if (st != HCOMM_SUCCESS) {
+        for (int i = 0; i < ctx->nsocks; i++)
+            close(fds[i]);
+        return st;
+    }
     ctx->eps[ctx->neps++] = ep;
     ctx->by_rank[peer]    = ep;
     hc_debug(NET, "peer %d: connected with %d socket(s)", peer, ctx->nsocks);
     *ep_p = ep;
     return HCOMM_SUCCESS;
-
-err_close:
-    while (n-- > 0)
-        close(fds[n]);
-    return st;
 }
 
 const hc_tl_ops_t hc_tl_tcp_ops = {

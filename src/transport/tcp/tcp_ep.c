@@ -249,5 +249,7 @@ int hc_tcp_wait_fds(hc_tl_ctx_t *ctx, struct pollfd *pfds, int max)
             pfds[n++] = (struct pollfd){.fd = ep->sock[k].fd, .events = e};
         }
     }
-    return n;
+    /* a dial's connect ending, so that its next connect call comes at once */
+    int k = ctx != NULL ? hc_tcp_dial_fds(ctx, pfds + n, max - n) : 0;
+    return k < 0 ? -1 : n + k;
 }
