@@ -158,13 +158,18 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm);
  * Destroys a communicator after its pending operations complete (or fail);
  * frees everything it holds. Passing NULL returns HCOMM_ERR_INVALID_COMM.
  * Requests of its nonblocking calls not yet ended stay valid (as in MPI):
- * hcomm_wait or hcomm_test returns their status and frees them.
+ * hcomm_wait or hcomm_test returns their status and frees them; so do those
+ * hcomm_stream_last_request handed out, and destroy does not wait for them.
+ * Not allowed inside a group (HCOMM_ERR_INVALID_USAGE, as in NCCL: the
+ * group's queued calls may name comm); end the group first.
  */
 hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm);
 
 /*
  * Aborts a communicator: pending operations fail with HCOMM_ERR_ABORTED, the
  * connections close (peers see HCOMM_ERR_REMOTE) and the communicator is freed.
+ * Allowed inside a group: the group's calls queued on comm are dropped, and
+ * hcomm_group_end returns HCOMM_ERR_INVALID_COMM.
  */
 hcomm_status_t hcomm_comm_abort(hcomm_comm_t comm);
 
@@ -380,7 +385,10 @@ hcomm_status_t hcomm_barrier(hcomm_comm_t comm, hcomm_stream_t stream);
  * hcomm_group_end as one operation per communicator, so that sends and receives
  * among them cannot deadlock. Groups nest; the outermost end issues. end returns
  * when every queued operation completed, with the first error any of them had.
- * Nonblocking (i*) calls are not allowed inside a group.
+ * Nonblocking (i*) calls are not allowed inside a group, nor is
+ * hcomm_comm_destroy. Calls queued on a communicator destroyed or aborted
+ * before the end (on this thread or another) are dropped; the end then
+ * returns HCOMM_ERR_INVALID_COMM and issues the others.
  */
 hcomm_status_t hcomm_group_start(void);
 hcomm_status_t hcomm_group_end(void);
@@ -421,7 +429,11 @@ hcomm_status_t hcomm_ibarrier(hcomm_comm_t comm, hcomm_request_t *req);
 hcomm_status_t hcomm_test(hcomm_request_t *req, int *done);
 
 /* Waits for a request (at most HCOMM_TIMEOUT without progress), frees it, sets
- * *req to NULL and returns the operation's status. */
+ * *req to NULL and returns the operation's status.
+ * A request is ended once, by one wait or one test that finds it done. Ending
+ * it again through a copy of the handle returns HCOMM_ERR_INVALID_USAGE while
+ * the library keeps it for reuse; once it is freed or a later call reuses it,
+ * the copy is undefined to use (as a freed MPI request). */
 hcomm_status_t hcomm_wait(hcomm_request_t *req);
 
 #ifdef __cplusplus

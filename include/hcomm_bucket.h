@@ -56,7 +56,9 @@ hcomm_status_t hcomm_buckets_wait(hcomm_buckets_t buckets);
 hcomm_status_t hcomm_buckets_layout(hcomm_buckets_t buckets, int b, int *nbuckets, int *first,
                                     int *last);
 
-/** Waits for a launched step, then frees. NULL is allowed. */
+/** Waits for a launched step, then frees. NULL is allowed. Any later call
+ * with the handle (or one never created) gets HCOMM_ERR_INVALID_ARG (destroy:
+ * a log line). */
 void hcomm_buckets_destroy(hcomm_buckets_t buckets);
 
 #ifdef __cplusplus

@@ -59,7 +59,9 @@ hcomm_status_t hcomm_stream_query(hcomm_stream_t stream);
  * A request for the last communication operation queued on the stream, to
  * hcomm_test / hcomm_wait like a nonblocking call's: its status is that
  * operation's own. HCOMM_ERR_INVALID_USAGE if the stream has none, or its last
- * one was already requested.
+ * one was already requested. The request is the caller's as a nonblocking
+ * call's is: the communicator's destroy does not wait for it, and a wait or
+ * test after the destroy still ends it (leaving it unwaited leaks it).
  */
 hcomm_status_t hcomm_stream_last_request(hcomm_stream_t stream, hcomm_request_t *req);
 

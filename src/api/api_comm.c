@@ -15,6 +15,7 @@
 #include "bootstrap/launcher.h"
 #include "core/comm.h"
 #include "core/flight.h"
+#include "core/group.h"
 #include "core/health.h"
 #include "core/watch.h"
 #include "overlap/overlap.h"
@@ -235,6 +236,11 @@ hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm)
         hc_error(INIT, "hcomm_comm_destroy: communicator %p is NULL or already destroyed",
                  (void *)comm);
         return HCOMM_ERR_INVALID_COMM;
+    }
+    if (hc_group_active()) { /* NCCL's rule: its queued calls may name comm */
+        hc_error(INIT, "hcomm_comm_destroy: not allowed inside a group (hcomm_group_start "
+                       "without hcomm_group_end on this thread)");
+        return HCOMM_ERR_INVALID_USAGE;
     }
     return comm_end(comm, 0);
 }

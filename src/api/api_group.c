@@ -75,22 +75,34 @@ hcomm_status_t hcomm_group_end(void)
     if (left <= 0)
         return left < 0 ? HCOMM_ERR_INVALID_USAGE : HCOMM_SUCCESS;
 
+    /* a communicator aborted inside the group (or destroyed by another
+     * thread): its calls must not run on one made at its address since */
+    size_t         stale = hc_group_drop_stale();
+    hcomm_status_t first = HCOMM_SUCCESS;
+    if (stale > 0) {
+        hc_error(COLL,
+                 "hcomm_group_end: %zu queued call(s) name a communicator destroyed or aborted "
+                 "since; dropped",
+                 stale);
+        first = HCOMM_ERR_INVALID_COMM;
+    }
     size_t                 n;
     const hc_group_call_t *calls = hc_group_calls(&n);
     int                    mixed;
     hcomm_stream_t         stream = group_stream(calls, n, &mixed);
-    hcomm_status_t         first  = HCOMM_SUCCESS;
     hcomm_request_t       *reqs   = calloc(n ? n : 1, sizeof(*reqs));
     hc_stream_task_t      *task   = NULL;
+    hcomm_status_t         bad    = HCOMM_SUCCESS;
     if (mixed) {
         hc_error(COLL, "hcomm_group_end: the calls of one group must name the same stream");
-        first = HCOMM_ERR_INVALID_USAGE;
+        bad = HCOMM_ERR_INVALID_USAGE;
     } else if (stream != NULL && hc_stream_check(stream, "hcomm_group_end") != HCOMM_SUCCESS) {
-        first = HCOMM_ERR_INVALID_ARG; /* destroyed since its calls were added */
+        bad = HCOMM_ERR_INVALID_ARG; /* destroyed since its calls were added */
     } else if (reqs == NULL || (stream != NULL && (task = hc_stream_task_requests(n)) == NULL)) {
-        first = HCOMM_ERR_NO_MEMORY;
+        bad = HCOMM_ERR_NO_MEMORY;
     }
-    if (first != HCOMM_SUCCESS) {
+    if (bad != HCOMM_SUCCESS) {
+        first = first != HCOMM_SUCCESS ? first : bad;
         hc_group_reset();
         free(reqs);
         return first;

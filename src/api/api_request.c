@@ -8,8 +8,10 @@ hcomm_status_t hcomm_test(hcomm_request_t *req, int *done)
         hc_error(COLL, "hcomm_test: NULL %s", done == NULL ? "done pointer" : "request");
         return HCOMM_ERR_INVALID_ARG;
     }
-    hcomm_request_t r = *req;
-    hcomm_status_t  st;
+    hcomm_request_t r  = *req;
+    hcomm_status_t  st = hc_request_user_check(r, "hcomm_test");
+    if (st != HCOMM_SUCCESS)
+        return st;
     if (hc_request_orphan_end(r, &st)) { /* its communicator was destroyed */
         *done = 1;
         *req  = NULL;
@@ -35,8 +37,10 @@ hcomm_status_t hcomm_wait(hcomm_request_t *req)
         hc_error(COLL, "hcomm_wait: NULL request");
         return HCOMM_ERR_INVALID_ARG;
     }
-    hcomm_request_t r = *req;
-    hcomm_status_t  st;
+    hcomm_request_t r  = *req;
+    hcomm_status_t  st = hc_request_user_check(r, "hcomm_wait");
+    if (st != HCOMM_SUCCESS)
+        return st;
     *req = NULL;
     if (hc_request_orphan_end(r, &st)) /* its communicator was destroyed */
         return st;

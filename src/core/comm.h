@@ -196,8 +196,13 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
 hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
                              void *recvbuf, hcomm_request_t *req);
 /* Finishes a request the user holds (hcomm_test/hcomm_wait): its status;
- * recycles it, or drops the user's hold on a stream's request. */
+ * recycles it, unless a stream's task still has it (which then does). */
 hcomm_status_t hc_request_finish(hcomm_request_t req);
+/* hcomm_wait and hcomm_test, first: HCOMM_ERR_INVALID_USAGE (logged, naming
+ * what) when req is no longer the user's, i.e. a wait or test already ended
+ * it and it waits for reuse (a stale copy of the handle). A request freed
+ * since, or reused by a new call, cannot be told: undefined, as in MPI. */
+hcomm_status_t hc_request_user_check(hcomm_request_t req, const char *what);
 /* hcomm_wait and hcomm_test: 1 and *st when req outlived its communicator
  * (freed now), else 0. hc_comm_orphan_requests: at the end of a drained
  * communicator, its requests the user still holds are detached from it. */

@@ -48,8 +48,22 @@ hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const
         group_calls = p;
         group_cap   = cap;
     }
-    group_calls[group_len++] = (hc_group_call_t){comm, *args, sendbuf, recvbuf, stream};
+    group_calls[group_len++] =
+        (hc_group_call_t){comm, *args, sendbuf, recvbuf, stream, comm->serial};
     return HCOMM_SUCCESS;
+}
+
+size_t hc_group_drop_stale(void)
+{
+    size_t kept = 0, n = group_len;
+    for (size_t i = 0; i < n; i++) {
+        hc_group_call_t *c = &group_calls[i];
+        /* liveness first: a dead one's serial is in freed memory */
+        if (hc_comm_is_live(c->comm) && c->comm->serial == c->serial)
+            group_calls[kept++] = *c;
+    }
+    group_len = kept;
+    return n - kept;
 }
 
 const hc_group_call_t *hc_group_calls(size_t *n)

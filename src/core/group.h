@@ -6,6 +6,7 @@
 #define HC_CORE_GROUP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "algorithms/algo.h"
 #include "hcomm.h"
@@ -17,6 +18,7 @@ typedef struct hc_group_call {
     const void    *sendbuf;
     void          *recvbuf;
     hcomm_stream_t stream;
+    uint64_t       serial; /* comm's (hc_comm_serial): not one made at its address since */
 } hc_group_call_t;
 
 /* Whether the calling thread is inside a group: inline, every call asks. */
@@ -37,6 +39,9 @@ hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const
                             void *recvbuf, hcomm_stream_t stream);
 /* The calls the group queued, until hc_group_reset. */
 const hc_group_call_t *hc_group_calls(size_t *n);
+/* Drops the queued calls whose communicator was destroyed or aborted since
+ * (a new one may live at its address); how many. */
+size_t                 hc_group_drop_stale(void);
 void                   hc_group_reset(void);
 
 /* Fuses comm's calls of the group into one request and queues it on comm

@@ -48,11 +48,16 @@ void hc_comm_set_failed(hcomm_comm_t comm, hcomm_status_t status);
 void hc_comm_idle_nap_thread(void);
 
 /* A request queued for a stream waits behind a closed gate until the stream
- * reaches it; the stream and the user (hcomm_stream_last_request) each hold
- * it, and the last to drop it recycles it. */
+ * reaches it; the stream holds it (its task, and its last-request slot), and
+ * the last hold dropped recycles it unless the user has it. Communicator
+ * destroy waits for these holds, not for the user's.
+ * hc_request_give_user: a hold of the stream's becomes the user's
+ * (hcomm_stream_last_request): one more request of the user's, which
+ * hcomm_wait/hcomm_test end, and which outlives its communicator as any. */
 void            hc_request_open_gate(hcomm_request_t req);
 void            hc_request_hold(hcomm_request_t req);
 void            hc_request_drop(hcomm_request_t req);
+void            hc_request_give_user(hcomm_request_t req);
 hcomm_status_t  hc_request_status(hcomm_request_t req); /* HCOMM_IN_PROGRESS until done */
 hcomm_comm_t    hc_request_comm(hcomm_request_t req);
 /* Progresses req's communicator until req is done (it fails after

@@ -44,6 +44,17 @@ hcomm_status_t hc_coll_enqueue(hcomm_comm_t comm, const hc_coll_args_t *args, co
     return HCOMM_SUCCESS;
 }
 
+/* On comm's list of requests the user holds; comm's lock held. */
+static void user_link(hcomm_comm_t comm, hcomm_request_t req)
+{
+    req->user_held = 1;
+    req->uprev     = NULL;
+    req->unext     = comm->user_reqs;
+    if (comm->user_reqs != NULL)
+        comm->user_reqs->uprev = req;
+    comm->user_reqs = req;
+}
+
 hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, const void *sendbuf,
                              void *recvbuf, hcomm_request_t *user)
 {
@@ -51,13 +62,8 @@ hcomm_status_t hc_coll_issue(hcomm_comm_t comm, const hc_coll_args_t *args, cons
     hc_comm_lock(comm);
     hcomm_status_t st = hc_coll_enqueue(comm, args, sendbuf, recvbuf, 0, &req);
     if (st == HCOMM_SUCCESS && user != NULL) {
-        *user          = req;
-        req->user_held = 1;
-        req->uprev     = NULL;
-        req->unext     = comm->user_reqs;
-        if (comm->user_reqs != NULL)
-            comm->user_reqs->uprev = req;
-        comm->user_reqs = req;
+        *user = req;
+        user_link(comm, req);
         hc_comm_progress_locked(comm);
     }
     hc_comm_unlock(comm);
@@ -101,9 +107,34 @@ int hc_request_orphan_end(hcomm_request_t req, hcomm_status_t *st)
     if (!req->orphan)
         return 0;
     *st = req->status;
-    hc_exec_release(req);
-    free(req);
+    hc_request_recycle(NULL, req); /* a group's schedule and calls too */
     return 1;
+}
+
+void hc_request_give_user(hcomm_request_t req)
+{
+    hcomm_comm_t comm = req->comm;
+    hc_comm_lock(comm);
+    user_link(comm, req);
+    /* the user's hold, unlike a stream's, is not one destroy waits for */
+    if (--req->holders == 0)
+        __atomic_sub_fetch(&comm->held, 1, __ATOMIC_RELEASE);
+    hc_comm_unlock(comm);
+}
+
+hcomm_status_t hc_request_user_check(hcomm_request_t req, const char *what)
+{
+    if (req->orphan)
+        return HCOMM_SUCCESS;
+    hcomm_comm_t comm = req->comm;
+    hc_comm_lock(comm);
+    int held = req->user_held;
+    hc_comm_unlock(comm);
+    if (held)
+        return HCOMM_SUCCESS;
+    hc_error(COLL, "%s: request %p was already ended by a wait or a test (a stale copy?)", what,
+             (void *)req);
+    return HCOMM_ERR_INVALID_USAGE;
 }
 
 hcomm_status_t hc_request_finish(hcomm_request_t req)
@@ -112,12 +143,8 @@ hcomm_status_t hc_request_finish(hcomm_request_t req)
     hc_comm_lock(comm);
     user_unlink(comm, req);
     hcomm_status_t st = req->status;
-    if (req->holders > 0) { /* a stream's: the user's hold goes */
-        hc_comm_unlock(comm);
-        hc_request_drop(req);
-        return st;
-    }
-    hc_request_recycle(comm, req);
+    if (req->holders == 0) /* else a stream's task still has it: its drop recycles it */
+        hc_request_recycle(comm, req);
     hc_comm_unlock(comm);
     return st;
 }

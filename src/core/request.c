@@ -89,7 +89,8 @@ void hc_request_drop(hcomm_request_t req)
     hc_comm_lock(comm);
     if (--req->holders == 0) {
         __atomic_sub_fetch(&comm->held, 1, __ATOMIC_RELEASE);
-        hc_request_recycle(comm, req);
+        if (!req->user_held) /* else the user's wait or test recycles it */
+            hc_request_recycle(comm, req);
     }
     hc_comm_unlock(comm);
 }

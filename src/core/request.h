@@ -20,14 +20,16 @@ struct hcomm_request {
     struct hcomm_comm *comm;
     /* handed to the user by a nonblocking call, not yet waited for: on the
      * communicator's list (user_reqs), so that its destroy leaves it an
-     * orphan that hcomm_wait and hcomm_test still end (MPI's rule) */
+     * orphan that hcomm_wait and hcomm_test still end (MPI's rule);
+     * neither: not the user's to end (hc_request_user_check) */
     hcomm_request_t    uprev, unext;
     int                user_held, orphan;
     hc_sched_t       *sched;
     int               own_sched; /* merged group schedule, freed with the request */
     struct hc_stage   *stage;     /* host copies of device buffers (stage.h); NULL: none */
     int               gated;     /* on a stream that has not reached it yet */
-    int               holders;   /* on a stream: the stream and the user still holding it */
+    int                holders;   /* on a stream: the stream's holds (its task, its
+                                   * last-request slot); the user's is user_held */
     double            gate_since; /* when the closed gate was first found at the head */
     hcomm_status_t    status;    /* HCOMM_IN_PROGRESS until finished */
     int               started;

@@ -8,6 +8,7 @@
  * state), then a host function that unpacks it into the tensors. Since every
  * rank launches buckets strictly in bucket order, every rank issues the same
  * collectives in the same order. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,6 @@
 #include "hcomm_bucket.h"
 #include "overlap/overlap.h"
 
-#define BUCKETS_MAGIC     0x424b5453u
 #define FIRST_BUCKET_CAP  ((size_t)1 << 20) /* as DDP: the first bucket starts early */
 
 typedef struct bucket {
@@ -35,7 +35,7 @@ typedef struct bucket {
 } bucket_t;
 
 struct hcomm_buckets {
-    uint32_t       magic;
+    struct hcomm_buckets *live_next; /* g_live, under g_live_mu */
     hcomm_comm_t   comm;
     hcomm_stream_t stream;
     hcomm_dtype_t  dtype;
@@ -52,10 +52,40 @@ struct hcomm_buckets {
     bucket_t      *b;
 };
 
+/* The live bucket sets: a handle is checked against them, never read before
+ * it is found there (a destroyed one's memory is freed; a magic word in it was
+ * read after free). */
+static pthread_mutex_t       g_live_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hcomm_buckets *g_live;
+
+static void live_add(hcomm_buckets_t bk)
+{
+    pthread_mutex_lock(&g_live_mu);
+    bk->live_next = g_live;
+    g_live        = bk;
+    pthread_mutex_unlock(&g_live_mu);
+}
+
+static void live_remove(hcomm_buckets_t bk)
+{
+    pthread_mutex_lock(&g_live_mu);
+    for (struct hcomm_buckets **p = &g_live; *p != NULL; p = &(*p)->live_next)
+        if (*p == bk) {
+            *p = bk->live_next;
+            break;
+        }
+    pthread_mutex_unlock(&g_live_mu);
+}
+
 static hcomm_status_t check(hcomm_buckets_t bk, const char *what)
 {
-    if (bk == NULL || bk->magic != BUCKETS_MAGIC) {
-        hc_error(STREAM, "%s: invalid buckets %p", what, (void *)bk);
+    int live = 0;
+    pthread_mutex_lock(&g_live_mu);
+    for (struct hcomm_buckets *p = g_live; p != NULL && !live; p = p->live_next)
+        live = p == bk;
+    pthread_mutex_unlock(&g_live_mu);
+    if (!live) {
+        hc_error(STREAM, "%s: buckets %p are NULL, destroyed or not buckets", what, (void *)bk);
         return HCOMM_ERR_INVALID_ARG;
     }
     return HCOMM_SUCCESS;
@@ -145,7 +175,6 @@ static void buckets_free(hcomm_buckets_t bk)
     free(bk->offset);
     free(bk->counts);
     free(bk->tensors);
-    bk->magic = 0;
     free(bk);
 }
 
@@ -208,7 +237,7 @@ hcomm_status_t hcomm_buckets_create(hcomm_comm_t comm, int ntensors, void *const
     st = buckets_alloc(bk, compress);
     if (st != HCOMM_SUCCESS)
         goto err_alloc;
-    bk->magic = BUCKETS_MAGIC;
+    live_add(bk);
     hc_debug(STREAM, "hcomm_buckets_create: %d tensors in %d buckets (%zu bytes each at most)",
              ntensors, bk->nbuckets, hc_params_get()->bucket_bytes);
     *out = bk;
@@ -372,5 +401,6 @@ void hcomm_buckets_destroy(hcomm_buckets_t bk)
                  (void *)bk);
         return;
     }
+    live_remove(bk);
     buckets_free(bk);
 }

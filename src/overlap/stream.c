@@ -540,12 +540,14 @@ hcomm_status_t hcomm_stream_last_request(hcomm_stream_t s, hcomm_request_t *req)
         hc_error(STREAM, "hcomm_stream_last_request: NULL request pointer");
         return HCOMM_ERR_INVALID_ARG;
     }
-    hcomm_request_t last = last_swap(s, NULL); /* the stream's hold becomes the user's */
+    hcomm_request_t last = last_swap(s, NULL);
     if (last == NULL) {
         hc_error(STREAM, "hcomm_stream_last_request: no operation queued since the last request "
                        "(or its communicator was destroyed)");
         return HCOMM_ERR_INVALID_USAGE;
     }
+    /* the user's now, as a nonblocking call's: destroy does not wait for it */
+    hc_request_give_user(last);
     *req = last;
     return HCOMM_SUCCESS;
 }

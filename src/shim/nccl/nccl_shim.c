@@ -185,7 +185,10 @@ static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const ncclConfig
 {
     hc_nccl_ext_t *ext = calloc(1, sizeof(*ext));
     if (ext == NULL) {
-        hcomm_comm_destroy(hc);
+        if (hc_group_active()) /* destroy is refused in a group */
+            hcomm_comm_abort(hc);
+        else
+            hcomm_comm_destroy(hc);
         return hc_nccl_fail(ncclSystemError, "%s: %s", what, strerror(ENOMEM));
     }
     hc->frontend = ext;
@@ -304,6 +307,8 @@ ncclResult_t hcomm_nccl_CommDestroy(ncclComm_t comm)
         return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
     if (!hc_nccl_comm_ours(comm))
         return hc_nccl_fail(ncclInvalidArgument, "ncclCommDestroy: invalid communicator");
+    if (hc_group_active()) /* before unwrapping: the communicator stays usable */
+        return hc_nccl_fail(ncclInvalidUsage, "ncclCommDestroy: not allowed inside a group");
     hc_nccl_ext_t *ext = unwrap_comm(comm);
     return unwrap_done(ext, hcomm_comm_destroy(hc_of(comm)), "ncclCommDestroy");
 }

@@ -1,0 +1,262 @@
+/*
+ * bad_lifetime - handles used past their life: a request ended twice through
+ * a stale copy, a stream's request held across its communicator's destroy, a
+ * destroy or abort inside a group, buckets used after their destroy. Each gets
+ * a clear status and one log line (or, for a held request, simply works);
+ * none corrupts the library, reads freed memory (the ASan run,
+ * tests/sanitize/run.sh asan tests/fault/bad_lifetime, checks it) or hangs.
+ *
+ * One process with one-rank communicators; HCOMM_TIMEOUT is short so that a
+ * destroy that waits for it fails the test quickly.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/comm.h" /* white box: a communicator's serial */
+#include "expect_log.h"
+#include "hcomm.h"
+#include "hcomm_bucket.h"
+#include "hcomm_stream.h"
+
+#define TEST_ALARM_S 60
+#define TIMEOUT_S "10" /* HCOMM_TIMEOUT: a destroy that waits it out is a failure */
+#define PROMPT_S 5.0   /* what a destroy may take here, well under it */
+
+static char tmp_dir[128];
+
+static hcomm_comm_t new_comm1(void)
+{
+    hcomm_unique_id_t id;
+    hcomm_comm_t      c = NULL;
+
+    assert_int_equal(hcomm_get_unique_id(&id), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_comm_init(&c, 1, &id, 0), HCOMM_SUCCESS);
+    assert_non_null(c);
+    return c;
+}
+
+static int setup_comm(void **state)
+{
+    alarm(TEST_ALARM_S);
+    *state = new_comm1();
+    return 0;
+}
+
+static int teardown_comm(void **state)
+{
+    hcomm_status_t st = hcomm_comm_destroy((hcomm_comm_t)*state);
+    alarm(0);
+    return st == HCOMM_SUCCESS ? 0 : -1;
+}
+
+static int setup_plain(void **state)
+{
+    (void)state;
+    alarm(TEST_ALARM_S);
+    return 0;
+}
+
+static int teardown_plain(void **state)
+{
+    (void)state;
+    alarm(0);
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A destroy that must neither wait for the user's request nor fail. */
+static void destroy_promptly(hcomm_comm_t c)
+{
+    double t0 = now_s();
+    EXPECT(hcomm_comm_destroy(c), HCOMM_SUCCESS);
+    if (now_s() - t0 > PROMPT_S)
+        fail_msg("hcomm_comm_destroy took %.1f s", now_s() - t0);
+}
+
+/* The request hcomm_stream_last_request handed out is the user's, as a
+ * nonblocking call's: the communicator's destroy does not wait for it (it
+ * used to, HCOMM_TIMEOUT long, then failed and leaked the communicator), and
+ * a wait or test after the destroy still returns the operation's status. */
+static void test_stream_request_outlives_destroy(void **state)
+{
+    float           a[4] = {1, 2, 3, 4}, b[4] = {0}, d[4] = {0};
+    hcomm_stream_t  s;
+    hcomm_request_t r1 = NULL, r2 = NULL;
+    int             done = 0;
+
+    (void)state;
+    assert_int_equal(hcomm_stream_create(&s), HCOMM_SUCCESS);
+    hcomm_comm_t c = new_comm1();
+    EXPECT(hcomm_allreduce(a, b, 4, HCOMM_FLOAT32, HCOMM_SUM, c, s), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_last_request(s, &r1), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_synchronize(s), HCOMM_SUCCESS);
+    destroy_promptly(c);
+    EXPECT(hcomm_wait(&r1), HCOMM_SUCCESS);
+    assert_null(r1);
+    assert_true(b[3] == 4);
+
+    /* destroyed right away: the stream's own holds (its task, its newer last
+     * request) are let go of, the user's is not waited for */
+    c = new_comm1();
+    EXPECT(hcomm_allreduce(a, d, 4, HCOMM_FLOAT32, HCOMM_MAX, c, s), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_last_request(s, &r2), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(a, b, 4, HCOMM_FLOAT32, HCOMM_SUM, c, s), HCOMM_SUCCESS);
+    destroy_promptly(c);
+    EXPECT(hcomm_test(&r2, &done), HCOMM_SUCCESS);
+    assert_true(done == 1 && r2 == NULL && d[3] == 4);
+    EXPECT(hcomm_stream_last_request(s, &r2), HCOMM_ERR_INVALID_USAGE);
+    EXPECT(hcomm_stream_destroy(s), HCOMM_SUCCESS);
+}
+
+/* A request ended by a wait, then waited or tested again through a copy of
+ * its handle: refused while the request is unused. It used to be recycled
+ * twice, so that two later calls shared one request. */
+static void test_request_waited_twice(void **state)
+{
+    hcomm_comm_t    c    = *state;
+    float           a[4] = {1, 2, 3, 4}, b[4] = {0}, d[4] = {0};
+    hcomm_request_t r = NULL, r1 = NULL, r2 = NULL;
+    hcomm_stream_t  s;
+    int             done = 7;
+
+    EXPECT(hcomm_iallreduce(a, b, 4, HCOMM_FLOAT32, HCOMM_SUM, c, &r), HCOMM_SUCCESS);
+    hcomm_request_t copy = r;
+    EXPECT(hcomm_wait(&r), HCOMM_SUCCESS);
+    EXPECT(hcomm_wait(&copy), HCOMM_ERR_INVALID_USAGE);
+    EXPECT(hcomm_test(&copy, &done), HCOMM_ERR_INVALID_USAGE);
+    assert_non_null(copy);
+    assert_int_equal(done, 7);
+
+    /* the spare requests are intact: two at once are two */
+    EXPECT(hcomm_iallreduce(a, b, 4, HCOMM_FLOAT32, HCOMM_SUM, c, &r1), HCOMM_SUCCESS);
+    EXPECT(hcomm_iallreduce(a, d, 4, HCOMM_FLOAT32, HCOMM_MIN, c, &r2), HCOMM_SUCCESS);
+    assert_ptr_not_equal(r1, r2);
+    EXPECT(hcomm_wait(&r2), HCOMM_SUCCESS);
+    EXPECT(hcomm_wait(&r1), HCOMM_SUCCESS);
+    assert_true(b[3] == 4 && d[3] == 4);
+
+    /* a stream's request, whose task may still hold it after the first wait */
+    assert_int_equal(hcomm_stream_create(&s), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(a, b, 4, HCOMM_FLOAT32, HCOMM_SUM, c, s), HCOMM_SUCCESS);
+    EXPECT(hcomm_stream_last_request(s, &r), HCOMM_SUCCESS);
+    copy = r;
+    EXPECT(hcomm_wait(&r), HCOMM_SUCCESS);
+    EXPECT(hcomm_wait(&copy), HCOMM_ERR_INVALID_USAGE);
+    EXPECT(hcomm_stream_synchronize(s), HCOMM_SUCCESS);
+    EXPECT(hcomm_wait(&copy), HCOMM_ERR_INVALID_USAGE);
+    EXPECT(hcomm_stream_destroy(s), HCOMM_SUCCESS);
+}
+
+/* As in NCCL, destroy inside a group is refused (its queued calls may name
+ * the communicator). Abort is not (it is how a program gets out of trouble):
+ * its queued calls are dropped at the group's end, not run on a communicator
+ * made at its address in between (they once were). */
+static void test_group_destroy(void **state)
+{
+    float        a[4] = {1, 2, 3, 4}, b[4] = {0}, e[4] = {0};
+    hcomm_comm_t c = new_comm1();
+
+    (void)state;
+    EXPECT(hcomm_group_start(), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(a, b, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_comm_destroy(c), HCOMM_ERR_INVALID_USAGE);
+    EXPECT(hcomm_group_end(), HCOMM_SUCCESS);
+    assert_true(b[3] == 4);
+
+    EXPECT(hcomm_group_start(), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(a, e, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_comm_abort(c), HCOMM_SUCCESS);
+    hcomm_comm_t again = new_comm1(); /* may be at the aborted one's address */
+    EXPECT(hcomm_group_end(), HCOMM_ERR_INVALID_COMM);
+    assert_true(e[0] == 0 && e[3] == 0);
+
+    /* whether the allocator reuses the address is its own affair: a
+     * communicator at the queued call's address that is another one (what
+     * sets them apart, its serial, differs) is made by hand */
+    EXPECT(hcomm_group_start(), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(a, e, 4, HCOMM_FLOAT32, HCOMM_SUM, again, NULL), HCOMM_SUCCESS);
+    again->serial++;
+    EXPECT(hcomm_group_end(), HCOMM_ERR_INVALID_COMM);
+    assert_true(e[0] == 0 && e[3] == 0);
+    EXPECT(hcomm_comm_destroy(again), HCOMM_SUCCESS);
+}
+
+/* Buckets are found in a registry, as streams are: a destroyed handle is
+ * refused without reading its freed memory (it was read for a magic word). */
+static void test_buckets_destroyed(void **state)
+{
+    hcomm_comm_t    c = *state;
+    hcomm_stream_t  s;
+    hcomm_buckets_t bk, live;
+    float           t[8]   = {1, 2, 3, 4, 5, 6, 7, 8};
+    void           *ts[1]  = {t};
+    size_t          cnt[1] = {8};
+    int             nb     = -1;
+
+    assert_int_equal(hcomm_stream_create(&s), HCOMM_SUCCESS);
+    EXPECT(hcomm_buckets_create(c, 1, ts, cnt, HCOMM_FLOAT32, NULL, s, &bk), HCOMM_SUCCESS);
+    EXPECT(hcomm_buckets_create(c, 1, ts, cnt, HCOMM_FLOAT32, NULL, s, &live), HCOMM_SUCCESS);
+    hcomm_buckets_destroy(bk);
+    EXPECT(hcomm_buckets_ready(bk, 0), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_buckets_wait(bk), HCOMM_ERR_INVALID_ARG);
+    EXPECT(hcomm_buckets_layout(bk, 0, &nb, NULL, NULL), HCOMM_ERR_INVALID_ARG);
+    long before = log_lines();
+    hcomm_buckets_destroy(bk);
+    assert_int_equal(log_lines() - before, 1);
+    EXPECT(hcomm_buckets_ready((hcomm_buckets_t)(void *)&nb, 0), HCOMM_ERR_INVALID_ARG);
+    assert_int_equal(nb, -1);
+
+    /* the live one still works */
+    EXPECT(hcomm_buckets_ready(live, 0), HCOMM_SUCCESS);
+    EXPECT(hcomm_buckets_wait(live), HCOMM_SUCCESS);
+    assert_true(t[7] == 8);
+    hcomm_buckets_destroy(live);
+    EXPECT(hcomm_stream_destroy(s), HCOMM_SUCCESS);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_stream_request_outlives_destroy, setup_plain,
+                                        teardown_plain),
+        cmocka_unit_test_setup_teardown(test_request_waited_twice, setup_comm, teardown_comm),
+        cmocka_unit_test_setup_teardown(test_group_destroy, setup_plain, teardown_plain),
+        cmocka_unit_test_setup_teardown(test_buckets_destroyed, setup_comm, teardown_comm),
+    };
+    int failed;
+
+    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/hcomm-bad-lifetime-XXXXXX");
+    if (mkdtemp(tmp_dir) == NULL) {
+        perror("bad_lifetime: mkdtemp");
+        return 99;
+    }
+    snprintf(log_path, sizeof(log_path), "%s/log", tmp_dir);
+    setenv("HCOMM_LOG_FILE", log_path, 1);
+    setenv("HCOMM_LOG_LEVEL", "warn", 1);
+    setenv("HCOMM_TIMEOUT", TIMEOUT_S, 1);
+    unsetenv("HCOMM_RANK"), unsetenv("HCOMM_NRANKS"), unsetenv("HCOMM_ROOT");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    failed = cmocka_run_group_tests(tests, NULL, NULL);
+    if (failed == 0) {
+        unlink(log_path);
+        rmdir(tmp_dir);
+    } else {
+        printf("bad_lifetime: library log kept in %s\n", tmp_dir);
+    }
+    return failed ? 1 : 0;
+}
