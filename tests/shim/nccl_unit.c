@@ -1,8 +1,8 @@
 /* nccl_unit.c - the shim's own logic in one process, one rank, through
  * hcomm_nccl_Xxx (no libnccl.so.2): registration handles, PreMulSum on test
  * memory (src/device/device.h) and with integer scalars a double cannot
- * hold, which failed calls fail an open group, and the NCCL_* environment's
- * translation. Every failure is checked to log one line (HCOMM_LOG_FILE). Run by
+ * hold, which failed calls fail an open group, destroyed handles, and the
+ * NCCL_* environment's translation. Every failure is checked to log one line (HCOMM_LOG_FILE). Run by
  * run_shim.sh; arguments name the checks to run (main), none all of them;
  * exit 0 PASS, 1 FAIL. */
 #include <math.h>
@@ -16,14 +16,7 @@
 #include "device/device.h"
 #include "hcomm_nccl.h"
 #include "nccl.h"
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* ncclResetDebugInit */
-#define HC_NCCL_API(name) extern __typeof__(nccl##name) hcomm_nccl_##name;
-#include "shim/nccl/nccl_api.def"
-#undef HC_NCCL_API
-#pragma GCC diagnostic pop
-void                   hcomm_nccl_env_enable(void);
+#include "shim/nccl/nccl_shim.h" /* hcomm_nccl_Xxx, the communicator's layout */
 
 static int  failures;
 static char log_path[512];
@@ -191,6 +184,60 @@ static void check_group(ncclComm_t c)
           hcomm_nccl_GetLastError(c));
 }
 
+/* A destroyed handle is refused (ncclInvalidArgument, one line) by every
+ * call, never read: the core's registry vouches for a handle before the shim
+ * looks inside it (ASan: tests/sanitize/run.sh). No communicator is made
+ * between the destroy and the calls, which could reuse its address. */
+static void check_destroyed(void)
+{
+    ncclComm_t   d = new_comm(), sub = NULL;
+    int          x = 1, y = 0, n = -1, ex = 0;
+    void        *h = NULL;
+    ncclRedOp_t  op;
+    ncclResult_t async = ncclSuccess;
+    hcomm_comm_t hc    = NULL;
+    EXPECT(hcomm_nccl_CommDestroy(d), ncclSuccess);
+    EXPECT(hcomm_nccl_CommCount(d, &n), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommUserRank(d, &n), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommGetAsyncError(d, &async), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_AllReduce(&x, &y, 1, ncclInt, ncclSum, d, NULL), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_Broadcast(&x, &y, 1, ncclInt, 0, d, NULL), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_Send(&x, 1, ncclInt, 0, d, NULL), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_Gather(&x, &y, 1, ncclInt, 0, d, NULL), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommRegister(d, &x, sizeof(x), &h), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommDeregister(d, &x), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_RedOpCreatePreMulSum(&op, &x, ncclInt, ncclScalarHostImmediate, d),
+           ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommSplit(d, 0, 0, &sub, NULL), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommShrink(d, &ex, 0, &sub, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommFinalize(d), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommRevoke(d, NCCL_REVOKE_DEFAULT), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommDestroy(d), ncclInvalidArgument);
+    EXPECT(hcomm_nccl_CommAbort(d), ncclInvalidArgument);
+    CHECK(hcomm_comm_from_nccl(d, &hc) == HCOMM_ERR_INVALID_COMM && hc == NULL,
+          "hcomm_comm_from_nccl of a destroyed handle gave %p", (void *)hc);
+    CHECK(y == 0 && n == -1 && sub == NULL, "a destroyed handle's call wrote (%d, %d, %p)", y, n,
+          (void *)sub);
+    /* the program's next allocations of that size may get the freed memory
+     * back (glibc's do), holding there what a live communicator would:
+     * still refused (compared, never read, where it is not) */
+    struct hcomm_comm *reuse[16] = {NULL}, *got = NULL;
+    for (int i = 0; i < 16 && got == NULL; i++)
+        if ((reuse[i] = malloc(sizeof(*reuse[i]))) != NULL && (void *)reuse[i] == (void *)d)
+            got = reuse[i];
+    if (got != NULL) {
+        memset(got, 0, sizeof(*got));
+        got->frontend_state = HC_NCCL_COMM_LIVE;
+        got->nranks         = 7;
+        EXPECT(hcomm_nccl_CommCount(d, &n), ncclInvalidArgument);
+        EXPECT(hcomm_nccl_AllReduce(&x, &y, 1, ncclInt, ncclSum, d, NULL), ncclInvalidArgument);
+        EXPECT(hcomm_nccl_CommDestroy(d), ncclInvalidArgument);
+        CHECK(n == -1 && y == 0, "a reused handle's call wrote (%d, %d)", n, y);
+    }
+    for (int i = 0; i < 16; i++)
+        free(reuse[i]);
+}
+
 /* NCCL_* variables: whole words dedupe ("all" is not in "coll"); a value
  * with no translation logs one info line. Last: it reloads the parameters. */
 static void check_env(void)
@@ -254,6 +301,8 @@ int main(int argc, char **argv)
     if (wanted(argc, argv, "group"))
         check_group(c);
     EXPECT(hcomm_nccl_CommDestroy(c), ncclSuccess);
+    if (wanted(argc, argv, "destroyed"))
+        check_destroyed();
     if (wanted(argc, argv, "env"))
         check_env();
     if (failures == 0)

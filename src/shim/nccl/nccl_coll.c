@@ -254,7 +254,7 @@ ncclResult_t hcomm_nccl_RedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 static inline int plain_call(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op,
                              cudaStream_t stream)
 {
-    return hc_nccl_args_ok(comm, dt) && stream == NULL && (unsigned)op < ncclNumOps;
+    return hc_nccl_args_fast(comm, dt) && stream == NULL && (unsigned)op < ncclNumOps;
 }
 
 static __attribute__((noinline)) ncclResult_t

@@ -14,8 +14,9 @@
 #define NCCL_CONFIG_MAGIC 0xcafebeef
 #endif
 
-/* An NCCL communicator's frontend_state: catches foreign handles (a destroyed
- * one is undefined, as in NCCL) and, in the same load, revoked ones. */
+/* An NCCL communicator's frontend_state: tells the shim's communicators from
+ * hcomm's own, and revoked ones, once the core's registry has vouched for
+ * the handle (a destroyed or foreign one is never read). */
 #define HC_NCCL_COMM_LIVE    0x6e63636cu /* "nccl" */
 #define HC_NCCL_COMM_REVOKED 0x6e637276u /* "ncrv" */
 #define HC_NCCL_MAX_PREMUL  64
@@ -143,18 +144,22 @@ static inline ncclResult_t hc_nccl_enq_status(hcomm_status_t st, const char *wha
     return (ncclResult_t)st;
 }
 
-/* A communicator made by the shim and not revoked. */
+/* A communicator made by the shim and not revoked. The core's registry
+ * first, so that a destroyed or foreign handle is never read: inline, a
+ * thread-local compare and a load while no communicator was made or
+ * destroyed since this thread last found it (core/handles.h). */
 static inline int hc_nccl_comm_live(ncclComm_t comm)
 {
-    return comm != NULL &&
+    return hc_comm_is_live(hc_of(comm)) &&
            __atomic_load_n(&hc_of(comm)->frontend_state, __ATOMIC_RELAXED) == HC_NCCL_COMM_LIVE;
 }
 
 /* A communicator made by the shim, revoked or not. */
 static inline int hc_nccl_comm_ours(ncclComm_t comm)
 {
-    uint32_t state =
-        comm != NULL ? __atomic_load_n(&hc_of(comm)->frontend_state, __ATOMIC_RELAXED) : 0;
+    if (!hc_comm_is_live(hc_of(comm)))
+        return 0;
+    uint32_t state = __atomic_load_n(&hc_of(comm)->frontend_state, __ATOMIC_RELAXED);
     return state == HC_NCCL_COMM_LIVE || state == HC_NCCL_COMM_REVOKED;
 }
 
@@ -166,11 +171,25 @@ static inline ncclResult_t hc_nccl_check_comm(ncclComm_t comm, const char *what)
     return hc_nccl_bad_comm(comm, what);
 }
 
-/* A live communicator and a datatype hcomm has: what every call checks.
- * Tested without calls, so that the shim's path to hcomm needs no frame. */
+/* A live communicator and a datatype hcomm has: what every call checks. */
 static inline int hc_nccl_args_ok(ncclComm_t comm, ncclDataType_t dt)
 {
     return hc_nccl_comm_live(comm) && (unsigned)dt < HCOMM_DTYPE_COUNT;
+}
+
+/* The same for the plain calls (nccl_coll.c) with the registry's inline half
+ * only: comm is the communicator this thread last found live, and none was
+ * made or destroyed since (a NULL comm never is: the cache is only set to a
+ * live one). Tested without calls, so that the shim's path to hcomm needs no
+ * frame (the search's call, even off that path, cost 25 instructions of
+ * saved registers); a miss takes the checked path, whose search fills the
+ * cache for the next call. */
+static inline int hc_nccl_args_fast(ncclComm_t comm, ncclDataType_t dt)
+{
+    return hc_of(comm) == hc_registry_last &&
+           __atomic_load_n(&hc_registry_gen, __ATOMIC_SEQ_CST) == hc_registry_last_gen &&
+           __atomic_load_n(&hc_of(comm)->frontend_state, __ATOMIC_RELAXED) == HC_NCCL_COMM_LIVE &&
+           (unsigned)dt < HCOMM_DTYPE_COUNT;
 }
 
 static inline ncclResult_t hc_nccl_dtype(ncclDataType_t dt, hcomm_dtype_t *out)
