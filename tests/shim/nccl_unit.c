@@ -1,8 +1,9 @@
 /* nccl_unit.c - the shim's own logic in one process, one rank, through
  * hcomm_nccl_Xxx (no libnccl.so.2): registration handles, PreMulSum on test
  * memory (src/device/device.h) and with integer scalars a double cannot
- * hold, which failed calls fail an open group, destroyed handles, and the
- * NCCL_* environment's translation. Every failure is checked to log one line (HCOMM_LOG_FILE). Run by
+ * hold, which failed calls fail an open group, destroyed handles, a destroy
+ * that fails (the handle stays valid), and the NCCL_* environment's
+ * translation. Every failure is checked to log one line (HCOMM_LOG_FILE). Run by
  * run_shim.sh; arguments name the checks to run (main), none all of them;
  * exit 0 PASS, 1 FAIL. */
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "base/params.h"
 #include "device/device.h"
 #include "hcomm_nccl.h"
+#include "hcomm_stream.h"
 #include "nccl.h"
 #include "shim/nccl/nccl_shim.h" /* hcomm_nccl_Xxx, the communicator's layout */
 
@@ -238,6 +240,54 @@ static void check_destroyed(void)
         free(reuse[i]);
 }
 
+/* A destroy (or abort) that fails, here because a request the program took
+ * from an hcomm stream holds the communicator past its timeout, leaves it
+ * valid: it still works, and a destroy or an abort once the request was
+ * waited for ends it (and LSan sees nothing left). */
+/* A host function that holds its stream until *arg is set (10 s at most). */
+static void hold_stream(void *arg)
+{
+    for (int i = 0; i < 10000 && !__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE); i++)
+        usleep(1000);
+}
+
+/* Work queued on an hcomm stream that has not run yet holds the communicator:
+ * destroy and abort fail and leave it valid; once the stream ran, again frees
+ * it. (A request taken with hcomm_stream_last_request does not hold it.) */
+static void check_destroy_held(int abort)
+{
+    ncclComm_t     c  = new_comm();
+    hcomm_comm_t   hc = NULL;
+    hcomm_stream_t s  = NULL;
+    int            x = 1, y = 0, n = 0, go = 0;
+    if (hcomm_comm_from_nccl(c, &hc) != HCOMM_SUCCESS ||
+        hcomm_comm_set_timeout(hc, 0.3) != HCOMM_SUCCESS ||
+        hcomm_stream_create(&s) != HCOMM_SUCCESS ||
+        hcomm_launch_host_func(s, hold_stream, &go) != HCOMM_SUCCESS ||
+        hcomm_allreduce(&x, &y, 1, HCOMM_INT32, HCOMM_SUM, hc, s) != HCOMM_SUCCESS) {
+        CHECK(0, "no stream work to hold the communicator");
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    EXPECT(hcomm_nccl_CommDestroy(c), ncclSystemError);
+    CHECK(strstr(hcomm_nccl_GetLastError(c), "stays valid") != NULL, "destroy's error: %s",
+          hcomm_nccl_GetLastError(c));
+    if (abort)
+        EXPECT(hcomm_nccl_CommAbort(c), ncclSystemError); /* still held */
+    EXPECT(hcomm_nccl_CommCount(c, &n), ncclSuccess);
+    CHECK(n == 1, "count %d after a failed destroy", n);
+    __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+    hcomm_status_t st = hcomm_stream_synchronize(s);
+    CHECK(abort || (st == HCOMM_SUCCESS && y == 1), "the held allreduce: %s, %d",
+          hcomm_status_name(st), y);
+    if (abort)
+        EXPECT(hcomm_nccl_CommAbort(c), ncclSuccess);
+    else
+        EXPECT(hcomm_nccl_CommDestroy(c), ncclSuccess);
+    EXPECT(hcomm_nccl_CommCount(c, &n), ncclInvalidArgument); /* now it is gone */
+    CHECK(hcomm_stream_destroy(s) == HCOMM_SUCCESS, "hcomm_stream_destroy");
+}
+
 /* NCCL_* variables: whole words dedupe ("all" is not in "coll"); a value
  * with no translation logs one info line. Last: it reloads the parameters. */
 static void check_env(void)
@@ -303,6 +353,10 @@ int main(int argc, char **argv)
     EXPECT(hcomm_nccl_CommDestroy(c), ncclSuccess);
     if (wanted(argc, argv, "destroyed"))
         check_destroyed();
+    if (wanted(argc, argv, "destroy_held")) {
+        check_destroy_held(0);
+        check_destroy_held(1);
+    }
     if (wanted(argc, argv, "env"))
         check_env();
     if (failures == 0)

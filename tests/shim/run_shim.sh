@@ -24,7 +24,7 @@ HCOMM_LOG_LEVEL=${HCOMM_LOG_LEVEL:-none}
 export LD_LIBRARY_PATH HCOMM_LOG_LEVEL
 scratch shim
 try 120 TMPDIR="$tmp" "$bin/nccl_unit"
-result "nccl_unit: registrations, PreMulSum on device memory and wide integers, group errors, NCCL_* values" $?
+result "nccl_unit: registrations, PreMulSum on device memory and wide integers, group errors, destroyed handles, a failed destroy, NCCL_* values" $?
 progs=nccl_check
 [ -x "$bin/nccl_check_nv" ] && progs="$progs nccl_check_nv"
 [ -x "$bin/nccl_check_cuda" ] && progs="$progs nccl_check_cuda"

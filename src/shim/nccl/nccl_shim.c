@@ -7,13 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/api_split.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
 #include "hcomm_nccl.h"
 #include "hcomm_stream.h"
 #include "nccl_shim.h"
+#include "overlap/overlap.h" /* hc_stream_forget_comm */
 
 static __thread char last_error[512];
 /* The first failed enqueue inside the thread's open group, and its message
@@ -263,20 +266,55 @@ ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devli
     return hc_nccl_enq(res != ncclSuccess ? res : init_rank(comm, 1, id, 0, NULL));
 }
 
-/* Takes back what wrap_comm added, before hcomm destroys the communicator;
- * what the operations still queued use (the profiler's context) goes after
- * (unwrap_done). */
-static hc_nccl_ext_t *unwrap_comm(ncclComm_t comm)
+/* Waits, at most the communicator's timeout, until nothing holds hc (a
+ * stream's queued work, a request the program took from a stream with
+ * hcomm_stream_last_request, a revoke telling the peers); what still holds
+ * it then, 0 if nothing. */
+static int comm_wait_released(hcomm_comm_t hc, double timeout)
 {
-    hcomm_comm_t hc = hc_of(comm);
-    hc_nccl_streams_destroy(comm);
-    __atomic_store_n(&hc->frontend_state, 0, __ATOMIC_RELEASE);
-    return hc->frontend;
+    const struct timespec nap      = {0, 1000000L}; /* rare and short: a poll will do */
+    double                deadline = hc_clock_now() + timeout;
+    for (;;) {
+        hc_comm_lock(hc); /* a stream's thread drops its hold inside it */
+        int held = __atomic_load_n(&hc->held, __ATOMIC_ACQUIRE);
+        hc_comm_unlock(hc);
+        if (held == 0 || hc_clock_now() > deadline)
+            return held;
+        nanosleep(&nap, NULL);
+    }
 }
 
-static ncclResult_t unwrap_done(hc_nccl_ext_t *ext, hcomm_status_t st, const char *what)
+/* ncclCommDestroy and ncclCommAbort. hcomm's own destroy unregisters the
+ * communicator before it waits for what holds it, and on a timeout leaves it
+ * unreachable and never freed; so the shim waits first, and a communicator
+ * still held fails the call and stays as it was, for a later destroy or
+ * abort (as NCCL, whose destroy leaves a communicator it refuses valid). */
+static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *what)
 {
-    if (st == HCOMM_SUCCESS) { /* else the communicator, still held, keeps it */
+    hcomm_comm_t hc = hc_of(comm);
+    if (comm == NULL)
+        return ncclSuccess; /* as NCCL: a no-op */
+    if (!hc_nccl_comm_ours(comm))
+        return hc_nccl_fail(ncclInvalidArgument, "%s: invalid communicator", what);
+    if (abort) /* first, so that work queued on its streams ends now, not at a timeout */
+        hc_comm_set_failed(hc, HCOMM_ERR_ABORTED);
+    hc_nccl_streams_destroy(comm);
+    hc_stream_forget_comm(hc); /* the hcomm streams' holds on their last requests */
+    hc_comm_lock(hc);
+    double timeout = hc->timeout; /* hcomm_comm_set_timeout writes it under the lock */
+    hc_comm_unlock(hc);
+    int held = comm_wait_released(hc, timeout);
+    if (held > 0)
+        return hc_nccl_fail(ncclSystemError,
+                            "%s: %d stream operations still hold the communicator after %g s "
+                            "(queued on an hcomm stream that has not reached them: a stuck "
+                            "stream); it is not destroyed and stays valid: call %s or "
+                            "ncclCommAbort again once they let go",
+                            what, held, timeout, what);
+    hc_nccl_ext_t *ext = hc->frontend;
+    __atomic_store_n(&hc->frontend_state, 0, __ATOMIC_RELEASE);
+    hcomm_status_t st = abort ? hcomm_comm_abort(hc) : hcomm_comm_destroy(hc);
+    if (st == HCOMM_SUCCESS) { /* else hcomm logged it, and the communicator keeps ext */
         hc_nccl_prof_comm_fini(ext);
         while (ext->regs != NULL) { /* those the program left registered */
             hc_nccl_reg_t *r = ext->regs;
@@ -303,26 +341,15 @@ ncclResult_t hcomm_nccl_CommFinalize(ncclComm_t comm)
 
 ncclResult_t hcomm_nccl_CommDestroy(ncclComm_t comm)
 {
-    if (comm == NULL)
-        return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
-    if (!hc_nccl_comm_ours(comm))
-        return hc_nccl_fail(ncclInvalidArgument, "ncclCommDestroy: invalid communicator");
-    if (hc_group_active()) /* before unwrapping: the communicator stays usable */
+    /* refused before anything changes: the communicator stays usable */
+    if (comm != NULL && hc_nccl_comm_ours(comm) && hc_group_active())
         return hc_nccl_fail(ncclInvalidUsage, "ncclCommDestroy: not allowed inside a group");
-    hc_nccl_ext_t *ext = unwrap_comm(comm);
-    return unwrap_done(ext, hcomm_comm_destroy(hc_of(comm)), "ncclCommDestroy");
+    return comm_end(comm, 0, "ncclCommDestroy");
 }
 
 ncclResult_t hcomm_nccl_CommAbort(ncclComm_t comm)
 {
-    if (comm == NULL)
-        return ncclSuccess;
-    if (!hc_nccl_comm_ours(comm))
-        return hc_nccl_fail(ncclInvalidArgument, "ncclCommAbort: invalid communicator");
-    /* first, so that work queued on its streams ends now, not at a timeout */
-    hc_comm_set_failed(hc_of(comm), HCOMM_ERR_ABORTED);
-    hc_nccl_ext_t *ext = unwrap_comm(comm);
-    return unwrap_done(ext, hcomm_comm_abort(hc_of(comm)), "ncclCommAbort");
+    return comm_end(comm, 1, "ncclCommAbort");
 }
 
 /* NCCL's revoke is local: each rank revokes its own (the peers are not told,
