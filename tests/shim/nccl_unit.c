@@ -285,7 +285,9 @@ static void check_destroy_held(int abort)
     else
         EXPECT(hcomm_nccl_CommDestroy(c), ncclSuccess);
     EXPECT(hcomm_nccl_CommCount(c, &n), ncclInvalidArgument); /* now it is gone */
-    CHECK(hcomm_stream_destroy(s) == HCOMM_SUCCESS, "hcomm_stream_destroy");
+    st = hcomm_stream_destroy(s); /* it reports the aborted allreduce, and is freed */
+    CHECK(st == (abort ? HCOMM_ERR_ABORTED : HCOMM_SUCCESS), "hcomm_stream_destroy: %s",
+          hcomm_status_name(st));
 }
 
 /* NCCL_* variables: whole words dedupe ("all" is not in "coll"); a value
