@@ -161,7 +161,10 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm);
  * hcomm_wait or hcomm_test returns their status and frees them; so do those
  * hcomm_stream_last_request handed out, and destroy does not wait for them.
  * Not allowed inside a group (HCOMM_ERR_INVALID_USAGE, as in NCCL: the
- * group's queued calls may name comm); end the group first.
+ * group's queued calls may name comm); end the group first. Work queued on a
+ * stream that has not reached it within the communicator's timeout makes it
+ * return HCOMM_ERR_TIMEOUT and leaves comm valid (failed): destroy or abort
+ * it again once the stream moved.
  */
 hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm);
 

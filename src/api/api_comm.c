@@ -223,8 +223,12 @@ static hcomm_status_t comm_end(hcomm_comm_t comm, int abort)
     hc_comm_drain(comm);
     hc_comm_unregister(comm);
     hc_stream_forget_comm(comm);
-    if (hc_comm_wait_released(comm) != 0)
+    if (hc_comm_wait_released(comm) != 0) {
+        /* still held (a stuck stream): the caller may retry or abort, as
+         * NCCL leaves a communicator it cannot destroy yet valid */
+        (void)hc_comm_reregister(comm);
         return HCOMM_ERR_TIMEOUT;
+    }
     hc_comm_orphan_requests(comm);
     hc_comm_free(comm);
     return HCOMM_SUCCESS;

@@ -353,6 +353,11 @@ void hc_comm_unregister(hcomm_comm_t comm)
     registry_remove(comm);
 }
 
+int hc_comm_reregister(hcomm_comm_t comm)
+{
+    return registry_add(comm);
+}
+
 /* Polls every millisecond: the wait is rare and short. */
 int hc_comm_wait_released(hcomm_comm_t c)
 {
@@ -369,9 +374,10 @@ int hc_comm_wait_released(hcomm_comm_t c)
             return 0;
         if (hc_clock_now() > deadline) {
             hc_error(INIT,
-                     "communicator destroyed while streams or a revoke still hold it (%d); "
-                     "not freed",
-                     held);
+                     "communicator destroyed while streams or a revoke still hold it (%d "
+                     "after %g s); not freed: it stays valid, destroy or abort it again once "
+                     "they let go",
+                     held, c->timeout);
             return -1;
         }
         nanosleep(&nap, NULL);

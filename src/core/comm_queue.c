@@ -42,7 +42,7 @@ static int comm_gate_closed(hcomm_comm_t comm, hcomm_request_t req)
         req->gate_since = now;
     if (now - req->gate_since <= comm->timeout)
         return 1;
-    hc_error(EXEC, "a request queued on a stream waited %.0f s for the stream to reach it",
+    hc_error(EXEC, "a request queued on a stream waited %.1f s for the stream to reach it",
              now - req->gate_since);
     hc_comm_fail(comm, HCOMM_ERR_TIMEOUT);
     return 0;

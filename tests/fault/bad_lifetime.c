@@ -123,6 +123,40 @@ static void test_stream_request_outlives_destroy(void **state)
     EXPECT(hcomm_stream_destroy(s), HCOMM_SUCCESS);
 }
 
+/* A host function that holds its stream until *arg is set (20 s at most). */
+static void hold_stream(void *arg)
+{
+    for (int i = 0; i < 20000 && !__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE); i++)
+        usleep(1000);
+}
+
+/* A destroy that a stuck stream's queued work keeps from going on fails
+ * with HCOMM_ERR_TIMEOUT and leaves the communicator valid (failed: the
+ * queued call timed out waiting for its stream): it answers, and a destroy
+ * once the stream moved frees it. It used to be unregistered, never freed,
+ * and unreachable by a retry or an abort. */
+static void test_destroy_held_retry(void **state)
+{
+    float          a = 1, b = 0;
+    int            go = 0, n = 0;
+    hcomm_stream_t s;
+
+    (void)state;
+    assert_int_equal(hcomm_stream_create(&s), HCOMM_SUCCESS);
+    hcomm_comm_t c = new_comm1();
+    EXPECT(hcomm_comm_set_timeout(c, 0.3), HCOMM_SUCCESS);
+    EXPECT(hcomm_launch_host_func(s, hold_stream, &go), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(&a, &b, 1, HCOMM_FLOAT32, HCOMM_SUM, c, s), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_comm_destroy(c), HCOMM_ERR_TIMEOUT); /* "it stays valid" */
+    EXPECT(hcomm_comm_size(c, &n), HCOMM_SUCCESS);
+    assert_int_equal(n, 1);
+    __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+    hcomm_status_t st = hcomm_stream_synchronize(s); /* the allreduce failed its comm */
+    assert_int_not_equal(st, HCOMM_SUCCESS);
+    destroy_promptly(c);
+    assert_int_equal(hcomm_stream_destroy(s), st);
+}
+
 /* A request ended by a wait, then waited or tested again through a copy of
  * its handle: refused while the request is unused. It used to be recycled
  * twice, so that two later calls shared one request. */
@@ -234,6 +268,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_stream_request_outlives_destroy, setup_plain,
                                         teardown_plain),
+        cmocka_unit_test_setup_teardown(test_destroy_held_retry, setup_plain, teardown_plain),
         cmocka_unit_test_setup_teardown(test_request_waited_twice, setup_comm, teardown_comm),
         cmocka_unit_test_setup_teardown(test_group_destroy, setup_plain, teardown_plain),
         cmocka_unit_test_setup_teardown(test_buckets_destroyed, setup_comm, teardown_comm),
