@@ -119,9 +119,13 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
     /* the calls, for profilers registered now (ops_prof.c); none: NULL */
     hcomm_prof_call_t *calls = hc_prof_on() ? calloc(group_len, sizeof(*calls)) : NULL;
 
-    for (size_t i = 0; i < group_len && st == HCOMM_SUCCESS; i++) {
-        hc_group_call_t *c = &group_calls[i];
-        if (c->comm != comm)
+    /* collectives first, then sends and receives, each in call order: ranks
+     * that interleave the two differently (NCCL allows it) still post each
+     * pair's messages alike, which carry no operation number */
+    for (size_t k = 0; k < 2 * group_len && st == HCOMM_SUCCESS; k++) {
+        hc_group_call_t *c   = &group_calls[k % group_len];
+        int              p2p = c->args.coll == HC_COLL_SEND || c->args.coll == HC_COLL_RECV;
+        if (c->comm != comm || p2p != (k >= group_len))
             continue;
         hc_sched_t *s;
         int         owned;

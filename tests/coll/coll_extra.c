@@ -330,6 +330,38 @@ static void group_colls(ct_ctx_t *ctx)
         ct_release(&runs[i]);
 }
 
+/* A group whose ranks interleave an allreduce and a ring of sends and
+ * receives differently (even ranks: allreduce first; odd ranks: the p2p
+ * first), as NCCL allows: each gets the sum and its neighbour's values. The
+ * fused schedule used to post them in call order, and the two swapped data. */
+static void group_mixed_order(ct_ctx_t *ctx)
+{
+    int            n = ctx->nranks, r = ctx->rank, to = (r + 1) % n, from = (r + n - 1) % n;
+    float          in[4], out[4] = {0}, snd[4], rcv[4] = {0};
+    hcomm_status_t st[3] = {HCOMM_SUCCESS, HCOMM_SUCCESS, HCOMM_SUCCESS}, end;
+    if (ctx->broken || n < 2)
+        return;
+    for (int i = 0; i < 4; i++)
+        in[i] = (float)(r + 1), snd[i] = (float)(100 * r + i);
+    hcomm_group_start();
+    if (r % 2 == 0)
+        st[0] = hcomm_allreduce(in, out, 4, HCOMM_FLOAT32, HCOMM_SUM, ctx->comm, NULL);
+    st[1] = hcomm_send(snd, 4, HCOMM_FLOAT32, to, ctx->comm, NULL);
+    st[2] = hcomm_recv(rcv, 4, HCOMM_FLOAT32, from, ctx->comm, NULL);
+    if (r % 2 == 1)
+        st[0] = hcomm_allreduce(in, out, 4, HCOMM_FLOAT32, HCOMM_SUM, ctx->comm, NULL);
+    end    = hcomm_group_end();
+    int ok = !st[0] && !st[1] && !st[2] && !end;
+    for (int i = 0; ok && i < 4; i++)
+        ok = out[i] == (float)(n * (n + 1) / 2) && rcv[i] == (float)(100 * from + i);
+    check(ctx, ok, "group of an allreduce and p2p interleaved differently per rank");
+    if (!ok) {
+        printf("  rank %d: status %d %d %d end %d; sum %g (want %d); from %d: %g (want %d)\n", r,
+               st[0], st[1], st[2], end, out[0], n * (n + 1) / 2, from, rcv[0], 100 * from);
+        ctx->broken = 1; /* its pairs' messages may be out of step */
+    }
+}
+
 /* A barrier must not return before its last rank entered. The ranks share one
  * host (hcomm-run), hence one CLOCK_MONOTONIC: the late root broadcasts when it
  * entered, and every rank checks that its barrier returned after that. */
@@ -402,6 +434,7 @@ void ct_run_extras(ct_ctx_t *ctx)
     nb_p2p(ctx);
     nb_exchange(ctx);
     group_colls(ctx);
+    group_mixed_order(ctx);
     ct_run_split(ctx);
     ct_run_overlap(ctx);
     ct_run_disagree(ctx);
