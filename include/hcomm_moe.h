@@ -16,8 +16,9 @@
  * experts, however many of its experts that rank holds (deduplication: one
  * copy per (token, rank) pair, not per (token, expert) pair), together with
  * its index and, for every top-k slot whose expert lives there, the local
- * expert and the gate weight. The counts are exchanged first (one uint64 per
- * peer, hcomm_alltoall), then the rows move in one hcomm_alltoallv. The
+ * expert and the gate weight. The counts are exchanged first (two uint64 per
+ * peer, hcomm_alltoall: rows and (row, expert) pairs), then every rank
+ * allocates what it will receive, then the rows move in one hcomm_alltoallv. The
  * receiver expands them into groups by local expert: a token with two experts
  * on this rank appears in both groups.
  *
@@ -112,9 +113,10 @@ typedef struct {
  * returns its reason, every other rank HCOMM_ERR_REMOTE, no data moves, and
  * the communicator stays usable. A failed dispatch leaves no layout behind
  * (combine then returns HCOMM_ERR_INVALID_USAGE). Running out of memory for
- * the received rows, after the counts are known, fails that rank alone (the
- * others then wait until HCOMM_TIMEOUT). Inside a group:
- * HCOMM_ERR_INVALID_USAGE.
+ * what it receives, once the counts are known, makes a rank return
+ * HCOMM_ERR_NO_MEMORY and fail the communicator before any row moves: the
+ * others get HCOMM_ERR_REMOTE at once (no timeout), and the communicator
+ * must then be destroyed or aborted. Inside a group: HCOMM_ERR_INVALID_USAGE.
  */
 hcomm_status_t hcomm_moe_dispatch(hcomm_moe_t moe, const void *tokens, size_t num_tokens,
                                   const int32_t *topk_ids, const float *topk_weights,

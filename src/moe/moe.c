@@ -97,8 +97,8 @@ static hcomm_status_t setup(hcomm_moe_t m, const hcomm_moe_config_t *c)
     }
     free(seen);
     m->nlocal = (int)L;
-    /* per peer: 4 row tables, 4 byte tables, 2 count vectors, 2 scratch; per local: 3 */
-    t       = malloc((12 * n + 3 * (L + 1)) * sizeof(size_t));
+    /* per peer: 4 row tables, 4 byte tables, 2 count vectors of 2, 2 scratch; per local: 3 */
+    t       = malloc((14 * n + 3 * (L + 1)) * sizeof(size_t));
     m->frow = malloc(m->hidden * sizeof(float));
     if (t == NULL || m->frow == NULL) {
         free(t);
@@ -111,10 +111,10 @@ static hcomm_status_t setup(hcomm_moe_t m, const hcomm_moe_config_t *c)
     for (int i = 0; i < 4; i++)
         m->bytes[i] = t + (4 + (size_t)i) * n;
     m->cnt_out = (uint64_t *)(t + 8 * n);
-    m->cnt_in  = (uint64_t *)(t + 9 * n);
-    m->mark    = t + 10 * n;
-    m->row_of  = t + 11 * n;
-    m->lcount  = t + 12 * n;
+    m->cnt_in  = (uint64_t *)(t + 10 * n);
+    m->mark    = t + 12 * n;
+    m->row_of  = t + 13 * n;
+    m->lcount  = t + 14 * n;
     m->loff    = m->lcount + L + 1;
     m->lcur    = m->loff + L + 1;
     return HCOMM_SUCCESS;

@@ -31,7 +31,7 @@ struct hcomm_moe {
     /* per peer, in rows: sent to p at sdispl[p], received from p at rdispl[p] */
     size_t   *scount, *sdispl, *rcount, *rdispl;
     size_t   *bytes[4]; /* byte counts/displacements for one alltoallv */
-    uint64_t *cnt_out, *cnt_in;
+    uint64_t *cnt_out, *cnt_in;     /* [2n]: rows, then (row, expert) pairs, per peer */
     size_t   *mark, *row_of;        /* [n]: packing scratch */
     size_t   *lcount, *loff, *lcur; /* [L] */
     /* the last dispatch */

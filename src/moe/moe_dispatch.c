@@ -1,13 +1,17 @@
 /* moe_dispatch.c - hcomm_moe_dispatch: one row per (token, rank) pair,
- * counts exchanged first (hcomm_alltoall), rows moved by one hcomm_alltoallv
- * (its self block is a local copy), then expanded into groups by local
- * expert. A rank with bad input says so in the count exchange, so every rank
- * stops before any data moves. */
+ * counts exchanged first (hcomm_alltoall: rows and (row, expert) pairs per
+ * peer), rows moved by one hcomm_alltoallv (its self block is a local copy),
+ * then expanded into groups by local expert. A rank with bad input says so in
+ * the count exchange, so every rank stops before any data moves. After the
+ * exchange every rank moves rows: one that cannot (out of memory for what it
+ * receives, allocated before the rows move) fails the communicator, so its
+ * peers get HCOMM_ERR_REMOTE at once instead of waiting until HCOMM_TIMEOUT. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "core/group.h"
+#include "core/handles.h"
 #include "device/device.h"
 #include "moe/moe.h"
 
@@ -52,15 +56,16 @@ static hcomm_status_t check_input(const hcomm_moe_t m, const void *tokens, size_
     return HCOMM_SUCCESS;
 }
 
-/* Rows per destination rank, and the pair counters. */
+/* Rows and (row, expert) pairs per destination rank, and the pair counters. */
 static void count_rows(hcomm_moe_t m, size_t T, const int32_t *ids)
 {
     int      n = m->nranks, k = m->topk;
     uint64_t te = 0, rte = 0;
 
     for (int p = 0; p < n; p++) {
-        m->scount[p] = 0;
-        m->mark[p]   = SIZE_MAX;
+        m->scount[p]          = 0;
+        m->mark[p]            = SIZE_MAX;
+        m->cnt_out[2 * p + 1] = 0;
     }
     for (size_t t = 0; t < T; t++) {
         for (int j = 0; j < k; j++) {
@@ -69,6 +74,7 @@ static void count_rows(hcomm_moe_t m, size_t T, const int32_t *ids)
                 continue;
             int p = m->expert_rank[e];
             te++;
+            m->cnt_out[2 * p + 1]++; /* (row, expert) pairs: p's expert rows */
             rte += p != m->rank;
             if (m->mark[p] != t) {
                 m->mark[p] = t;
@@ -138,26 +144,53 @@ static hcomm_status_t pack(hcomm_moe_t m, const void *tokens, size_t T, const in
     return HCOMM_SUCCESS;
 }
 
-/* Receive counts from the exchange, then the rows. */
-static hcomm_status_t move_rows(hcomm_moe_t m)
+/* What the peers announced: rows, and expert rows (nrows), checked. */
+static hcomm_status_t recv_sizes(hcomm_moe_t m)
 {
-    int    n  = m->nranks;
-    size_t rb = m->row_bytes;
+    size_t rb = m->row_bytes, k = (size_t)m->topk;
 
-    m->nrecv = 0;
-    for (int p = 0; p < n; p++) {
-        if (m->cnt_in[p] > (SIZE_MAX / rb - m->nrecv) / 2) {
-            hc_error(MOE, "hcomm_moe_dispatch: rank %d sends %llu rows: overflows", p,
-                     (unsigned long long)m->cnt_in[p]);
-            return HCOMM_ERR_OVERFLOW;
+    m->nrecv = m->nrows = 0;
+    for (int p = 0; p < m->nranks; p++) {
+        uint64_t rows = m->cnt_in[2 * p], pairs = m->cnt_in[2 * p + 1];
+        if (rows > (SIZE_MAX / rb - m->nrecv) / 2 || pairs < rows || pairs > rows * k) {
+            hc_error(MOE, "hcomm_moe_dispatch: rank %d sends %llu rows of %llu expert rows: %s", p,
+                     (unsigned long long)rows, (unsigned long long)pairs,
+                     pairs < rows || pairs > rows * k ? "inconsistent" : "overflows");
+            return pairs < rows || pairs > rows * k ? HCOMM_ERR_PROTOCOL : HCOMM_ERR_OVERFLOW;
         }
-        m->rcount[p] = (size_t)m->cnt_in[p];
+        m->rcount[p] = (size_t)rows;
         m->rdispl[p] = m->nrecv;
         m->nrecv += m->rcount[p];
+        m->nrows += (size_t)pairs; /* <= nrecv x k: no overflow */
     }
-    if (hc_moe_grow(&m->rbuf, m->nrecv * rb, "received rows") != 0)
+    if (m->nrows > SIZE_MAX / m->tok_bytes) {
+        hc_error(MOE, "hcomm_moe_dispatch: %zu expert rows overflow", m->nrows);
+        return HCOMM_ERR_OVERFLOW;
+    }
+    return HCOMM_SUCCESS;
+}
+
+/* Everything the received rows need, before they move. */
+static hcomm_status_t grow_recv(hcomm_moe_t m)
+{
+    size_t r = m->nrows;
+
+    if (hc_moe_grow(&m->rbuf, m->nrecv * m->row_bytes, "received rows") ||
+        hc_moe_grow(&m->tokens, r * m->tok_bytes, "expert rows") ||
+        hc_moe_grow(&m->src_rank, r * 4, "expert rows") ||
+        hc_moe_grow(&m->src_index, r * 4, "expert rows") ||
+        hc_moe_grow(&m->slot, r * 4, "expert rows") ||
+        hc_moe_grow(&m->weight, r * 4, "expert rows") ||
+        hc_moe_grow(&m->rowmap, m->nrecv * (size_t)m->topk * sizeof(size_t), "row map"))
         return HCOMM_ERR_NO_MEMORY;
-    for (int p = 0; p < n; p++) {
+    return HCOMM_SUCCESS;
+}
+
+static hcomm_status_t move_rows(hcomm_moe_t m)
+{
+    size_t rb = m->row_bytes;
+
+    for (int p = 0; p < m->nranks; p++) {
         m->bytes[0][p] = m->scount[p] * rb;
         m->bytes[1][p] = m->sdispl[p] * rb;
         m->bytes[2][p] = m->rcount[p] * rb;
@@ -167,8 +200,9 @@ static hcomm_status_t move_rows(hcomm_moe_t m)
                            HCOMM_UINT8, m->comm, NULL);
 }
 
-/* Rows per local expert; a local index out of range means the peers'
- * placements differ, which hcomm_moe_create rules out. */
+/* Rows per local expert; a local index out of range, or another total than
+ * the counts announced, means the peers' placements differ, which
+ * hcomm_moe_create rules out. */
 static hcomm_status_t count_local(hcomm_moe_t m)
 {
     const char *rbuf = m->rbuf.p;
@@ -189,24 +223,17 @@ static hcomm_status_t count_local(hcomm_moe_t m)
                 m->lcount[l]++;
         }
     }
-    m->nrows = 0;
+    size_t rows = 0;
     for (int l = 0; l < L; l++) {
-        m->loff[l] = m->lcur[l] = m->nrows;
-        m->nrows += m->lcount[l];
+        m->loff[l] = m->lcur[l] = rows;
+        rows += m->lcount[l];
+    }
+    if (rows != m->nrows) {
+        hc_error(MOE, "hcomm_moe_dispatch: received %zu expert rows, the counts said %zu", rows,
+                 m->nrows);
+        return HCOMM_ERR_PROTOCOL;
     }
     return HCOMM_SUCCESS;
-}
-
-static int grow_layout(hcomm_moe_t m)
-{
-    size_t r = m->nrows;
-
-    return hc_moe_grow(&m->tokens, r * m->tok_bytes, "expert rows") ||
-           hc_moe_grow(&m->src_rank, r * 4, "expert rows") ||
-           hc_moe_grow(&m->src_index, r * 4, "expert rows") ||
-           hc_moe_grow(&m->slot, r * 4, "expert rows") ||
-           hc_moe_grow(&m->weight, r * 4, "expert rows") ||
-           hc_moe_grow(&m->rowmap, m->nrecv * (size_t)m->topk * sizeof(size_t), "row map");
 }
 
 /* Expands the received rows into the groups, in (rank, token, slot) order. */
@@ -219,8 +246,6 @@ static hcomm_status_t unpack(hcomm_moe_t m)
 
     if (st != HCOMM_SUCCESS)
         return st;
-    if (m->nrows > SIZE_MAX / m->tok_bytes || grow_layout(m) != 0)
-        return HCOMM_ERR_NO_MEMORY;
     map = m->rowmap.p;
     for (int p = 0; p < m->nranks; p++) {
         for (size_t i = m->rdispl[p]; i < m->rdispl[p] + m->rcount[p]; i++) {
@@ -244,6 +269,19 @@ static hcomm_status_t unpack(hcomm_moe_t m)
     m->stats.recv_token_rank_pairs = m->nrecv;
     m->stats.combine_bytes_nodedup = (m->nrows - self_rows) * m->tok_bytes;
     return HCOMM_SUCCESS;
+}
+
+/* A failure after the count exchange: the peers move rows (and then
+ * combine) with this rank; failing the communicator closes its connections,
+ * so they get HCOMM_ERR_REMOTE at once rather than HCOMM_ERR_TIMEOUT. */
+static hcomm_status_t fail_comm(hcomm_moe_t m, hcomm_status_t st)
+{
+    if (hcomm_comm_get_error(m->comm) == HCOMM_SUCCESS) {
+        hc_error(MOE, "hcomm_moe_dispatch: %s after the count exchange: failing the communicator",
+                 hcomm_status_name(st));
+        hc_comm_set_failed(m->comm, st);
+    }
+    return st;
 }
 
 static void fill_recv(const hcomm_moe_t m, hcomm_moe_recv_t *rv)
@@ -283,27 +321,33 @@ hcomm_status_t hcomm_moe_dispatch(hcomm_moe_t moe, const void *tokens, size_t nu
     lst = check_input(moe, tokens, num_tokens, topk_ids, topk_weights, recv);
     if (lst == HCOMM_SUCCESS)
         lst = pack(moe, tokens, num_tokens, topk_ids, topk_weights);
-    for (int p = 0; p < moe->nranks; p++)
-        moe->cnt_out[p] = lst == HCOMM_SUCCESS ? moe->scount[p] : BAD_INPUT;
-    st = hcomm_alltoall(moe->cnt_out, moe->cnt_in, 1, HCOMM_UINT64, moe->comm, NULL);
+    for (int p = 0; lst != HCOMM_SUCCESS && p < moe->nranks; p++)
+        moe->cnt_out[2 * p] = moe->cnt_out[2 * p + 1] = BAD_INPUT;
+    for (int p = 0; lst == HCOMM_SUCCESS && p < moe->nranks; p++)
+        moe->cnt_out[2 * p] = moe->scount[p]; /* count_rows set the pairs */
+    st = hcomm_alltoall(moe->cnt_out, moe->cnt_in, 2, HCOMM_UINT64, moe->comm, NULL);
     if (st != HCOMM_SUCCESS || lst != HCOMM_SUCCESS)
         return st != HCOMM_SUCCESS ? st : lst;
     for (int p = 0; p < moe->nranks; p++) {
-        if (moe->cnt_in[p] == BAD_INPUT) {
+        if (moe->cnt_in[2 * p] == BAD_INPUT) {
             hc_error(MOE,
-                     "hcomm_moe_dispatch: rank %d could not dispatch (bad input); no data "
-                     "moved",
+                     "hcomm_moe_dispatch: rank %d could not dispatch (bad input or out of "
+                     "memory); no data moved",
                      p);
             return HCOMM_ERR_REMOTE;
         }
     }
-    st = move_rows(moe);
+    st = recv_sizes(moe);
+    if (st == HCOMM_SUCCESS)
+        st = grow_recv(moe);
+    if (st == HCOMM_SUCCESS)
+        st = move_rows(moe);
     if (st == HCOMM_SUCCESS)
         st = unpack(moe);
     if (st == HCOMM_SUCCESS)
         st = hcomm_comm_bytes_sent(moe->comm, &b1);
     if (st != HCOMM_SUCCESS)
-        return st;
+        return fail_comm(moe, st);
     hcomm_moe_stats_t *s      = &moe->stats;
     s->dispatch_bytes         = b1 - b0;
     s->dispatch_bytes_nodedup = s->dispatch_bytes - s->remote_token_rank_pairs * moe->row_bytes +

@@ -27,7 +27,7 @@
 #include "test_comm.h"
 
 static int      g_rank, g_nranks, g_failed, g_cases;
-static uint64_t g_cx_bytes; /* what an alltoall of one uint64 per peer sends */
+static uint64_t g_cx_bytes; /* what an alltoall of two uint64 per peer sends */
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
@@ -767,9 +767,10 @@ int main(void)
     for (int what = 0; what < 5; what++)
         dyn_bad_case(comm, (what + 1) % g_nranks, what);
     dyn_case(comm, 7, -1); /* and after the bad arguments */
-    /* the count exchange of a dispatch: an alltoall of one uint64 per peer */
-    uint64_t c8[2 * 64], b0 = bytes_now(comm);
-    if (g_nranks <= 64 && hcomm_alltoall(c8, c8 + 64, 1, HCOMM_UINT64, comm, NULL) == HCOMM_SUCCESS)
+    /* the count exchange of a dispatch: an alltoall of two uint64 per peer */
+    uint64_t c8[4 * 64] = {0}, b0 = bytes_now(comm);
+    if (g_nranks <= 64 &&
+        hcomm_alltoall(c8, c8 + 128, 2, HCOMM_UINT64, comm, NULL) == HCOMM_SUCCESS)
         g_cx_bytes = bytes_now(comm) - b0;
     moe_cases(comm);
     bad_create(comm);

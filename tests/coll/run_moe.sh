@@ -2,11 +2,13 @@
 # run_moe.sh - alltoallv, alltoallv_dynamic and MoE dispatch/combine against
 # their serial references on 1 to 4 ranks (moe_check), over the default
 # transports and tcp; then hcomm-perf alltoallv, moe_dispatch and moe_combine
-# with their own checks, the dedup they report, and refused usages.
+# with their own checks, the dedup they report, and refused usages; and a rank
+# out of memory in a dispatch, whose peers must fail at once (moe_oom).
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" check="$top/tests/coll/moe_check" perf="$top/perf/hcomm-perf"
-need "$run" "$check" "$perf"
+oom="$top/tests/coll/moe_oom"
+need "$run" "$check" "$perf" "$oom"
 export HCOMM_TIMEOUT=60
 scratch moe
 for n in 1 2 3 4; do
@@ -16,6 +18,17 @@ done
 for n in 3 4; do
     try 300 HCOMM_TRANSPORT=tcp "$run" -n "$n" "$check"
     result "moe_check on $n ranks over tcp" $?
+done
+for what in rows layout; do
+    for tl in auto tcp; do
+        try 120 HCOMM_TRANSPORT=$tl "$run" -n 3 "$oom" "$what"
+        rc=$?
+        if [ $rc -ne 77 ]; then
+            [ $rc -eq 0 ] && [ "$(grep -c ': ok$' "$out")" -eq 3 ]
+            rc=$?
+        fi
+        result "moe_oom $what ($tl): out of memory on one rank, the others fail at once" $rc
+    done
 done
 try 120 "$perf" alltoallv --ranks 3 -b 8 -e 1M -f 8 -n 2 -w 1 -d all && perf_ok
 result "hcomm-perf alltoallv on 3 ranks, every dtype" $?
