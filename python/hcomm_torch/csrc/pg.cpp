@@ -113,11 +113,12 @@ void ProcessGroupHcomm::queueCompletion(Completion *c)
         c->wrote = q.done;
         queuedWrites_.push_back(std::move(q));
     }
+    c->streamSeen = aux_ != nullptr && stream_ == aux_ ? &auxSeen_ : &mainSeen_;
     if (hcomm_launch_host_func(stream_, Completion::run, c) == HCOMM_SUCCESS)
         return;
-    // cannot queue it (out of memory): complete it once the stream is idle
-    hcomm_stream_synchronize(stream_);
-    Completion::run(c);
+    // cannot queue it (out of memory): IssueLock completes it once the stream
+    // ran what is before it, after mu_ is released
+    unqueued_.push_back(c);
 }
 
 void ProcessGroupHcomm::forgetEndedWrites()
@@ -139,7 +140,7 @@ bool ProcessGroupHcomm::stagesFromQueuedOutput(const HcommWork &w)
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launch(const c10::intrusive_ptr<HcommWork> &w,
                                                      const Issue &issue, bool localSteps)
 {
-    std::lock_guard<std::mutex> lock(mu_);
+    IssueLock lock(*this);
     return launchLocked(w, issue, localSteps);
 }
 
@@ -179,7 +180,7 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchLocked(const c10::intrusive_
 
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchEmpty(const c10::intrusive_ptr<HcommWork> &w)
 {
-    std::lock_guard<std::mutex> lock(mu_);
+    IssueLock lock(*this);
     TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
     ReentrantIssue reentrant(*this);
     if (w->hasStageIn()) {
@@ -195,7 +196,7 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchEmpty(const c10::intrusive_p
 
 void ProcessGroupHcomm::startCoalescing()
 {
-    std::lock_guard<std::mutex> lock(mu_);
+    IssueLock lock(*this);
     TORCH_CHECK(!coalescing_, "hcomm backend: startCoalescing while coalescing already");
     hcomm_status_t st = hcomm_group_start();
     TORCH_CHECK(st == HCOMM_SUCCESS, "hcomm backend: hcomm_group_start: ", statusText(st));
@@ -206,7 +207,7 @@ void ProcessGroupHcomm::startCoalescing()
 
 void ProcessGroupHcomm::endCoalescing(std::vector<WorkPtr> & /* reqs: the works we hold */)
 {
-    std::lock_guard<std::mutex> lock(mu_);
+    IssueLock lock(*this);
     TORCH_CHECK(coalescing_, "hcomm backend: endCoalescing without startCoalescing");
     coalescing_ = false;
     coalescingHere_--;

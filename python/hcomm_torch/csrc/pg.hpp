@@ -132,8 +132,8 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     c10::intrusive_ptr<HcommWork> makeWork(c10d::OpType type, const char *name, Tensors outputs);
     // Queues w's stage-in copies, then issue() (hcomm calls on stream_), then
     // w's completion; throws when the issue failed. localSteps: the operation
-    // ends with host steps whose failure fails comm_ (a compressed allreduce),
-    // so its completion reads comm_'s error after the last request.
+    // ends with host steps on the stream after its last request (a compressed
+    // allreduce), whose failure its completion reads (Completion::comm).
     WorkPtr launch(const c10::intrusive_ptr<HcommWork> &w, const Issue &issue,
                    bool localSteps = false);
     class ReentrantIssue;
@@ -152,7 +152,10 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     // Tests req until it finishes or inlineSpin_ passes; *done as hcomm_test's.
     hcomm_status_t spin(hcomm_request_t *req, int *done);
     void           readInlineSettings();
+    // Queues c on stream_ after what is there; where it cannot be queued (out
+    // of memory) c waits in unqueued_ for the IssueLock to end.
     void    queueCompletion(Completion *c);
+    class IssueLock;
     // Whether an operation queued on a stream and not yet ended writes what
     // w's stage-in copies read; forgets the ended ones. Under mu_.
     bool stagesFromQueuedOutput(const HcommWork &w);
@@ -188,12 +191,19 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     hcomm_stream_t                             aux_       = nullptr;
     bool                                       reentrant_ = false; // stream_ is aux_ for now
     std::mutex                                 mu_; // issue order: one issuing thread at a time
+    // Completions queueCompletion could not queue: completed, after the
+    // stream ran what is before them, once mu_ is released (a Future's
+    // callback on the stream's thread may need it); under mu_
+    std::vector<Completion *> unqueued_;
+    // The error each stream had when its last Completion ran (Completion::streamSeen)
+    std::atomic<hcomm_status_t>                mainSeen_{HCOMM_SUCCESS}, auxSeen_{HCOMM_SUCCESS};
     bool                                       coalescing_ = false;
     std::vector<c10::intrusive_ptr<HcommWork>> coalesced_;
     hcomm_status_t                             coalesceError_ = HCOMM_SUCCESS;
     std::map<SlotKey, CompressSlot>            compress_;
-    // states replaced while queueing on aux_: an operation on stream_ may
-    // still use them, so they go at shutdown
+    // states replaced while queueing on aux_, or when their destruction
+    // could not be queued: an operation on a stream may still use them, so
+    // they go at shutdown
     std::vector<hcomm_compress_t> retired_;
     // inline runs (pg_inline.cpp); under mu_
     size_t                   inlineBytes_ = 0;
@@ -212,6 +222,36 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     // calls are refused: no group runs inline on it meanwhile.
     static thread_local int coalescingHere_;
     uint64_t                inlined_ = 0, handedOver_ = 0;
+};
+
+// mu_ for issuing. At its end, after mu_ is released, the Completions that
+// could not be queued run on this thread once their streams ran what was
+// before them: waiting with mu_ held would stall a callback that issues.
+class ProcessGroupHcomm::IssueLock
+{
+  public:
+    explicit IssueLock(ProcessGroupHcomm &pg) : pg_(pg), lock_(pg.mu_)
+    {
+    }
+    ~IssueLock()
+    {
+        std::vector<Completion *> late;
+        late.swap(pg_.unqueued_);
+        lock_.unlock();
+        for (Completion *c : late) {
+            hcomm_stream_synchronize(c->stream); // its error reaches the Work through run
+            try {
+                Completion::run(c);
+            } catch (...) { // the Works end with their errors; nothing may leave a destructor
+            }
+        }
+    }
+    IssueLock(const IssueLock &)            = delete;
+    IssueLock &operator=(const IssueLock &) = delete;
+
+  private:
+    ProcessGroupHcomm           &pg_;
+    std::unique_lock<std::mutex> lock_;
 };
 
 // An operation issued from a Future's callback that stream_'s thread runs

@@ -43,15 +43,13 @@ hcomm_status_t ProcessGroupHcomm::compressState(const SlotKey &key, size_t count
         return HCOMM_SUCCESS;
     }
     // another bucket now (DDP rebuilt its buckets, perhaps to the same size):
-    // its residuals mean nothing for the new one. The stream may still run an operation on the old
-    // state, so it goes after them.
-    if (slot.state != nullptr && reentrant_) {
+    // its residuals mean nothing for the new one. The stream may still run an
+    // operation on the old state, so it goes after them; where that host
+    // function cannot be queued (out of memory), at shutdown: waiting for
+    // the stream here, with mu_ held, would stall a callback that issues.
+    if (slot.state != nullptr &&
+        (reentrant_ || hcomm_launch_host_func(stream_, destroyState, slot.state) != HCOMM_SUCCESS))
         retired_.push_back(slot.state);
-    } else if (slot.state != nullptr &&
-               hcomm_launch_host_func(stream_, destroyState, slot.state) != HCOMM_SUCCESS) {
-        hcomm_stream_synchronize(stream_);
-        hcomm_compress_destroy(slot.state);
-    }
     slot.state        = nullptr;
     hcomm_status_t st = hcomm_compress_create(comm_, &cfg, count, dtype, &slot.state);
     if (st != HCOMM_SUCCESS) {

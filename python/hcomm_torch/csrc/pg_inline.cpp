@@ -84,7 +84,7 @@ hcomm_status_t ProcessGroupHcomm::spin(hcomm_request_t *req, int *done)
 ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchSmall(const c10::intrusive_ptr<HcommWork> &w,
                                                           size_t bytes, const IssueOn &issue)
 {
-    std::lock_guard<std::mutex> lock(mu_);
+    IssueLock lock(*this);
     TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
     if (!canInline(bytes))
         return launchLocked(w, [&] { return issue(nullptr); });
@@ -147,7 +147,7 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchP2P(const c10::intrusive_ptr
 {
     if (coalescingHere_ != 0)
         return launchSmall(w, bytes, issue);
-    std::lock_guard<std::mutex> lock(mu_);
+    IssueLock lock(*this);
     TORCH_CHECK(stream_ != nullptr, "hcomm backend: ", w->name(), ": the group is shut down");
     if (coalescing_ || (w->hasStageIn() && stagesFromQueuedOutput(*w)))
         return launchLocked(w, [&] { return issue(nullptr); });

@@ -122,6 +122,24 @@ std::vector<at::Tensor> HcommWork::result()
 
 static thread_local hcomm_stream_t completing = nullptr;
 
+hcomm_status_t Completion::ownStatus(hcomm_status_t st)
+{
+    if (stream == nullptr || streamSeen == nullptr)
+        return st;
+    // the stream's first error; only the tasks of this Completion's operation
+    // ran on it since the last Completion saw it (a stream runs in order)
+    hcomm_status_t now = hcomm_stream_query(stream);
+    if (now == HCOMM_IN_PROGRESS)
+        now = HCOMM_SUCCESS;
+    hcomm_status_t before = streamSeen->exchange(now, std::memory_order_acq_rel);
+    if (st != HCOMM_SUCCESS || comm == nullptr)
+        return st;
+    if (before == HCOMM_SUCCESS)
+        return now;
+    // the stream failed earlier, so it cannot tell; a failed step fails comm
+    return hcomm_comm_get_error(comm);
+}
+
 hcomm_stream_t Completion::runningOn()
 {
     return completing;
@@ -138,8 +156,7 @@ void Completion::run(void *arg)
         if (!done)
             st = hcomm_wait(&c->req);
     }
-    if (st == HCOMM_SUCCESS && c->comm != nullptr)
-        st = hcomm_comm_get_error(c->comm);
+    st = c->ownStatus(st);
     std::vector<std::exception_ptr> errs;
     {
         // while the Futures' callbacks run here (restored for a nested one)

@@ -87,14 +87,23 @@ struct Completion {
     std::vector<c10::intrusive_ptr<HcommWork>> works;
     hcomm_request_t                            req    = nullptr;
     hcomm_status_t                             status = HCOMM_SUCCESS;
-    // set: the operation's last host steps run after req and fail comm when
-    // they fail, so comm's error is the operation's too
+    // set: the operation's last steps run on the stream after req (a
+    // compressed allreduce's decode) and fail comm when they fail. Their
+    // failure is the stream's first error if the stream had none when the
+    // Completion before this one ran; comm's error only tells once the stream
+    // failed before (it may be another operation's: a concurrent one's).
     hcomm_comm_t      comm    = nullptr;
     std::atomic<int> *pending = nullptr; // the group's count of these, decremented when done
     hcomm_stream_t    stream  = nullptr; // the stream that runs it
+    // the stream's error as the last Completion on it saw it (the group's,
+    // one per stream); each Completion updates it
+    std::atomic<hcomm_status_t> *streamSeen = nullptr;
     // set once its works' copy-backs are done: nothing writes their outputs
     std::shared_ptr<std::atomic<bool>> wrote;
 
+    // The status of its operation: st (its request's, or its issue's), or
+    // that of the steps after the request.
+    hcomm_status_t ownStatus(hcomm_status_t st);
     // The stream's host function; arg is a Completion made with new, freed here.
     static void run(void *arg);
     // The stream whose Completion this thread is running (its Futures'
