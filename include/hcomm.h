@@ -386,7 +386,9 @@ hcomm_status_t hcomm_barrier(hcomm_comm_t comm, hcomm_stream_t stream);
  * Groups: between hcomm_group_start and hcomm_group_end, collective and point-to-
  * point calls on the calling thread are queued, then issued together by
  * hcomm_group_end as one operation per communicator, so that sends and receives
- * among them cannot deadlock. Groups nest; the outermost end issues. end returns
+ * among them cannot deadlock. Within a group the collectives go first, then
+ * the sends and receives, each in call order: ranks may interleave the two
+ * differently, as NCCL allows. Groups nest; the outermost end issues. end returns
  * when every queued operation completed, with the first error any of them had.
  * Nonblocking (i*) calls are not allowed inside a group, nor is
  * hcomm_comm_destroy. Calls queued on a communicator destroyed or aborted
@@ -399,8 +401,13 @@ hcomm_status_t hcomm_group_end(void);
 /*
  * Nonblocking variants: same arguments, and *req receives a request to test or
  * wait on. The buffers belong to the operation until it completes. Operations
- * on one communicator run in the order they were issued. Progress happens
- * inside hcomm_test / hcomm_wait (and any other call on the same communicator).
+ * on one communicator run in the order they were issued, and each pair of
+ * ranks matches its messages in that order, collectives and sends/receives
+ * alike (as on one NCCL stream): ranks must issue them in one order. An MPI
+ * program whose isend stays pending across a collective that its peer issues
+ * before the matching irecv should give its point-to-point traffic a
+ * communicator of its own (hcomm_comm_split). Progress happens inside
+ * hcomm_test / hcomm_wait (and any other call on the same communicator).
  */
 hcomm_status_t hcomm_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
                                 hcomm_dtype_t dtype, hcomm_op_t op, hcomm_comm_t comm,
