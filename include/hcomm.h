@@ -388,7 +388,9 @@ hcomm_status_t hcomm_barrier(hcomm_comm_t comm, hcomm_stream_t stream);
  * hcomm_group_end as one operation per communicator, so that sends and receives
  * among them cannot deadlock. Within a group the collectives go first, then
  * the sends and receives, each in call order: ranks may interleave the two
- * differently, as NCCL allows. Groups nest; the outermost end issues. end returns
+ * differently, as NCCL allows. A call refused inside a group (bad arguments,
+ * a nonblocking call, alltoallv) fails the group, as in NCCL: hcomm_group_end
+ * runs none of its calls and returns the first refusal. Groups nest; the outermost end issues. end returns
  * when every queued operation completed, with the first error any of them had.
  * Nonblocking (i*) calls are not allowed inside a group, nor is
  * hcomm_comm_destroy. Calls queued on a communicator destroyed or aborted

@@ -165,6 +165,7 @@ hcomm_status_t hcomm_alltoallv(const void *sendbuf, const size_t *sendcounts, co
     memcpy(v + 3 * comm->nranks, rdispls, n);
     hc_coll_args_t a = {.coll = HC_COLL_ALLTOALLV, .count = rs.total, .dtype = dtype, .v = v};
     if (hc_group_active()) {
+        hc_group_refuse(HCOMM_ERR_INVALID_USAGE, name);
         hc_error(COLL, "%s: not allowed inside a group", name);
         st = HCOMM_ERR_INVALID_USAGE;
     } else {
@@ -223,6 +224,7 @@ hcomm_status_t hcomm_alltoallv_dynamic(const void *sendbuf, const size_t *sendco
     if (st != HCOMM_SUCCESS)
         return st;
     if (hc_group_active()) {
+        hc_group_refuse(HCOMM_ERR_INVALID_USAGE, name);
         hc_error(COLL, "%s: not allowed inside a group", name);
         return HCOMM_ERR_INVALID_USAGE;
     }

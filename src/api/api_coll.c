@@ -70,8 +70,8 @@ static hcomm_status_t coll_validate(hcomm_comm_t comm, hc_coll_call_t *c)
     return HCOMM_SUCCESS;
 }
 
-hcomm_status_t hc_coll_run(hcomm_comm_t comm, hc_coll_call_t *c, hcomm_stream_t stream,
-                           hcomm_request_t *req, int nonblocking)
+static hcomm_status_t coll_run(hcomm_comm_t comm, hc_coll_call_t *c, hcomm_stream_t stream,
+                               hcomm_request_t *req, int nonblocking)
 {
     hcomm_status_t st = coll_validate(comm, c);
     if (st != HCOMM_SUCCESS)
@@ -94,6 +94,15 @@ hcomm_status_t hc_coll_run(hcomm_comm_t comm, hc_coll_call_t *c, hcomm_stream_t 
         return hc_group_add(comm, &c->args, c->sendbuf, c->recvbuf, stream);
     }
     return hc_api_issue(comm, &c->args, c->sendbuf, c->recvbuf, nonblocking ? req : NULL, stream);
+}
+
+hcomm_status_t hc_coll_run(hcomm_comm_t comm, hc_coll_call_t *c, hcomm_stream_t stream,
+                           hcomm_request_t *req, int nonblocking)
+{
+    hcomm_status_t st = coll_run(comm, c, stream, req, nonblocking);
+    if (st != HCOMM_SUCCESS && hc_group_active())
+        hc_group_refuse(st, c->name);
+    return st;
 }
 
 /* ---- public entry points ---- */

@@ -74,6 +74,15 @@ hcomm_status_t hcomm_group_end(void)
     int left = hc_group_leave();
     if (left <= 0)
         return left < 0 ? HCOMM_ERR_INVALID_USAGE : HCOMM_SUCCESS;
+    const char    *call;
+    hcomm_status_t refused = hc_group_refused(&call);
+    if (refused != HCOMM_SUCCESS) { /* as NCCL: a group with a refused call runs none */
+        hc_error(COLL, "hcomm_group_end: %s in the group was refused (%s); none of the group's "
+                       "calls ran",
+                 call, hcomm_status_name(refused));
+        hc_group_reset();
+        return refused;
+    }
 
     /* a communicator aborted inside the group (or destroyed by another
      * thread): its calls must not run on one made at its address since */

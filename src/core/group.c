@@ -14,6 +14,8 @@ __thread int hc_group_depth      HC_TLS_FAST;
 static __thread unsigned long    group_epoch; /* outermost groups started on this thread */
 static __thread hc_group_call_t *group_calls;
 static __thread size_t           group_len, group_cap;
+static __thread hcomm_status_t   group_refused;         /* the first call refused */
+static __thread const char      *group_refused_call;    /* its name (a literal) */
 
 unsigned long hc_group_epoch(void)
 {
@@ -22,8 +24,22 @@ unsigned long hc_group_epoch(void)
 
 void hc_group_enter(void)
 {
-    if (hc_group_depth++ == 0)
+    if (hc_group_depth++ == 0) {
         group_epoch++;
+        group_refused = HCOMM_SUCCESS;
+    }
+}
+
+void hc_group_refuse(hcomm_status_t st, const char *call)
+{
+    if (hc_group_active() && st != HCOMM_SUCCESS && group_refused == HCOMM_SUCCESS)
+        group_refused = st, group_refused_call = call;
+}
+
+hcomm_status_t hc_group_refused(const char **call)
+{
+    *call = group_refused_call;
+    return group_refused;
 }
 
 int hc_group_leave(void)

@@ -27,6 +27,10 @@ static inline int   hc_group_active(void)
 {
     return hc_group_depth > 0;
 }
+/* A call refused inside a group fails the whole group, as in NCCL: its end
+ * runs none of the calls and returns the first refusal (call: its name). */
+void           hc_group_refuse(hcomm_status_t st, const char *call);
+hcomm_status_t hc_group_refused(const char **call);
 /* Counts the outermost groups started on the calling thread: what a call
  * queued in a group keeps alive lasts until the epoch changes. */
 unsigned long hc_group_epoch(void);

@@ -131,6 +131,7 @@ hcomm_status_t hcomm_moe_combine(hcomm_moe_t moe, const void *expert_out, void *
         (st = hc_mem_host_only(name, out, 1)) != HCOMM_SUCCESS)
         return st;
     if (hc_group_active()) {
+        hc_group_refuse(HCOMM_ERR_INVALID_USAGE, name);
         hc_error(MOE, "%s: not allowed inside a group", name);
         return HCOMM_ERR_INVALID_USAGE;
     }

@@ -312,6 +312,7 @@ hcomm_status_t hcomm_moe_dispatch(hcomm_moe_t moe, const void *tokens, size_t nu
     }
     moe->have_layout = 0;
     if (hc_group_active()) { /* the count exchange would only be queued */
+        hc_group_refuse(HCOMM_ERR_INVALID_USAGE, "hcomm_moe_dispatch");
         hc_error(MOE, "hcomm_moe_dispatch: not allowed inside a group");
         return HCOMM_ERR_INVALID_USAGE;
     }

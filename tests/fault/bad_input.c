@@ -344,9 +344,18 @@ static void test_group_misuse(void **state)
            HCOMM_ERR_INVALID_USAGE);
     EXPECT(hcomm_ibarrier(c, &req), HCOMM_ERR_INVALID_USAGE);
     assert_null(req);
-    /* the group itself stays usable: nothing valid was queued */
-    EXPECT(hcomm_group_end(), HCOMM_SUCCESS);
+    /* a refused call fails the group (as in NCCL): none of its calls runs,
+     * not the valid allreduce queued after the refusals either */
+    float in[4] = {5, 5, 5, 5}, out[4] = {0};
+    EXPECT(hcomm_allreduce(in, out, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL), HCOMM_SUCCESS);
     EXPECT(hcomm_group_end(), HCOMM_ERR_INVALID_USAGE);
+    assert_true(out[0] == 0);
+    EXPECT(hcomm_group_end(), HCOMM_ERR_INVALID_USAGE);
+    /* the next group starts clean */
+    EXPECT(hcomm_group_start(), HCOMM_SUCCESS);
+    EXPECT(hcomm_allreduce(in, out, 4, HCOMM_FLOAT32, HCOMM_SUM, c, NULL), HCOMM_SUCCESS);
+    EXPECT(hcomm_group_end(), HCOMM_SUCCESS);
+    assert_true(out[0] == 5);
 }
 
 /* a pointer that is no stream: refused, one log line each */
