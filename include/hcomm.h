@@ -386,16 +386,16 @@ hcomm_status_t hcomm_barrier(hcomm_comm_t comm, hcomm_stream_t stream);
  * Groups: between hcomm_group_start and hcomm_group_end, collective and point-to-
  * point calls on the calling thread are queued, then issued together by
  * hcomm_group_end as one operation per communicator, so that sends and receives
- * among them cannot deadlock. Within a group the collectives go first, then
- * the sends and receives, each in call order: ranks may interleave the two
- * differently, as NCCL allows. A call refused inside a group (bad arguments,
- * a nonblocking call, alltoallv) fails the group, as in NCCL: hcomm_group_end
- * runs none of its calls and returns the first refusal. Groups nest; the outermost end issues. end returns
+ * among them cannot deadlock. Groups nest; the outermost end issues. end returns
  * when every queued operation completed, with the first error any of them had.
+ * Within a group the collectives go first, then the sends and receives, each
+ * in call order: ranks may interleave the two differently, as NCCL allows.
  * Nonblocking (i*) calls are not allowed inside a group, nor is
- * hcomm_comm_destroy. Calls queued on a communicator destroyed or aborted
- * before the end (on this thread or another) are dropped; the end then
- * returns HCOMM_ERR_INVALID_COMM and issues the others.
+ * hcomm_comm_destroy. A call refused inside a group (bad arguments, a
+ * nonblocking call, alltoallv) fails the group, as in NCCL: the end runs none
+ * of its calls and returns the first refusal. Calls queued on a communicator
+ * destroyed or aborted before the end (on this thread or another) are
+ * dropped; the end then returns HCOMM_ERR_INVALID_COMM and issues the others.
  */
 hcomm_status_t hcomm_group_start(void);
 hcomm_status_t hcomm_group_end(void);

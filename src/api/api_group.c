@@ -77,8 +77,9 @@ hcomm_status_t hcomm_group_end(void)
     const char    *call;
     hcomm_status_t refused = hc_group_refused(&call);
     if (refused != HCOMM_SUCCESS) { /* as NCCL: a group with a refused call runs none */
-        hc_error(COLL, "hcomm_group_end: %s in the group was refused (%s); none of the group's "
-                       "calls ran",
+        hc_error(COLL,
+                 "hcomm_group_end: %s in the group was refused (%s); none of the group's "
+                 "calls ran",
                  call, hcomm_status_name(refused));
         hc_group_reset();
         return refused;

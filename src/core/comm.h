@@ -223,7 +223,7 @@ hcomm_status_t hc_comm_create(hcomm_comm_t *comm_p, int nranks, const hcomm_uniq
 void           hc_comm_unregister(hcomm_comm_t comm);
 /* A destroy that cannot go on gives the communicator back: 0, or -1 (out of
  * memory: it stays unreachable). */
-int            hc_comm_reregister(hcomm_comm_t comm);
+int hc_comm_reregister(hcomm_comm_t comm);
 /* Waits (at most HCOMM_TIMEOUT) until no stream holds a request of comm: 0,
  * or -1 (logged) if one still does. */
 int            hc_comm_wait_released(hcomm_comm_t comm);

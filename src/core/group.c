@@ -14,8 +14,8 @@ __thread int hc_group_depth      HC_TLS_FAST;
 static __thread unsigned long    group_epoch; /* outermost groups started on this thread */
 static __thread hc_group_call_t *group_calls;
 static __thread size_t           group_len, group_cap;
-static __thread hcomm_status_t   group_refused;         /* the first call refused */
-static __thread const char      *group_refused_call;    /* its name (a literal) */
+static __thread hcomm_status_t   group_refused;      /* the first call refused */
+static __thread const char      *group_refused_call; /* its name (a literal) */
 
 unsigned long hc_group_epoch(void)
 {
