@@ -212,6 +212,7 @@ static hcomm_status_t compress_check(const void *sendbuf, void *recvbuf, size_t 
     if (stream != NULL && hc_stream_check(stream, "hcomm_allreduce_compressed") != 0)
         return HCOMM_ERR_INVALID_ARG;
     if (hc_group_active()) {
+        hc_group_refuse(HCOMM_ERR_INVALID_USAGE, "hcomm_allreduce_compressed");
         hc_error(COMPRESS, "hcomm_allreduce_compressed: not allowed inside a group");
         return HCOMM_ERR_INVALID_USAGE;
     }

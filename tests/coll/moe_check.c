@@ -690,7 +690,8 @@ static void bad_calls(hcomm_comm_t comm)
     expect("dispatch inside a group", hcomm_moe_dispatch(moe, x, 3, ids, w, &rv),
            HCOMM_ERR_INVALID_USAGE);
     expect("combine inside a group", hcomm_moe_combine(moe, x, out), HCOMM_ERR_INVALID_USAGE);
-    expect("group end", hcomm_group_end(), HCOMM_SUCCESS);
+    /* a call refused inside a group fails the group (as in NCCL) */
+    expect("group end after refused calls", hcomm_group_end(), HCOMM_ERR_INVALID_USAGE);
     expect("dispatch: NULL handle", hcomm_moe_dispatch(NULL, x, 3, ids, w, &rv),
            HCOMM_ERR_INVALID_ARG);
     expect("combine: NULL handle", hcomm_moe_combine(NULL, x, out), HCOMM_ERR_INVALID_ARG);

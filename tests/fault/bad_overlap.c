@@ -85,7 +85,7 @@ static void test_partial_overlap(void **state)
 }
 
 /* The same refusals on a stream (nothing queued) and inside a group (nothing
- * added: the group ends cleanly). */
+ * added: the group end returns the refusal and does not hang). */
 static void test_overlap_stream_group(void **state)
 {
     hcomm_comm_t   c = *state;
