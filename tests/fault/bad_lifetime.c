@@ -31,46 +31,9 @@
 #define TIMEOUT_S "10" /* HCOMM_TIMEOUT: a destroy that waits it out is a failure */
 #define PROMPT_S 5.0   /* what a destroy may take here, well under it */
 
+#include "one_rank_fixtures.h"
+
 static char tmp_dir[128];
-
-static hcomm_comm_t new_comm1(void)
-{
-    hcomm_unique_id_t id;
-    hcomm_comm_t      c = NULL;
-
-    assert_int_equal(hcomm_get_unique_id(&id), HCOMM_SUCCESS);
-    assert_int_equal(hcomm_comm_init(&c, 1, &id, 0), HCOMM_SUCCESS);
-    assert_non_null(c);
-    return c;
-}
-
-static int setup_comm(void **state)
-{
-    alarm(TEST_ALARM_S);
-    *state = new_comm1();
-    return 0;
-}
-
-static int teardown_comm(void **state)
-{
-    hcomm_status_t st = hcomm_comm_destroy((hcomm_comm_t)*state);
-    alarm(0);
-    return st == HCOMM_SUCCESS ? 0 : -1;
-}
-
-static int setup_plain(void **state)
-{
-    (void)state;
-    alarm(TEST_ALARM_S);
-    return 0;
-}
-
-static int teardown_plain(void **state)
-{
-    (void)state;
-    alarm(0);
-    return 0;
-}
 
 static double now_s(void)
 {
