@@ -163,8 +163,8 @@ hcomm_status_t hcomm_comm_init_env(hcomm_comm_t *comm);
  * Not allowed inside a group (HCOMM_ERR_INVALID_USAGE, as in NCCL: the
  * group's queued calls may name comm); end the group first. Work queued on a
  * stream that has not reached it within the communicator's timeout makes it
- * return HCOMM_ERR_TIMEOUT and leaves comm valid (failed): destroy or abort
- * it again once the stream moved.
+ * return HCOMM_ERR_TIMEOUT and leaves comm as it was (the queued work runs
+ * when the stream reaches it): destroy or abort it again once it moved.
  */
 hcomm_status_t hcomm_comm_destroy(hcomm_comm_t comm);
 

@@ -220,12 +220,15 @@ static hcomm_status_t comm_end(hcomm_comm_t comm, int abort)
 {
     if (abort) /* under the lock: a stream's thread may be in progress */
         hc_comm_set_failed(comm, HCOMM_ERR_ABORTED);
+    hc_stream_forget_comm(comm); /* the holds of the streams' last-request slots */
+    /* what streams queued runs while the communicator still answers; one a
+     * stuck stream holds past its timeout is left as it was, for a retry or
+     * an abort (as NCCL leaves a communicator it cannot destroy yet) */
+    if (hc_comm_wait_released(comm) != 0)
+        return HCOMM_ERR_TIMEOUT;
     hc_comm_drain(comm);
     hc_comm_unregister(comm);
-    hc_stream_forget_comm(comm);
-    if (hc_comm_wait_released(comm) != 0) {
-        /* still held (a stuck stream): the caller may retry or abort, as
-         * NCCL leaves a communicator it cannot destroy yet valid */
+    if (hc_comm_wait_released(comm) != 0) { /* held again since, from another thread */
         (void)hc_comm_reregister(comm);
         return HCOMM_ERR_TIMEOUT;
     }

@@ -269,11 +269,18 @@ static void check_destroy_held(int abort)
         __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
         return;
     }
-    EXPECT(hcomm_nccl_CommDestroy(c), ncclSystemError);
+    /* two lines: hcomm's (what held it, for how long) and the shim's outcome */
+    long         b = log_lines();
+    ncclResult_t r = hcomm_nccl_CommDestroy(c);
+    CHECK(r == ncclSystemError && log_lines() - b == 2, "held destroy: %d, %ld lines", (int)r,
+          log_lines() - b);
     CHECK(strstr(hcomm_nccl_GetLastError(c), "stays valid") != NULL, "destroy's error: %s",
           hcomm_nccl_GetLastError(c));
-    if (abort)
-        EXPECT(hcomm_nccl_CommAbort(c), ncclSystemError); /* still held */
+    if (abort) { /* still held */
+        b = log_lines(), r = hcomm_nccl_CommAbort(c);
+        CHECK(r == ncclSystemError && log_lines() - b == 2, "held abort: %d, %ld lines", (int)r,
+              log_lines() - b);
+    }
     EXPECT(hcomm_nccl_CommCount(c, &n), ncclSuccess);
     CHECK(n == 1, "count %d after a failed destroy", n);
     __atomic_store_n(&go, 1, __ATOMIC_RELEASE);

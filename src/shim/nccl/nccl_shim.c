@@ -266,29 +266,11 @@ ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devli
     return hc_nccl_enq(res != ncclSuccess ? res : init_rank(comm, 1, id, 0, NULL));
 }
 
-/* Waits, at most the communicator's timeout, until nothing holds hc (a
- * stream's queued work, a request the program took from a stream with
- * hcomm_stream_last_request, a revoke telling the peers); what still holds
- * it then, 0 if nothing. */
-static int comm_wait_released(hcomm_comm_t hc, double timeout)
-{
-    const struct timespec nap      = {0, 1000000L}; /* rare and short: a poll will do */
-    double                deadline = hc_clock_now() + timeout;
-    for (;;) {
-        hc_comm_lock(hc); /* a stream's thread drops its hold inside it */
-        int held = __atomic_load_n(&hc->held, __ATOMIC_ACQUIRE);
-        hc_comm_unlock(hc);
-        if (held == 0 || hc_clock_now() > deadline)
-            return held;
-        nanosleep(&nap, NULL);
-    }
-}
-
-/* ncclCommDestroy and ncclCommAbort. hcomm's own destroy unregisters the
- * communicator before it waits for what holds it, and on a timeout leaves it
- * unreachable and never freed; so the shim waits first, and a communicator
- * still held fails the call and stays as it was, for a later destroy or
- * abort (as NCCL, whose destroy leaves a communicator it refuses valid). */
+/* ncclCommDestroy and ncclCommAbort. A communicator that a stuck hcomm
+ * stream still holds after its timeout is not destroyed: hcomm returns
+ * HCOMM_ERR_TIMEOUT and keeps it registered, and the shim keeps it its own,
+ * for a later destroy or abort (as NCCL, whose destroy leaves a
+ * communicator it refuses valid). */
 static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *what)
 {
     hcomm_comm_t hc = hc_of(comm);
@@ -299,22 +281,19 @@ static ncclResult_t comm_end(ncclComm_t comm, int abort, const char *what)
     if (abort) /* first, so that work queued on its streams ends now, not at a timeout */
         hc_comm_set_failed(hc, HCOMM_ERR_ABORTED);
     hc_nccl_streams_destroy(comm);
-    hc_stream_forget_comm(hc); /* the hcomm streams' holds on their last requests */
-    hc_comm_lock(hc);
-    double timeout = hc->timeout; /* hcomm_comm_set_timeout writes it under the lock */
-    hc_comm_unlock(hc);
-    int held = comm_wait_released(hc, timeout);
-    if (held > 0)
-        return hc_nccl_fail(ncclSystemError,
-                            "%s: %d stream operations still hold the communicator after %g s "
-                            "(queued on an hcomm stream that has not reached them: a stuck "
-                            "stream); it is not destroyed and stays valid: call %s or "
-                            "ncclCommAbort again once they let go",
-                            what, held, timeout, what);
-    hc_nccl_ext_t *ext = hc->frontend;
+    hc_nccl_ext_t *ext   = hc->frontend;
+    uint32_t       state = __atomic_load_n(&hc->frontend_state, __ATOMIC_RELAXED);
     __atomic_store_n(&hc->frontend_state, 0, __ATOMIC_RELEASE);
     hcomm_status_t st = abort ? hcomm_comm_abort(hc) : hcomm_comm_destroy(hc);
-    if (st == HCOMM_SUCCESS) { /* else hcomm logged it, and the communicator keeps ext */
+    if (st == HCOMM_ERR_TIMEOUT) { /* hcomm logged what held it */
+        __atomic_store_n(&hc->frontend_state, state, __ATOMIC_RELEASE);
+        return hc_nccl_fail(ncclSystemError,
+                            "%s: a stuck hcomm stream still holds the communicator; it is not "
+                            "destroyed and stays valid: call %s or ncclCommAbort again once the "
+                            "stream moved",
+                            what, what);
+    }
+    if (st == HCOMM_SUCCESS) {
         hc_nccl_prof_comm_fini(ext);
         while (ext->regs != NULL) { /* those the program left registered */
             hc_nccl_reg_t *r = ext->regs;
