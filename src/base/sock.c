@@ -320,8 +320,17 @@ hcomm_status_t hc_sock_recv_all(int fd, void *buf, size_t len, double deadline,
     return sock_all(0, fd, buf, len, deadline, peer);
 }
 
+/* fd carries nothing our way: readable, its peer closed or reset it. */
+static int sock_closed(int fd)
+{
+    char    b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 hcomm_status_t hc_sock_exchange(int sfd, const void *sbuf, hc_sock_peer_t speer, int rfd,
-                                void *rbuf, hc_sock_peer_t rpeer, size_t len, double timeout)
+                                void *rbuf, hc_sock_peer_t rpeer, size_t len, double timeout,
+                                int more)
 {
     size_t soff = 0, roff = 0;
     double deadline = hc_clock_now() + timeout;
@@ -342,10 +351,15 @@ hcomm_status_t hc_sock_exchange(int sfd, const void *sbuf, hc_sock_peer_t speer,
             deadline = hc_clock_now() + timeout;
             continue;
         }
+        /* more: sfd's peer waits for more of ours, so it closed sfd only if
+         * it failed or died. A receive from rfd alone would see that at the
+         * deadline, and a ring's failure would travel a rank per timeout. */
+        int           watch = more && sfd != rfd;
         struct pollfd pfd[2];
         nfds_t        n = 0;
-        if (soff < len)
-            pfd[n++] = (struct pollfd){.fd = sfd, .events = POLLOUT};
+        if (soff < len || watch)
+            pfd[n++] = (struct pollfd){
+                .fd = sfd, .events = (short)((soff < len ? POLLOUT : 0) | (watch ? POLLIN : 0))};
         if (roff < len)
             pfd[n++] = (struct pollfd){.fd = rfd, .events = POLLIN};
         hc_sock_peer_t stuck = roff < len ? rpeer : speer;
@@ -357,6 +371,11 @@ hcomm_status_t hc_sock_exchange(int sfd, const void *sbuf, hc_sock_peer_t speer,
         }
         if (r < 0 && errno != EINTR)
             return sock_fail("exchange (poll)", stuck, errno);
+        if (watch && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && sock_closed(sfd)) {
+            hc_log_as(HC_LOG_ERROR, speer.subsys, "exchange: %s closed the connection",
+                      peer_str(speer, pb));
+            return HCOMM_ERR_REMOTE;
+        }
     }
     return HCOMM_SUCCESS;
 }

@@ -87,8 +87,11 @@ hcomm_status_t hc_sock_recv_all(int fd, void *buf, size_t len, double deadline,
                                 hc_sock_peer_t peer);
 
 /* Sends sbuf on sfd while receiving rbuf on rfd, both of len bytes; fails when
- * neither side moves for timeout seconds. */
+ * neither side moves for timeout seconds. more: sfd (not rfd) carries nothing
+ * back and its peer needs more than this from us, so its close is a failure:
+ * HCOMM_ERR_REMOTE at once. */
 hcomm_status_t hc_sock_exchange(int sfd, const void *sbuf, hc_sock_peer_t speer, int rfd,
-                                void *rbuf, hc_sock_peer_t rpeer, size_t len, double timeout);
+                                void *rbuf, hc_sock_peer_t rpeer, size_t len, double timeout,
+                                int more);
 
 #endif

@@ -87,7 +87,7 @@ static hcomm_status_t ring_hello(hc_bootstrap_t *bs, const hc_uid_t *uid, int *r
         *rfd = -1;
         hc_debug(BOOT, "rank %d: the bootstrap root hung up before its challenge: again", bs->rank);
         ring_pause(RING_REDIAL_PAUSE);
-        if ((st = hc_sock_connect(ra, rlen, 0, deadline, hc_bootstrap_peer(-1), rfd)))
+        if ((st = hc_sock_connect(ra, rlen, 0, deadline, hc_bootstrap_peer_up(-1), rfd)))
             return st;
     }
 }
@@ -100,7 +100,7 @@ static int ring_redial(hc_bootstrap_t *bs, const hc_uid_t *uid, int *rfd, double
     ring_pause(RING_REDIAL_PAUSE);
     hc_debug(BOOT, "rank %d: the bootstrap root hung up before its reply: again", bs->rank);
     return hc_sock_connect((const struct sockaddr *)uid->root_addr, (socklen_t)uid->root_addrlen, 0,
-                           deadline, hc_bootstrap_peer(-1), rfd) == HCOMM_SUCCESS
+                           deadline, hc_bootstrap_peer_up(-1), rfd) == HCOMM_SUCCESS
                ? 0
                : -1;
 }
@@ -157,6 +157,7 @@ typedef struct ring_link {
     socklen_t                      succ_len;
     hc_gate_client_t               cl;     /* towards the successor; cl.fd < 0 until dialled */
     int                            linked; /* the successor took our proof */
+    int                            pred_talks; /* data from the predecessor: its watch ends */
     char                           what[48];
     hc_gate_t                      gate; /* for the predecessor, and whoever else knocks */
 } ring_link_t;
@@ -184,7 +185,7 @@ static hcomm_status_t ring_dial(ring_link_t *l, double deadline)
     hc_bootstrap_ring_hello_t h;
     int                       fd;
     hcomm_status_t st = hc_sock_connect((const struct sockaddr *)l->succ, l->succ_len, 0, deadline,
-                                        hc_bootstrap_peer(succ_rank), &fd);
+                                        hc_bootstrap_peer_up(succ_rank), &fd);
     if (st != HCOMM_SUCCESS)
         return st;
     memset(&h, 0, sizeof(h));
@@ -217,11 +218,44 @@ static hcomm_status_t ring_step(ring_link_t *l, double deadline)
     return ring_dial(l, deadline);
 }
 
+/* A linked neighbour's socket became readable before the ring closed. The
+ * predecessor's first allgather bytes end its watch; a hang-up means it failed
+ * or died. A successor sends nothing this way: its hang-up is a failure, or
+ * its gate dropping our unchecked proof to make room, so dial again (a closed
+ * listener refuses at once). Without the watch, a rank that died after the
+ * root answered held every other rank until its deadline. */
+static hcomm_status_t ring_watch(ring_link_t *l, int succ, double deadline)
+{
+    hc_bootstrap_t *bs = l->bs;
+    char            b;
+    ssize_t         n = recv(succ ? bs->succ_fd : bs->pred_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return HCOMM_SUCCESS;
+    if (n > 0 && !succ) {
+        l->pred_talks = 1;
+        return HCOMM_SUCCESS;
+    }
+    int rank = succ ? (bs->rank + 1) % bs->nranks : l->pred;
+    if (!succ) {
+        hc_error(BOOT,
+                 "rank %d: bootstrap ring: predecessor rank %d closed its link before the "
+                 "ring closed (it failed or died)",
+                 bs->rank, rank);
+        return HCOMM_ERR_REMOTE;
+    }
+    hc_debug(BOOT, "rank %d: successor rank %d closed its link: dial again", bs->rank, rank);
+    close(bs->succ_fd);
+    bs->succ_fd = l->cl.fd = -1;
+    l->linked              = 0;
+    ring_pause(RING_REDIAL_PAUSE);
+    return ring_dial(l, deadline);
+}
+
 /* Every rank dials its successor and admits its predecessor in one poll loop,
  * so no wait of one rank on another can close a cycle. */
 static hcomm_status_t ring_link_run(ring_link_t *l, double deadline)
 {
-    struct pollfd  pfd[HC_GATE_MAX_PENDING + 2];
+    struct pollfd  pfd[HC_GATE_MAX_PENDING + 3];
     hcomm_status_t st = ring_dial(l, deadline);
     while ((st == HCOMM_SUCCESS || st == HCOMM_IN_PROGRESS) &&
            !(l->linked && l->bs->pred_fd >= 0)) {
@@ -235,9 +269,12 @@ static hcomm_status_t ring_link_run(ring_link_t *l, double deadline)
             return HCOMM_ERR_TIMEOUT;
         }
         int n = hc_gate_pollfds(&l->gate, pfd, &until);
-        int c = l->linked ? -1 : n;
-        if (c >= 0)
-            pfd[n++] = (struct pollfd){.fd = l->cl.fd, .events = POLLIN};
+        int c = n, p = -1;
+        pfd[n++] = (struct pollfd){.fd = l->linked ? l->bs->succ_fd : l->cl.fd, .events = POLLIN};
+        if (l->bs->pred_fd >= 0 && !l->pred_talks) {
+            p        = n;
+            pfd[n++] = (struct pollfd){.fd = l->bs->pred_fd, .events = POLLIN};
+        }
         /* until may be a gate deadline passed since it was served: not
          * negative, which poll takes as no timeout at all */
         double ms = (until - now) * 1000.0 + 1.0;
@@ -246,8 +283,10 @@ static hcomm_status_t ring_link_run(ring_link_t *l, double deadline)
             return HCOMM_ERR_SYSTEM;
         }
         hc_gate_serve(&l->gate, pfd);
-        if (c >= 0 && pfd[c].revents != 0)
-            st = ring_step(l, deadline);
+        if (pfd[c].revents != 0)
+            st = l->linked ? ring_watch(l, 1, deadline) : ring_step(l, deadline);
+        if (p >= 0 && pfd[p].revents != 0 && (st == HCOMM_SUCCESS || st == HCOMM_IN_PROGRESS))
+            st = ring_watch(l, 0, deadline);
     }
     return st == HCOMM_IN_PROGRESS ? HCOMM_SUCCESS : st;
 }
@@ -365,13 +404,14 @@ hcomm_status_t hc_bootstrap_allgather(hc_bootstrap_t *bs, void *data, size_t siz
     int   n    = bs->nranks;
     int   succ = (bs->rank + 1) % n, pred = (bs->rank + n - 1) % n;
     char *buf = data;
-    /* Step s forwards the slot received at step s-1 (our own at s = 0). */
+    /* Step s forwards the slot received at step s-1 (our own at s = 0). Before
+     * the last, the successor needs more from us: its close is its failure. */
     for (int s = 0; s < n - 1 && size > 0; s++) {
         size_t         sslot = (size_t)((bs->rank - s + n) % n);
         size_t         rslot = (size_t)((bs->rank - s - 1 + 2 * n) % n);
-        hcomm_status_t st =
-            hc_sock_exchange(bs->succ_fd, buf + sslot * size, hc_bootstrap_peer(succ), bs->pred_fd,
-                             buf + rslot * size, hc_bootstrap_peer(pred), size, bs->timeout);
+        hcomm_status_t st    = hc_sock_exchange(
+               bs->succ_fd, buf + sslot * size, hc_bootstrap_peer(succ), bs->pred_fd,
+               buf + rslot * size, hc_bootstrap_peer(pred), size, bs->timeout, s < n - 2);
         if (st != HCOMM_SUCCESS)
             return st;
     }

@@ -252,6 +252,29 @@ void hc_bootstrap_root_settle(double max_seconds)
     pthread_mutex_unlock(&roots_mu);
 }
 
+/* fork: the child has none of the parent's root threads, so it counts none
+ * of their roots (hc_bootstrap_root_settle in a child of a process with a
+ * root waited out its bound, or forever on a lock copied held). */
+static void roots_fork_prepare(void)
+{
+    pthread_mutex_lock(&roots_mu);
+}
+static void roots_fork_parent(void)
+{
+    pthread_mutex_unlock(&roots_mu);
+}
+static void roots_fork_child(void)
+{
+    roots_unsettled = 0;
+    roots_running   = NULL; /* the parent's threads free them */
+    pthread_cond_init(&roots_cv, NULL);
+    pthread_mutex_unlock(&roots_mu);
+}
+static void roots_fork_register(void)
+{
+    (void)pthread_atfork(roots_fork_prepare, roots_fork_parent, roots_fork_child);
+}
+
 /* Under roots_mu: st joins or leaves roots_running. */
 static void root_link(root_state_t *st, int in)
 {
@@ -473,6 +496,8 @@ static hcomm_status_t root_serve(root_state_t *st, struct sockaddr_storage *boun
                  sizeof(hc_bootstrap_hello_t), st->what, root_admit, st);
     /* Logged first: once spawned, the thread owns st. */
     hc_info(BOOT, "bootstrap root listening on %s", st->name);
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    (void)pthread_once(&fork_once, roots_fork_register);
     pthread_mutex_lock(&roots_mu);
     root_link(st, 1);
     pthread_mutex_unlock(&roots_mu);

@@ -56,6 +56,16 @@ static inline hc_sock_peer_t hc_bootstrap_peer(int rank)
     return p;
 }
 
+/* The same peer known to be listening already (a ring successor, whose
+ * listener opened before its address went to the root; the root once it
+ * answered): a refusal then means it ended, and fails the connect at once. */
+static inline hc_sock_peer_t hc_bootstrap_peer_up(int rank)
+{
+    hc_sock_peer_t p = hc_bootstrap_peer(rank);
+    p.listening      = 1;
+    return p;
+}
+
 /* A socket address in the wire format, and back. */
 hcomm_status_t hc_bootstrap_addr_to_wire(const struct sockaddr *sa, hc_bootstrap_wire_addr_t *w);
 hcomm_status_t hc_bootstrap_addr_from_wire(const hc_bootstrap_wire_addr_t *w,

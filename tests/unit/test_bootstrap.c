@@ -1,6 +1,6 @@
 /* test_bootstrap.c - the bootstrap over loopback: rings of forked processes,
- * a wrong cookie, strangers and a squatter, a missing rank, a root that starts
- * after its ranks. */
+ * a wrong cookie, strangers and a squatter, a missing rank, a rank or a root
+ * that dies during init, a root that starts after its ranks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -566,6 +566,106 @@ static void test_missing_rank(void **state)
     run_missing_rank("30");
 }
 
+/* A rank that says hello to the root, proves the secret and dies before the
+ * ring: the root answers everyone, and the ring must fail round it. */
+static int dying_rank_main(const hcomm_unique_id_t *id, int nranks, int rank)
+{
+    hc_uid_t             u;
+    hc_gate_client_t     cl;
+    hc_bootstrap_hello_t h;
+    int                  rfd, lfd;
+    struct sockaddr_in   any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_storage bound;
+    socklen_t               blen;
+    double                  deadline = hc_clock_now() + 10;
+    memcpy(&u, id->internal, sizeof(u));
+    if (hc_sock_connect((struct sockaddr *)u.root_addr, (socklen_t)u.root_addrlen, 0, deadline,
+                        hc_bootstrap_peer(-1), &rfd) != HCOMM_SUCCESS ||
+        hc_sock_listen((struct sockaddr *)&any, sizeof(any), 0, HC_SUBSYS(BOOT), &lfd, &bound,
+                       &blen) != HCOMM_SUCCESS)
+        return 1;
+    memset(&h, 0, sizeof(h));
+    h.magic  = htonl(HC_BOOTSTRAP_HELLO_MAGIC);
+    h.rank   = (int32_t)htonl((uint32_t)rank);
+    h.nranks = (int32_t)htonl((uint32_t)nranks);
+    if (hc_bootstrap_addr_to_wire((struct sockaddr *)&bound, &h.addr) != HCOMM_SUCCESS ||
+        hc_gate_client_run(&cl, rfd, test_cookie, &h, sizeof(h), deadline, hc_bootstrap_peer(-1)) !=
+            HCOMM_SUCCESS)
+        return 2;
+    return 0; /* exits: its listener and the root's connection close */
+}
+
+/* Expects a failure well before its 30 s deadline: in init, or in the first
+ * allgather where both its neighbours were up (init links only them). */
+static int abandoned_rank_main(const hcomm_unique_id_t *id, int nranks, int rank)
+{
+    hc_bootstrap_t *bs;
+    uint8_t         slots[MAX_RANKS] = {0};
+    double          t0               = hc_clock_now();
+    hcomm_status_t  st               = hc_bootstrap_init(id, nranks, rank, 30.0, &bs);
+    if (st == HCOMM_SUCCESS) {
+        st = hc_bootstrap_allgather(bs, slots, 1);
+        hc_bootstrap_destroy(bs);
+    }
+    double dt = hc_clock_now() - t0;
+    if (st != HCOMM_ERR_REMOTE) {
+        fprintf(stderr, "  rank %d: %s after %.1f s\n", rank, hcomm_status_str(st), dt);
+        return 1;
+    }
+    return dt < 5.0 ? 0 : 2;
+}
+
+/* Rank 2 of 5 dies after the root admitted it: every other rank fails within
+ * seconds, not at its deadline (ranks 0, 1 and 3 waited 30 s: a refused
+ * connect to a dead rank's listener was retried, and its neighbours' links
+ * were not watched). */
+static void test_rank_dies_in_init(void **state)
+{
+    hcomm_unique_id_t id;
+    pid_t             pids[MAX_RANKS];
+    (void)state;
+    assert_int_equal(hc_bootstrap_root_start(NULL, test_cookie, &id), HCOMM_SUCCESS);
+    capture_begin();
+    spawn(abandoned_rank_main, &id, 5, 0, 2, pids);
+    spawn(dying_rank_main, &id, 5, 2, 1, pids + 2);
+    spawn(abandoned_rank_main, &id, 5, 3, 2, pids + 3);
+    int bad = reap(pids, 5);
+    capture_end(bad != 0);
+    assert_int_equal(bad, 0);
+}
+
+/* The root's process dies after ranks 1 and 2 of 3 said hello: they fail
+ * at once (they retried the refused root until their deadline). */
+static void test_root_dies_in_init(void **state)
+{
+    hcomm_unique_id_t id;
+    pid_t             root, pids[MAX_RANKS];
+    int               pp[2];
+    (void)state;
+    assert_int_equal(pipe(pp), 0);
+    root = fork();
+    assert_true(root >= 0);
+    if (root == 0) {
+        alarm(CHILD_ALARM);
+        if (hc_bootstrap_root_start(NULL, test_cookie, &id) != HCOMM_SUCCESS ||
+            write(pp[1], &id, sizeof(id)) != (ssize_t)sizeof(id))
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    assert_int_equal(read(pp[0], &id, sizeof(id)), (ssize_t)sizeof(id));
+    close(pp[0]);
+    close(pp[1]);
+    capture_begin();
+    spawn(abandoned_rank_main, &id, 3, 1, 2, pids);
+    usleep(500000);
+    kill(root, SIGKILL);
+    waitpid(root, NULL, 0);
+    int bad = reap(pids, 2);
+    capture_end(bad != 0);
+    assert_int_equal(bad, 0);
+}
+
 static int free_port(void)
 {
     struct sockaddr_in sa  = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -681,6 +781,8 @@ int main(void)
         cmocka_unit_test(test_ring_8),
         cmocka_unit_test(test_wrong_cookie),
         cmocka_unit_test(test_missing_rank),
+        cmocka_unit_test(test_rank_dies_in_init),
+        cmocka_unit_test(test_root_dies_in_init),
         cmocka_unit_test(test_root_at_address),
         cmocka_unit_test(test_refusal_says_nothing),
         cmocka_unit_test(test_squatter_learns_nothing),
