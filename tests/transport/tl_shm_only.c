@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "base/auth.h"
+#include "base/log.h"
 #include "tl_suite.h"
 #include "transport/shm/shm.h"
 
@@ -499,6 +501,64 @@ static void case_same_key_comms(const hc_tlt_variant_t *v)
     assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
 }
 
+static volatile int shm_flip_stop;
+
+/* A lower rank that rewrites its segment's ring size, as fast as it can. */
+static void *shm_flip_ring(void *arg)
+{
+    hc_shm_seg_t *seg = arg;
+    for (uint64_t i = 0; !__atomic_load_n(&shm_flip_stop, __ATOMIC_RELAXED); i++)
+        __atomic_store_n(&seg->ring_bytes, (i & 1) ? (uint64_t)1 << 30 : 64 * KIB,
+                         __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* The higher rank's rings are the size of the mapping it checked, whatever
+ * the header says later: it read the header's size again after the check,
+ * so a peer that changed it between the two (a bug in it, or memory gone
+ * bad) made it warm and use rings past its mapping (SIGSEGV in
+ * hc_shm_ring_warm within a few hundred pairs). */
+static void case_ring_size_changes(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 64 * KIB, 0);
+    hc_peer_info_t info[2];
+    uint8_t        cookie[16];
+    int            connected = 0;
+
+    assert_int_equal(getrandom(cookie, sizeof(cookie), 0), (ssize_t)sizeof(cookie));
+    hc_log_level_t level = hc_log_level_g; /* each refused size logs a line */
+    hc_log_level_g       = HC_LOG_NONE;
+    for (int pair = 0; pair < 1000; pair++) {
+        hc_tl_ep_t *ea, *eb = NULL;
+        pthread_t   flipper;
+        local_info(info);
+        hc_tl_ctx_t *a = local_ctx(0, cookie, 5, &prm, info);
+        hc_tl_ctx_t *b = local_ctx(1, cookie, 5, &prm, info);
+        assert_int_equal(hc_tl_shm_ops.connect(a, &info[1], NULL, 0, &ea), HCOMM_SUCCESS);
+        shm_flip_stop = 0;
+        assert_int_equal(pthread_create(&flipper, NULL, shm_flip_ring, ea->seg), 0);
+        hcomm_status_t st       = HCOMM_IN_PROGRESS;
+        double         deadline = hc_tlt_now() + 5;
+        while (st != HCOMM_SUCCESS && hc_tlt_now() < deadline) {
+            st = hc_tl_shm_ops.connect(b, &info[0], NULL, 0, &eb);
+            assert_true(st == HCOMM_SUCCESS || st == HCOMM_ERR_PROTOCOL || st == HCOMM_IN_PROGRESS);
+        }
+        __atomic_store_n(&shm_flip_stop, 1, __ATOMIC_RELAXED);
+        assert_int_equal(pthread_join(flipper, NULL), 0);
+        ea->seg->ring_bytes = 64 * KIB;
+        if (st == HCOMM_SUCCESS) {
+            connected++;
+            assert_int_equal(eb->rx.size, 64 * KIB);
+            assert_int_equal(eb->tx.size, 64 * KIB);
+        }
+        hc_tl_shm_ops.fini(b);
+        hc_tl_shm_ops.fini(a);
+    }
+    hc_log_level_g = level;
+    assert_true(connected > 0);
+    assert_int_equal(hc_tlt_shm_leftovers(cookie), 0);
+}
+
 const hc_tlt_case_t hc_tlt_shm_cases[] = {
     {"shm_small_ring", case_small_ring},
     {"shm_cma_path", case_cma_path},
@@ -511,5 +571,6 @@ const hc_tlt_case_t hc_tlt_shm_cases[] = {
     {"shm_warm", case_warm},
     {"shm_closed_unopened", case_closed_unopened},
     {"shm_same_key_comms", case_same_key_comms},
+    {"shm_ring_size_changes", case_ring_size_changes},
     {NULL, NULL},
 };

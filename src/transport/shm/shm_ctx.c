@@ -262,8 +262,10 @@ static hcomm_status_t shm_seg_try_open(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, const h
         st = HCOMM_ERR_AUTH;
         goto out_unmap;
     }
-    if (seg->ring_bytes != hc_shm_ring_size(seg->ring_bytes) ||
-        (uint64_t)sb.st_size != HC_SHM_HDR_BYTES + 2 * seg->ring_bytes) {
+    /* Read once: the lower rank can still write the header, and every use
+     * below takes the size from the checked mapping, never from it again. */
+    uint64_t ring = __atomic_load_n(&seg->ring_bytes, __ATOMIC_RELAXED);
+    if (ring != hc_shm_ring_size(ring) || (uint64_t)sb.st_size != HC_SHM_HDR_BYTES + 2 * ring) {
         hc_error(SHM, "peer %d: segment %s has an inconsistent size", ep->peer, ep->name);
         st = HCOMM_ERR_PROTOCOL;
         goto out_unmap;
@@ -406,6 +408,7 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
     hc_tl_ep_t     at, *ep; /* the segment is made or found first, then the endpoint */
     hcomm_status_t st;
     uint8_t       *rings;
+    uint64_t       ring;
 
     (void)addr;
     (void)len;
@@ -432,13 +435,15 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
     }
     *ep   = at;
     rings = (uint8_t *)ep->seg + HC_SHM_HDR_BYTES;
-    hc_shm_ring_attach(&ep->tx, &ep->seg->ctl[ep->side], rings + ep->side * ep->seg->ring_bytes,
-                       ep->seg->ring_bytes, 1);
-    hc_shm_ring_attach(&ep->rx, &ep->seg->ctl[1 - ep->side],
-                       rings + (1 - ep->side) * ep->seg->ring_bytes, ep->seg->ring_bytes, 0);
+    /* the mapping's size, checked when it was made (not the header's word,
+     * which the peer may have changed since: out of bounds at once) */
+    ring = (ep->map_bytes - HC_SHM_HDR_BYTES) / 2;
+    hc_shm_ring_attach(&ep->tx, &ep->seg->ctl[ep->side], rings + ep->side * ring, ring, 1);
+    hc_shm_ring_attach(&ep->rx, &ep->seg->ctl[1 - ep->side], rings + (1 - ep->side) * ring, ring,
+                       0);
     shm_warm(ep);
     /* Small steps keep both copies of the pipeline busy; a quarter ring at most. */
-    ep->chunk = ep->seg->ring_bytes / 4 < ctx->chunk ? ep->seg->ring_bytes / 4 : ctx->chunk;
+    ep->chunk = ring / 4 < ctx->chunk ? ring / 4 : ctx->chunk;
     /* hi can test lo's memory now; lo waits in progress for hi's address. */
     ep->probe_pending = 1;
     hc_shm_probe(ctx, ep);
@@ -447,7 +452,7 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
     ctx->list[ctx->nlist++] = ep;
     *ep_p                   = ep;
     hc_debug(SHM, "peer %d: connected through %s (%llu-byte rings)", r, ep->name,
-             (unsigned long long)ep->seg->ring_bytes);
+             (unsigned long long)ring);
     return HCOMM_SUCCESS;
 }
 
