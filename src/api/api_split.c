@@ -80,6 +80,14 @@ hcomm_status_t hcomm_comm_split(hcomm_comm_t comm, int color, int key, hcomm_com
         *newcomm = NULL;
         goto out;
     }
+    static const hcomm_unique_id_t no_id;
+    if (memcmp(&ids[first], &no_id, sizeof(no_id)) == 0) {
+        /* its own failure is logged there; its id would be refused as the user's */
+        hc_error(INIT, "hcomm_comm_split: rank %d could not start the rendezvous of color %d",
+                 first, color);
+        st = HCOMM_ERR_REMOTE;
+        goto out;
+    }
     uint64_t *host_ids = calloc((size_t)size, sizeof(*host_ids));
     if (host_ids == NULL) {
         st = HCOMM_ERR_NO_MEMORY;

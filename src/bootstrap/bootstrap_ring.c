@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap_gate.h"
+#include "bootstrap/bootstrap_root.h"
 #include "bootstrap/bootstrap_wire.h"
 
 #define RING_REDIAL_PAUSE 0.01 /* seconds before connecting again after a server hung up */
@@ -346,6 +347,12 @@ hcomm_status_t hc_bootstrap_init(const hcomm_unique_id_t *id, int nranks, int ra
     int                     lfd;
     if (id == NULL || bs_p == NULL || nranks < 1 || !(timeout > 0))
         return HCOMM_ERR_INVALID_ARG;
+    if (nranks > HC_BOOTSTRAP_MAX_RANKS) {
+        /* the root would refuse it, and only after its own timeout */
+        hc_error(BOOT, "rank %d: a communicator of %d ranks: at most %d", rank, nranks,
+                 HC_BOOTSTRAP_MAX_RANKS);
+        return HCOMM_ERR_INVALID_ARG;
+    }
     if (rank < 0 || rank >= nranks)
         return HCOMM_ERR_INVALID_RANK;
     if ((st = hc_bootstrap_id_check(id, &uid)) != HCOMM_SUCCESS)

@@ -158,7 +158,11 @@ void hc_bootstrap_roll_admit(void *arg, int fd, const void *hello, const char *p
     }
     if (why != HCOMM_SUCCESS) {
         /* out of memory: logged by roll_alloc */
-    } else if (!sized || nranks != roll->nranks) {
+    } else if (!sized) {
+        hc_error(BOOT, "bootstrap root: rank %d (%s) says %d ranks, not 1 to %d; refused", rank,
+                 peer, nranks, HC_BOOTSTRAP_MAX_RANKS);
+        why = HCOMM_ERR_INVALID_ARG;
+    } else if (nranks != roll->nranks) {
         hc_error(BOOT, "bootstrap root: rank %d (%s) says %d ranks, expected %d; refused", rank,
                  peer, nranks, roll->nranks);
         why = HCOMM_ERR_INVALID_ARG;

@@ -83,8 +83,9 @@ hcomm_status_t hc_bootstrap_reply_check(const hc_bootstrap_reply_t *rep, int ran
         return HCOMM_ERR_TIMEOUT;
     }
     if (status != 0) {
-        hc_error(BOOT, "rank %d of %d: the bootstrap root refused this rank (status %d)", rank,
-                 nranks, (int)status);
+        hc_error(BOOT, "rank %d of %d: the bootstrap root refused this rank: %s", rank, nranks,
+                 status_is_error(status) ? hcomm_status_str((hcomm_status_t)status)
+                                         : "an unknown status");
         /* Only a status of the list passes on: a value in a gap of it (-10,
          * say: tests/fuzz/fuzz_boot_reply.c) was returned as a status that
          * has no name. */

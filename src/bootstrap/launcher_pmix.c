@@ -19,6 +19,7 @@
 
 #include "base/dl.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap_root.h"
 #include "bootstrap/launcher.h"
 
 #define LIBPMIX "libpmix.so.2"
@@ -117,7 +118,7 @@ hcomm_status_t hc_launch_pmix_size(int *rank, int *nranks)
     job.rank         = PMIX_RANK_WILDCARD;
     pmix_status_t rc = api.PMIx_Get(&job, PMIX_JOB_SIZE, NULL, 0, &v);
     if (rc != PMIX_SUCCESS || v == NULL || v->type != PMIX_UINT32 || v->data.uint32 < 1 ||
-        v->data.uint32 > (1u << 24) || me.rank >= v->data.uint32) {
+        v->data.uint32 > HC_BOOTSTRAP_MAX_RANKS || me.rank >= v->data.uint32) {
         hc_warn(BOOT, "PMIx: no job size for rank %u in namespace %s: %s", me.rank, me.nspace,
                 rc != PMIX_SUCCESS ? api.PMIx_Error_string(rc) : "not a count above the rank");
         goto out;

@@ -1,9 +1,13 @@
 /* coll_split.c - coll_check of hcomm_comm_split and hcomm_comm_shrink: ranks,
  * sizes and order of the new communicators (key reverses the order), NOCOLOR,
- * excluded ranks that never call, bad lists, and collectives on them. */
+ * excluded ranks that never call, bad lists, a rendezvous that cannot start,
+ * and collectives on them. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "coll_check.h"
 
@@ -161,6 +165,46 @@ static void split_early_destroy(ct_ctx_t *ctx)
         ctx->broken = 1;
 }
 
+/* Rank 0, the first of the one color, cannot start the new rendezvous (no
+ * file descriptor left): it fails with its own error, and the others with
+ * HCOMM_ERR_REMOTE naming it (they were refused its all-zero id as if it were
+ * the user's: HCOMM_ERR_INVALID_ARG, "not made by hcomm_get_unique_id"). */
+static void split_root_fails(ct_ctx_t *ctx)
+{
+    hcomm_comm_t   nc = NULL;
+    struct rlimit  was, low;
+    int            fill[256], nfill = 0;
+    hcomm_status_t st;
+
+    if (ctx->rank == 0) {
+        if (getrlimit(RLIMIT_NOFILE, &was) != 0) {
+            ctx->broken = 1;
+            return;
+        }
+        low = was;
+        if (low.rlim_cur > 256)
+            low.rlim_cur = 256;
+        (void)setrlimit(RLIMIT_NOFILE, &low);
+        while (nfill < 256 && (fill[nfill] = open("/dev/null", O_RDONLY)) >= 0)
+            nfill++;
+    }
+    st = hcomm_comm_split(ctx->comm, 0, 0, &nc);
+    if (ctx->rank == 0) {
+        while (nfill > 0)
+            close(fill[--nfill]);
+        (void)setrlimit(RLIMIT_NOFILE, &was);
+    }
+    if (st == HCOMM_SUCCESS) {
+        split_fail(ctx, "split succeeded with no rendezvous", 0, st);
+        hcomm_comm_destroy(nc);
+    } else if (ctx->rank != 0 && st != HCOMM_ERR_REMOTE)
+        split_fail(ctx, "a failed rendezvous of rank 0: not HCOMM_ERR_REMOTE", 0, st);
+    else
+        ctx->passed++;
+    if (hcomm_barrier(ctx->comm, NULL) != HCOMM_SUCCESS)
+        ctx->broken = 1;
+}
+
 /* The odd ranks are excluded and never call; the even ones keep their order.
  * Bad lists, and a list naming the caller, fail locally on every rank. */
 static void shrink_odd(ct_ctx_t *ctx, int *members)
@@ -221,6 +265,8 @@ void ct_run_split(ct_ctx_t *ctx)
         split_early_destroy(ctx);
     if (!ctx->broken)
         shrink_odd(ctx, members);
+    if (!ctx->broken && ctx->nranks > 1)
+        split_root_fails(ctx);
     free(members);
     /* the parent communicator still works */
     after.count = 1021;

@@ -702,6 +702,27 @@ static void test_root_at_address(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* More ranks than the bootstrap takes: refused at once, with a line that says
+ * so (the root refused the first hello after 10 s: "says 5000000 ranks,
+ * expected 0"). */
+static void test_too_many_ranks(void **state)
+{
+    hcomm_unique_id_t id;
+    hc_bootstrap_t   *bs = NULL;
+    (void)state;
+    assert_int_equal(hc_bootstrap_root_start(NULL, test_cookie, &id), HCOMM_SUCCESS);
+    capture_begin();
+    double         t0   = hc_clock_now();
+    hcomm_status_t st   = hc_bootstrap_init(&id, HC_BOOTSTRAP_MAX_RANKS + 1, 0, 20.0, &bs);
+    double         dt   = hc_clock_now() - t0;
+    int            said = capture_count("ranks: at most", "");
+    capture_end(st != HCOMM_ERR_INVALID_ARG || said != 1);
+    hc_bootstrap_root_release(&id);
+    assert_int_equal(st, HCOMM_ERR_INVALID_ARG);
+    assert_int_equal(said, 1);
+    assert_true(dt < 1.0);
+}
+
 /* hc_bootstrap_id_check: ids from hcomm pass; a root address whose length is
  * not its family's is refused (tests/fuzz/corpus/uid/addrlen-zero). */
 /* One hello to the roll over a socketpair (the roll keeps or closes its end). */
@@ -789,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_strangers_do_not_stall),
         cmocka_unit_test(test_roll_seen),
         cmocka_unit_test(test_id_check),
+        cmocka_unit_test(test_too_many_ranks),
     };
     return cmocka_run_group_tests_name("bootstrap", tests, group_setup, NULL);
 }
