@@ -132,7 +132,9 @@ typedef struct {
  * Creates a unique id on the calling process, which becomes the rendezvous root:
  * it listens (HCOMM_SOCKET_IFNAME selects the interface) until every rank of the
  * communicator made from this id has joined, or HCOMM_TIMEOUT passes. Send the id
- * to every rank (by any means) and call hcomm_comm_init on each.
+ * to every rank (by any means) and call hcomm_comm_init on each. An id serves
+ * one communicator: an init with an id whose root has ended (it served one, or
+ * its process is gone) fails at once with HCOMM_ERR_REMOTE.
  */
 hcomm_status_t hcomm_get_unique_id(hcomm_unique_id_t *id);
 

@@ -18,9 +18,14 @@ typedef struct hc_uid {
     uint8_t  cookie[16];   /* random; every connection presents it */
     uint8_t  root_addr[28]; /* struct sockaddr_in or sockaddr_in6 of the root */
     uint32_t root_addrlen;
+    uint32_t flags; /* HC_UID_ROOT_UP */
 } hc_uid_t;
 
 #define HC_UID_MAGIC 0x68636d31u /* "hcm1" */
+/* The root listened before the id existed (hc_bootstrap_root_start, not an
+ * address agreed beforehand): a refused connect means it ended (it serves one
+ * init, or its process died), not that it is not up yet. */
+#define HC_UID_ROOT_UP 1u
 
 /*
  * Starts a rendezvous root in a detached thread of this process, listening on

@@ -114,8 +114,14 @@ static hcomm_status_t ring_join_root(hc_bootstrap_t *bs, const hc_uid_t *uid, do
     hc_bootstrap_reply_t     rep;
     hcomm_status_t           st;
     int                      rfd, lfd;
-    st = hc_sock_connect((const struct sockaddr *)uid->root_addr, (socklen_t)uid->root_addrlen,
-                         0, deadline, hc_bootstrap_peer(-1), &rfd);
+    st = hc_sock_connect(
+        (const struct sockaddr *)uid->root_addr, (socklen_t)uid->root_addrlen, 0, deadline,
+        uid->flags & HC_UID_ROOT_UP ? hc_bootstrap_peer_up(-1) : hc_bootstrap_peer(-1), &rfd);
+    if (st == HCOMM_ERR_REMOTE)
+        hc_error(BOOT,
+                 "rank %d: the bootstrap root of this unique id has ended: an id serves "
+                 "one hcomm_comm_init (or the process that made it is gone)",
+                 bs->rank);
     if (st != HCOMM_SUCCESS)
         return st;
     if ((st = ring_listen(bs, rfd, &lfd, &addr)) != HCOMM_SUCCESS)
@@ -327,7 +333,8 @@ hcomm_status_t hc_bootstrap_id_check(const hcomm_unique_id_t *id, hc_uid_t *uid)
     size_t want = family == AF_INET    ? sizeof(struct sockaddr_in)
                   : family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                        : 0;
-    if (u.magic != HC_UID_MAGIC || u.version != 1 || want == 0 || u.root_addrlen != want) {
+    if (u.magic != HC_UID_MAGIC || u.version != 1 || want == 0 || u.root_addrlen != want ||
+        (u.flags & ~HC_UID_ROOT_UP) != 0) {
         hc_error(BOOT, "invalid unique id (bad magic, version or root address): not made by "
                        "hcomm_get_unique_id");
         return HCOMM_ERR_INVALID_ARG;

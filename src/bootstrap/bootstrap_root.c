@@ -61,7 +61,7 @@ hcomm_status_t hc_bootstrap_random(void *buf, size_t len)
 }
 
 static void uid_fill(hcomm_unique_id_t *id, const uint8_t cookie[16], const struct sockaddr *sa,
-                     socklen_t len)
+                     socklen_t len, uint32_t flags)
 {
     hc_uid_t uid;
     memset(&uid, 0, sizeof(uid));
@@ -70,6 +70,7 @@ static void uid_fill(hcomm_unique_id_t *id, const uint8_t cookie[16], const stru
     memcpy(uid.cookie, cookie, 16);
     memcpy(uid.root_addr, sa, len);
     uid.root_addrlen = (uint32_t)len;
+    uid.flags        = flags;
     memset(id, 0, sizeof(*id));
     memcpy(id->internal, &uid, sizeof(uid));
 }
@@ -90,7 +91,7 @@ hcomm_status_t hc_bootstrap_id_from_addr(const char *host_port, const uint8_t co
         hc_error(BOOT, "bootstrap root address %s: port 0 cannot be reached", host_port);
         return HCOMM_ERR_INVALID_ARG;
     }
-    uid_fill(id, cookie, (struct sockaddr *)&ss, len);
+    uid_fill(id, cookie, (struct sockaddr *)&ss, len, 0);
     return HCOMM_SUCCESS;
 }
 
@@ -494,7 +495,7 @@ static hcomm_status_t root_serve(root_state_t *st, struct sockaddr_storage *boun
     hc_sock_addr_str((struct sockaddr *)bound, st->name, sizeof(st->name));
     st->timeout  = hc_params_get()->timeout;
     st->deadline = hc_clock_now() + st->timeout;
-    uid_fill(&out, st->cookie, (struct sockaddr *)bound, blen);
+    uid_fill(&out, st->cookie, (struct sockaddr *)bound, blen, HC_UID_ROOT_UP);
     snprintf(st->what, sizeof(st->what), "bootstrap root %s", st->name);
     hc_gate_init(&st->gate, st->lfd, st->cookie, HC_BOOTSTRAP_HELLO_MAGIC,
                  sizeof(hc_bootstrap_hello_t), st->what, root_admit, st);

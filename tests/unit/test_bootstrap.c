@@ -696,10 +696,41 @@ static void test_root_at_address(void **state)
     capture_end(again == HCOMM_SUCCESS || inuse != 1);
     int bad = reap(pids, 3);
     assert_int_equal(st, HCOMM_SUCCESS);
-    assert_memory_equal(id.internal, id_root.internal, sizeof(hc_uid_t));
+    hc_uid_t agreed, made; /* the same root; only the root's own id knows it is up */
+    memcpy(&agreed, id.internal, sizeof(agreed));
+    memcpy(&made, id_root.internal, sizeof(made));
+    assert_int_equal(agreed.flags, 0);
+    assert_int_equal(made.flags, HC_UID_ROOT_UP);
+    made.flags = 0;
+    assert_memory_equal(&agreed, &made, sizeof(hc_uid_t));
     assert_int_equal(again, HCOMM_ERR_SYSTEM);
     assert_int_equal(inuse, 1);
     assert_int_equal(bad, 0);
+}
+
+/* A unique id serves one init: its root ends after it. A second init with it
+ * fails at once, saying so (it retried the refused root until its 20 s
+ * deadline: "connect to the root ...: timed out"); an id made from an address
+ * agreed beforehand still waits for its root. */
+static void test_id_used_twice(void **state)
+{
+    hcomm_unique_id_t id;
+    pid_t             pids[MAX_RANKS];
+    hc_bootstrap_t   *bs = NULL;
+    (void)state;
+    assert_int_equal(hc_bootstrap_root_start(NULL, test_cookie, &id), HCOMM_SUCCESS);
+    spawn(rank_main, &id, 2, 0, 2, pids);
+    assert_int_equal(reap(pids, 2), 0);
+    usleep(100000); /* the root closes its listener once it answered */
+    capture_begin();
+    double         t0   = hc_clock_now();
+    hcomm_status_t st   = hc_bootstrap_init(&id, 2, 0, 20.0, &bs);
+    double         dt   = hc_clock_now() - t0;
+    int            said = capture_count("has ended", "serves one");
+    capture_end(st != HCOMM_ERR_REMOTE || said != 1);
+    assert_int_equal(st, HCOMM_ERR_REMOTE);
+    assert_int_equal(said, 1);
+    assert_true(dt < 2.0);
 }
 
 /* More ranks than the bootstrap takes: refused at once, with a line that says
@@ -811,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_roll_seen),
         cmocka_unit_test(test_id_check),
         cmocka_unit_test(test_too_many_ranks),
+        cmocka_unit_test(test_id_used_twice),
     };
     return cmocka_run_group_tests_name("bootstrap", tests, group_setup, NULL);
 }
