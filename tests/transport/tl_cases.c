@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -489,6 +490,52 @@ static void case_fail_holds(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w);
 }
 
+/* ---- 8c. short address blobs (ofi, ucx) ---- */
+
+/* Rank 0 connects to rank 1 with rank 1's blob cut short, its last byte
+ * the last of a page before an inaccessible one: connect must refuse it
+ * (ofi with the name's length patched to match, as a garbled blob would
+ * say), reading nothing past it. The library parses those addresses. */
+static int body_short_blob(hc_tlt_env_t *env, void *arg)
+{
+    static const size_t cuts[] = {1, 2, 15};
+    int                 ofi    = strcmp(env->ops->name, "ofi") == 0;
+    long                pg     = sysconf(_SC_PAGESIZE);
+    uint8_t            *m;
+
+    (void)arg;
+    if (!ofi && strcmp(env->ops->name, "ucx") != 0)
+        return HC_TLT_SKIP;
+    if (env->rank == 1) {
+        hc_tlt_await(env, 0, 0, 20);
+        return 0;
+    }
+    m = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    HC_TLT_CHK(m != MAP_FAILED && mprotect(m + pg, (size_t)pg, PROT_NONE) == 0);
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        size_t      hdr = ofi ? 64 : 8, n = hdr + cuts[i];
+        uint8_t    *blob = m + pg - n;
+        hc_tl_ep_t *ep   = NULL;
+        HC_TLT_CHK(n < env->addrlen[1]);
+        memcpy(blob, env->addr[1], n);
+        if (ofi) { /* the header's name length (little-endian) */
+            blob[6] = (uint8_t)cuts[i];
+            blob[7] = 0;
+        }
+        HC_TLT_CHK_ST(env->ops->connect(env->ctx, &env->info[1], blob, n, &ep),
+                      HCOMM_ERR_INVALID_ARG);
+    }
+    munmap(m, 2 * (size_t)pg);
+    hc_tlt_post(env, 0, 1);
+    return 0;
+}
+
+static void case_short_blob(const hc_tlt_variant_t *v)
+{
+    hc_tlt_world_t w = {.nranks = 2, .no_connect = 1, .body = body_short_blob};
+    hc_tlt_expect(v, &w);
+}
+
 /* ---- 9. close with requests pending ---- */
 
 static const size_t close_sizes[] = {0, 1, 40, 41, 1000, 4000, 8192}; /* fit any ring */
@@ -676,6 +723,7 @@ const hc_tlt_case_t hc_tlt_cases[] = {
     {"zombie_peer", case_zombie_peer},
     {"length_mismatch", case_length_mismatch},
     {"fail_holds", case_fail_holds},
+    {"short_blob", case_short_blob},
     {"close_pending", case_close_pending},
     {"wait_fds", case_wait_fds},
     {NULL, NULL},

@@ -48,10 +48,13 @@
 #define HC_UCX_DRAIN_BYTES 1024 /* unexpected messages taken in at fini, up to this size */
 #define HC_UCX_DRAIN_MSGS 4096  /* ... and up to this many */
 
-/* The address blob: this header, then the UCP worker address. */
+/* The address blob: this header, then the UCP worker address, whose length
+ * it says (UCX parses an address with no length of its own). */
 typedef struct hc_ucx_blob {
     uint32_t magic;
     uint16_t major, minor; /* the UCX library's version */
+    uint32_t addr_len;     /* bytes of the worker address that follow */
+    uint32_t pad;
 } hc_ucx_blob_t;
 
 typedef struct hc_ucx_hello {
