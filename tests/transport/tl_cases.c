@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -423,6 +424,118 @@ static void case_length_mismatch(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w);
 }
 
+/* ---- 8b. a failure with big receives under way ---- */
+
+#define HELD_BIG (16 * MIB)
+
+/* Rank 0 sends A (big), 32 bytes and B (big); rank 1 receives A, then 64
+ * bytes (the endpoint fails: HCOMM_ERR_PROTOCOL), then B. A transport
+ * (ucx, ofi) may have matched A's or B's receive and still be writing into
+ * it: no request may be handed back before that ends, so neither buffer
+ * changes after every request is back, however long progress goes on. */
+static int body_held(hc_tlt_env_t *env, void *arg)
+{
+    hc_tl_ep_t *ep = env->eps[1 - env->rank];
+    uint8_t    *a = hc_tlt_alloc(HELD_BIG), *b = hc_tlt_alloc(HELD_BIG), small[64] = {0};
+    uint8_t    *snap = hc_tlt_alloc(2 * HELD_BIG);
+    hc_tl_req_t reqs[3];
+    double      t0;
+
+    (void)arg;
+    HC_TLT_CHK(a != NULL && b != NULL && snap != NULL);
+    hc_tlt_sync(env);
+    if (env->rank == 0) {
+        hc_tlt_fill(a, 0, HELD_BIG, hc_tlt_seed(0, 1, 0));
+        hc_tlt_fill(b, 0, HELD_BIG, hc_tlt_seed(0, 1, 2));
+        HC_TLT_CHK_ST(env->ops->isend(ep, a, HELD_BIG, &reqs[0]), HCOMM_SUCCESS);
+        HC_TLT_CHK_ST(env->ops->isend(ep, small, 32, &reqs[1]), HCOMM_SUCCESS);
+        HC_TLT_CHK_ST(env->ops->isend(ep, b, HELD_BIG, &reqs[2]), HCOMM_SUCCESS);
+        /* progress (the receiver may pull from us) until rank 1 is done; a
+         * send the peer will not take may stay pending: fini ends it */
+        for (t0 = hc_tlt_now(); hc_tlt_peek(env, 1, 0) == 0 && hc_tlt_now() - t0 < 30;)
+            if (env->ops->progress(env->ctx) == 0)
+                usleep(100);
+        return 0;
+    }
+    memset(a, 0, HELD_BIG);
+    memset(b, 0, HELD_BIG);
+    HC_TLT_CHK_ST(env->ops->irecv(ep, a, HELD_BIG, NULL, NULL, &reqs[0]), HCOMM_SUCCESS);
+    HC_TLT_CHK_ST(env->ops->irecv(ep, small, 64, NULL, NULL, &reqs[1]), HCOMM_SUCCESS);
+    HC_TLT_CHK_ST(env->ops->irecv(ep, b, HELD_BIG, NULL, NULL, &reqs[2]), HCOMM_SUCCESS);
+    HC_TLT_CHK(hc_tlt_wait(env, reqs, 3, 20) == 0);
+    HC_TLT_CHK_ST(reqs[1].status, HCOMM_ERR_PROTOCOL);
+    HC_TLT_CHK_ST(env->ops->ep_status(ep), HCOMM_ERR_PROTOCOL);
+    memcpy(snap, a, HELD_BIG);
+    memcpy(snap + HELD_BIG, b, HELD_BIG);
+    for (t0 = hc_tlt_now(); hc_tlt_now() - t0 < 1.0;)
+        if (env->ops->progress(env->ctx) == 0)
+            usleep(100);
+    for (int k = 0; k < 2; k++) {
+        const uint8_t *buf = k == 0 ? a : b, *old = snap + (size_t)k * HELD_BIG;
+        size_t         changed = 0;
+        for (size_t i = 0; i < HELD_BIG; i++)
+            changed += buf[i] != old[i];
+        if (changed > 0)
+            hc_tlt_fail(__FILE__, __LINE__,
+                        "%zu bytes of receive %c (%s) written after it was handed back", changed,
+                        k == 0 ? 'A' : 'B', hcomm_status_name(reqs[2 * k].status));
+    }
+    hc_tlt_post(env, 0, 1);
+    return 0;
+}
+
+static void case_fail_holds(const hc_tlt_variant_t *v)
+{
+    hc_tlt_world_t w = {.nranks = 2, .body = body_held};
+    hc_tlt_expect(v, &w);
+}
+
+/* ---- 8c. short address blobs (ofi, ucx) ---- */
+
+/* Rank 0 connects to rank 1 with rank 1's blob cut short, its last byte
+ * the last of a page before an inaccessible one: connect must refuse it
+ * (ofi with the name's length patched to match, as a garbled blob would
+ * say), reading nothing past it. The library parses those addresses. */
+static int body_short_blob(hc_tlt_env_t *env, void *arg)
+{
+    static const size_t cuts[] = {1, 2, 15};
+    int                 ofi    = strcmp(env->ops->name, "ofi") == 0;
+    long                pg     = sysconf(_SC_PAGESIZE);
+    uint8_t            *m;
+
+    (void)arg;
+    if (!ofi && strcmp(env->ops->name, "ucx") != 0)
+        return HC_TLT_SKIP;
+    if (env->rank == 1) {
+        hc_tlt_await(env, 0, 0, 20);
+        return 0;
+    }
+    m = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    HC_TLT_CHK(m != MAP_FAILED && mprotect(m + pg, (size_t)pg, PROT_NONE) == 0);
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        size_t      hdr = ofi ? 64 : 8, n = hdr + cuts[i];
+        uint8_t    *blob = m + pg - n;
+        hc_tl_ep_t *ep   = NULL;
+        HC_TLT_CHK(n < env->addrlen[1]);
+        memcpy(blob, env->addr[1], n);
+        if (ofi) { /* the header's name length (little-endian) */
+            blob[6] = (uint8_t)cuts[i];
+            blob[7] = 0;
+        }
+        HC_TLT_CHK_ST(env->ops->connect(env->ctx, &env->info[1], blob, n, &ep),
+                      HCOMM_ERR_INVALID_ARG);
+    }
+    munmap(m, 2 * (size_t)pg);
+    hc_tlt_post(env, 0, 1);
+    return 0;
+}
+
+static void case_short_blob(const hc_tlt_variant_t *v)
+{
+    hc_tlt_world_t w = {.nranks = 2, .no_connect = 1, .body = body_short_blob};
+    hc_tlt_expect(v, &w);
+}
+
 /* ---- 9. close with requests pending ---- */
 
 static const size_t close_sizes[] = {0, 1, 40, 41, 1000, 4000, 8192}; /* fit any ring */
@@ -609,6 +722,8 @@ const hc_tlt_case_t hc_tlt_cases[] = {
     {"killed_peer", case_killed_peer},
     {"zombie_peer", case_zombie_peer},
     {"length_mismatch", case_length_mismatch},
+    {"fail_holds", case_fail_holds},
+    {"short_blob", case_short_blob},
     {"close_pending", case_close_pending},
     {"wait_fds", case_wait_fds},
     {NULL, NULL},

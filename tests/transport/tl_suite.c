@@ -165,6 +165,11 @@ void hc_tlt_post(hc_tlt_env_t *env, int slot, int64_t val)
     atomic_store(&env->board->slot[env->rank][slot], val);
 }
 
+int64_t hc_tlt_peek(hc_tlt_env_t *env, int rank, int slot)
+{
+    return atomic_load(&env->board->slot[rank][slot]);
+}
+
 int64_t hc_tlt_await(hc_tlt_env_t *env, int rank, int slot, double secs)
 {
     double  deadline = hc_tlt_now() + secs;

@@ -126,6 +126,7 @@ void hc_tlt_sync(hc_tlt_env_t *env);
 /* Out-of-band signals between the ranks of a world: slot s of each rank. */
 void    hc_tlt_post(hc_tlt_env_t *env, int slot, int64_t val); /* val != 0 */
 int64_t hc_tlt_await(hc_tlt_env_t *env, int rank, int slot, double secs);
+int64_t hc_tlt_peek(hc_tlt_env_t *env, int rank, int slot); /* 0: not yet posted */
 /* Waits (a few seconds at most) until a killed or exited rank is reaped. */
 void hc_tlt_await_gone(hc_tlt_env_t *env, int rank);
 /* Open file descriptors of this process. */

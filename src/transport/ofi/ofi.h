@@ -158,7 +158,7 @@ enum { HC_OFI_OP_SEND = 1, HC_OFI_OP_RECV, HC_OFI_OP_SINK, HC_OFI_OP_CTL_RX, HC_
 typedef struct hc_ofi_op {
     struct fi_context2 fctx;        /* first: the provider's scratch, and our op_context */
     struct hc_ofi_op  *prev, *next; /* the endpoint's live list, or the free list */
-    hc_tl_req_t       *req;         /* NULL once abandoned (the endpoint failed) */
+    hc_tl_req_t       *req;         /* NULL once forgotten (fini) */
     hc_tl_ep_t        *ep;          /* NULL for control operations */
     hc_ofi_mr_t       *mr;
     uint32_t           chunk;

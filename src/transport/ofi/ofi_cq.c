@@ -29,7 +29,7 @@ static void data_failed(hc_tl_ctx_t *ctx, hc_ofi_op_t *op, hcomm_status_t st)
 {
     hc_tl_ep_t *ep = op->ep;
     op_finished(ctx, op);
-    if (op->req != NULL) {
+    if (op->req != NULL && ep->status == HCOMM_SUCCESS) {
         HC_OFI_ERR(op->req) = (uint64_t)(int64_t)st;
         if (ep->pend_fail == HCOMM_SUCCESS)
             ep->pend_fail = st;
@@ -50,7 +50,9 @@ static void data_done(hc_tl_ctx_t *ctx, hc_ofi_op_t *op, const struct fi_cq_tagg
 {
     hc_tl_ep_t  *ep = op->ep;
     hc_tl_req_t *r  = op->req;
-    if (r == NULL) { /* abandoned: the endpoint failed meanwhile */
+    /* the endpoint failed meanwhile: its request fails once all its
+     * operations came back (progress); fini's forgot it */
+    if (r == NULL || ep->status != HCOMM_SUCCESS) {
         op_finished(ctx, op);
         hc_ofi_op_put(ctx, op);
         return;
@@ -115,13 +117,14 @@ static void cq_error(hc_tl_ctx_t *ctx)
         hc_ofi_op_put(ctx, op);
         return;
     }
-    /* we cancel only abandoned receives; rxm cancels one whose message was
-     * cut short by the peer's connection going */
-    if (err.err == FI_ECANCELED && op->req == NULL) {
+    /* we cancel only the receives of a failed endpoint (or fini's); rxm
+     * cancels one whose message was cut short by the peer's connection going */
+    int failed = op->req == NULL || op->ep->status != HCOMM_SUCCESS;
+    if (err.err == FI_ECANCELED && failed) {
         data_failed(ctx, op, HCOMM_ERR_ABORTED);
         return;
     }
-    int first = op->req != NULL && op->ep->pend_fail == HCOMM_SUCCESS; /* log it once */
+    int first = !failed && op->ep->pend_fail == HCOMM_SUCCESS; /* log it once */
     if (first && err.err == FI_ETRUNC)
         hc_error(NET, "ofi: peer %d: a message longer than its receive of %zu bytes arrived",
                  op->ep->peer, op->req->len);
@@ -174,8 +177,8 @@ static void liveness(hc_tl_ctx_t *ctx)
 
 static int ep_pass(hc_tl_ep_t *ep, double *now)
 {
-    if (ep->status != HCOMM_SUCCESS)
-        return 0;
+    if (ep->status != HCOMM_SUCCESS) /* failed: requests the provider gave back since */
+        return ep->tx_head != NULL || ep->rx_head != NULL ? hc_ofi_ep_release(ep) : 0;
     if (ep->pend_fail != HCOMM_SUCCESS) {
         hcomm_status_t st    = ep->pend_fail;
         uint64_t       limit = hc_ofi_ep_tx_done_seq(ep), taken = hc_ofi_ep_rx_done_seq(ep);

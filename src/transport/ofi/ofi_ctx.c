@@ -6,9 +6,12 @@
  * padded), 8 bytes reserved; then fi_getname's endpoint name. */
 #include <endian.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "base/log.h"
 #include "base/params.h"
@@ -221,6 +224,31 @@ static hcomm_status_t ofi_address(hc_tl_ctx_t *ctx, void *buf, size_t *len)
     return HCOMM_SUCCESS;
 }
 
+/* fi_av_insert reads as many bytes as the address format says, whatever the
+ * blob held: a name must be as long as its format needs. */
+static int name_ok(const hc_tl_ctx_t *ctx, const uint8_t *name, size_t n)
+{
+    if (n == 0 || n > HC_TL_ADDR_MAX)
+        return 0;
+    switch (ctx->info->addr_format) {
+    case FI_SOCKADDR_IN:
+        return n >= sizeof(struct sockaddr_in);
+    case FI_SOCKADDR_IN6:
+        return n >= sizeof(struct sockaddr_in6);
+    case FI_SOCKADDR: {
+        sa_family_t fam;
+        if (n < sizeof(struct sockaddr_in))
+            return 0;
+        memcpy(&fam, name + offsetof(struct sockaddr, sa_family), sizeof(fam));
+        return fam != AF_INET6 || n >= sizeof(struct sockaddr_in6);
+    }
+    case FI_ADDR_STR:
+        return memchr(name, '\0', n) != NULL;
+    default: /* a binary format of this provider: as long as our own name */
+        return n >= ctx->namelen;
+    }
+}
+
 int hc_ofi_addr_parse(const hc_tl_ctx_t *ctx, const void *addr, size_t len, const uint8_t **name,
                       hc_ofi_cut_t *cut)
 {
@@ -228,7 +256,8 @@ int hc_ofi_addr_parse(const hc_tl_ctx_t *ctx, const void *addr, size_t len, cons
     if (addr == NULL || len < HC_OFI_ADDR_HDR || get32(b) != HC_OFI_MAGIC ||
         get16(b + 4) != HC_OFI_VERSION || HC_OFI_ADDR_HDR + (size_t)get16(b + 6) != len ||
         get32(b + 8) != ctx->info->addr_format ||
-        strncmp((const char *)b + 24, ctx->prov, HC_OFI_PROV_MAX) != 0)
+        strncmp((const char *)b + 24, ctx->prov, HC_OFI_PROV_MAX) != 0 ||
+        !name_ok(ctx, b + HC_OFI_ADDR_HDR, len - HC_OFI_ADDR_HDR))
         return -1;
     cut->piece = get32(b + 12);
     cut->chunk = get64(b + 16);

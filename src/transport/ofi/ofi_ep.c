@@ -329,11 +329,23 @@ static int req_done(const hc_tl_req_t *r, const hc_ofi_cut_t *cut)
     return HC_OFI_ERR(r) == 0 && HC_OFI_DONE(r) == hc_ofi_nchunks(cut, r->len);
 }
 
+/* Whether the provider still holds an operation of r: a receive it
+ * matched (which fi_cancel does not stop) still writes into r's buffer, a
+ * send still reads from it. */
+static int req_held(const hc_tl_ep_t *ep, const hc_tl_req_t *r)
+{
+    for (const hc_ofi_op_t *op = ep->live; op != NULL; op = op->next)
+        if (op->req == r)
+            return 1;
+    return 0;
+}
+
 /* Completes the requests at the head of a queue that finished, or failed
- * on their own; with st, also fails every one after them. Returns how many
- * it completed. */
-static int queue_settle(hc_tl_req_t **head, hc_tl_req_t **tail, const hc_ofi_cut_t *cut,
-                        hcomm_status_t st)
+ * on their own; with st, also fails every one after them. A failed one waits
+ * until the provider gave back all its operations. Returns how many it
+ * completed. */
+static int queue_settle(hc_tl_ep_t *ep, hc_tl_req_t **head, hc_tl_req_t **tail,
+                        const hc_ofi_cut_t *cut, hcomm_status_t st)
 {
     int          n = 0;
     hc_tl_req_t *r;
@@ -341,6 +353,8 @@ static int queue_settle(hc_tl_req_t **head, hc_tl_req_t **tail, const hc_ofi_cut
         int            ok  = req_done(r, cut);
         hcomm_status_t err = (hcomm_status_t)(int64_t)HC_OFI_ERR(r);
         if (!ok && err == HCOMM_SUCCESS && st == HCOMM_SUCCESS)
+            break;
+        if (!ok && req_held(ep, r))
             break;
         *head   = r->next;
         r->next = NULL;
@@ -355,15 +369,15 @@ static int queue_settle(hc_tl_req_t **head, hc_tl_req_t **tail, const hc_ofi_cut
     return n;
 }
 
+/* A failed endpoint's requests fail with its status, each once the
+ * provider gave back its operations. */
 int hc_ofi_ep_release(hc_tl_ep_t *ep)
 {
-    if (ep->status != HCOMM_SUCCESS)
-        return 0;
     int n = 0;
     if (ep->tx_head != NULL)
-        n += queue_settle(&ep->tx_head, &ep->tx_tail, &ep->ctx->cut, HCOMM_SUCCESS);
+        n += queue_settle(ep, &ep->tx_head, &ep->tx_tail, &ep->ctx->cut, ep->status);
     if (ep->rx_head != NULL)
-        n += queue_settle(&ep->rx_head, &ep->rx_tail, &ep->cut, HCOMM_SUCCESS);
+        n += queue_settle(ep, &ep->rx_head, &ep->rx_tail, &ep->cut, ep->status);
     return n;
 }
 
@@ -385,12 +399,14 @@ uint64_t hc_ofi_ep_rx_done_seq(const hc_tl_ep_t *ep)
     return ep->rx_seq;
 }
 
-/* Lets go of every operation: the provider keeps those it holds (cancelled
- * receives come back as errors) and they are freed as they come back. */
-static void ep_abandon(hc_tl_ep_t *ep)
+/* Stops every operation: receives not yet matched are cancelled (they come
+ * back as errors); the rest come back as the provider finishes them. Each is
+ * freed as it comes back; forget (fini) also unties it from its request. */
+static void ep_abandon(hc_tl_ep_t *ep, int forget)
 {
     for (hc_ofi_op_t *op = ep->live; op != NULL; op = op->next) {
-        op->req = NULL;
+        if (forget)
+            op->req = NULL;
         if (op->kind != HC_OFI_OP_SEND)
             fi_cancel(&ep->ctx->ep->fid, &op->fctx);
     }
@@ -404,15 +420,15 @@ static void ep_abandon(hc_tl_ep_t *ep)
 }
 
 /* Fails the endpoint once: the requests finished at the head of each queue
- * complete, every other one fails with st. Returns how many completed. */
+ * complete, every other one fails with st, now or (one the provider still
+ * holds) from progress once it came back. Returns how many completed now. */
 int hc_ofi_ep_fail(hc_tl_ep_t *ep, hcomm_status_t st)
 {
     if (ep->status != HCOMM_SUCCESS)
         return 0;
     ep->status = st;
-    ep_abandon(ep);
-    int n = queue_settle(&ep->tx_head, &ep->tx_tail, &ep->ctx->cut, st);
-    return n + queue_settle(&ep->rx_head, &ep->rx_tail, &ep->cut, st);
+    ep_abandon(ep, 0);
+    return hc_ofi_ep_release(ep);
 }
 
 /* fini: pending requests are abandoned, their buffers and sinks untouched. */
@@ -420,7 +436,7 @@ void hc_ofi_ep_drop(hc_tl_ep_t *ep)
 {
     if (ep->status == HCOMM_SUCCESS)
         ep->status = HCOMM_ERR_ABORTED;
-    ep_abandon(ep);
+    ep_abandon(ep, 1);
     ep->tx_head = ep->tx_tail = ep->rx_head = ep->rx_tail = NULL;
 }
 
@@ -437,16 +453,14 @@ void hc_ofi_ep_gone(hc_tl_ep_t *ep, uint64_t limit, uint64_t taken)
         ep->taken = taken;
 }
 
-/* Sends the gone peer never took fail, in their turn; the ones it took
- * still complete (their completions may be on their way). */
+/* Sends the gone peer never took fail, in their turn, once the provider
+ * gave back their chunks (it reads their buffers until then); the ones it
+ * took still complete (their completions may be on their way). */
 static void tx_cut(hc_tl_ep_t *ep)
 {
     for (hc_tl_req_t *r = ep->tx_head; r != NULL; r = r->next)
         if (HC_OFI_SEQ(r) >= ep->taken && HC_OFI_ERR(r) == 0)
             HC_OFI_ERR(r) = (uint64_t)(int64_t)HCOMM_ERR_REMOTE;
-    for (hc_ofi_op_t *op = ep->live; op != NULL; op = op->next)
-        if (op->kind == HC_OFI_OP_SEND && op->req != NULL && HC_OFI_ERR(op->req) != 0)
-            op->req = NULL;
     ep->tx_post = NULL; /* what was not posted was not taken */
 }
 

@@ -48,10 +48,13 @@
 #define HC_UCX_DRAIN_BYTES 1024 /* unexpected messages taken in at fini, up to this size */
 #define HC_UCX_DRAIN_MSGS 4096  /* ... and up to this many */
 
-/* The address blob: this header, then the UCP worker address. */
+/* The address blob: this header, then the UCP worker address, whose length
+ * it says (UCX parses an address with no length of its own). */
 typedef struct hc_ucx_blob {
     uint32_t magic;
     uint16_t major, minor; /* the UCX library's version */
+    uint32_t addr_len;     /* bytes of the worker address that follow */
+    uint32_t pad;
 } hc_ucx_blob_t;
 
 typedef struct hc_ucx_hello {
@@ -212,8 +215,11 @@ hcomm_status_t hc_ucx_irecv(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn
 hcomm_status_t hc_ucx_ep_status(hc_tl_ep_t *ep);
 /* Abandons every queued request (fini): UCX forgets them. */
 void hc_ucx_ep_abandon(hc_tl_ep_t *ep);
-/* Fails the endpoint: every queued request completes with st; returns how many. */
+/* Fails the endpoint: every queued request completes with st once UCX is
+ * done with it (at once, or from progress); returns how many did now. */
 int hc_ucx_ep_fail(hc_tl_ep_t *ep, hcomm_status_t st);
+/* A failed endpoint's requests that UCX finished since: handed back; how many. */
+int hc_ucx_ep_reap_failed(hc_tl_ep_t *ep);
 /* Sends completed in order, including those UCX finished but not yet reaped. */
 uint64_t hc_ucx_ep_sent(const hc_tl_ep_t *ep);
 

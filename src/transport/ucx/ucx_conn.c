@@ -47,6 +47,7 @@ int hc_ucx_check_pids(hc_tl_ctx_t *ctx)
     return n;
 }
 
+/* addr: the worker address, in a zeroed buffer of HC_TL_ADDR_MAX bytes */
 static ucs_status_t uep_create(hc_tl_ep_t *ep, const void *addr)
 {
     ucp_ep_params_t prm;
@@ -60,7 +61,7 @@ static ucs_status_t uep_create(hc_tl_ep_t *ep, const void *addr)
     memset(&prm, 0, sizeof(prm));
     prm.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    prm.address         = (const ucp_address_t *)((const uint8_t *)addr + sizeof(hc_ucx_blob_t));
+    prm.address         = (const ucp_address_t *)addr;
     prm.err_mode        = ep->err_peer ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     prm.err_handler.cb  = ep_err_cb;
     prm.err_handler.arg = ep;
@@ -205,7 +206,8 @@ int hc_ucx_blob_ok(const hc_tl_ctx_t *ctx, const void *addr, size_t len)
         return 0;
     memcpy(&hdr, addr, sizeof(hdr));
     /* both ends of a pair compare the same two versions: they agree */
-    return hdr.magic == HC_UCX_MAGIC && hdr.major == ((const hc_ucx_blob_t *)ctx->blob)->major;
+    return hdr.magic == HC_UCX_MAGIC && hdr.major == ((const hc_ucx_blob_t *)ctx->blob)->major &&
+           hdr.addr_len > 0 && hdr.addr_len == len - sizeof(hdr);
 }
 
 hcomm_status_t hc_ucx_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, const void *addr,
@@ -221,7 +223,8 @@ hcomm_status_t hc_ucx_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, cons
         return HCOMM_ERR_INVALID_RANK;
     }
     if (!hc_ucx_blob_ok(ctx, addr, len)) {
-        hc_error(NET, "peer %d: not a ucx address of this UCX version (%zu bytes)", r, len);
+        hc_error(NET, "peer %d: a malformed ucx address, or another UCX version's (%zu bytes)", r,
+                 len);
         return HCOMM_ERR_INVALID_ARG;
     }
     if (ctx->rank > r) {
@@ -232,7 +235,11 @@ hcomm_status_t hc_ucx_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *info, cons
     hc_ucx_hello_t hello = {.magic = HC_UCX_MAGIC, .rank = (uint32_t)ctx->rank};
     if (ctx->rank < r && hello_tag(ctx->cookie, &hello, info->nonce, hello.tag, 0) != 0)
         return HCOMM_ERR_SYSTEM;
-    st = ep_create(ctx, info, addr, &ep);
+    /* UCX reads the address as far as its contents say: from a copy with
+     * zeros behind it, not past the caller's blob */
+    uint8_t wa[HC_TL_ADDR_MAX] = {0};
+    memcpy(wa, (const uint8_t *)addr + sizeof(hc_ucx_blob_t), len - sizeof(hc_ucx_blob_t));
+    st = ep_create(ctx, info, wa, &ep);
     if (st != HCOMM_SUCCESS)
         return st;
     if (ctx->rank < r && ep->uep != NULL) {

@@ -27,7 +27,7 @@ static ucs_status_t query_address(hc_tl_ctx_t *ctx, unsigned flags, ucp_worker_a
 /* Copies the chosen worker address behind the blob's header. */
 static hcomm_status_t blob_fill(hc_tl_ctx_t *ctx, const ucp_worker_attr_t *use)
 {
-    hc_ucx_blob_t hdr = {.magic = HC_UCX_MAGIC};
+    hc_ucx_blob_t hdr = {.magic = HC_UCX_MAGIC, .addr_len = (uint32_t)use->address_length};
     unsigned      major, minor, release;
 
     hc_ucx_api.ucp_get_version(&major, &minor, &release);

@@ -131,7 +131,7 @@ static int ep_reap(hc_tl_ep_t *ep)
     ctl_reap(ep->ctx, &ep->bye_tx);
     if (ep->status != HCOMM_SUCCESS) {
         ctl_reap(ep->ctx, &ep->hello_tx);
-        return 0;
+        return hc_ucx_ep_reap_failed(ep);
     }
     hc_ucx_bye_check(ep); /* first: a hello to a peer that left is no news */
     if ((n = hello_reap(ep)) > 0 || ep->status != HCOMM_SUCCESS)

@@ -129,10 +129,10 @@ hcomm_status_t hc_ucx_ep_status(hc_tl_ep_t *ep)
     return ep->status;
 }
 
-/* UCX forgets the request: a receive not yet matched is cancelled; after the
- * free no callback comes. A matched one may still write: its bounce buffer is
- * kept until the worker is gone. */
-static void req_abandon(hc_tl_ctx_t *ctx, hc_tl_req_t *req, int recv)
+/* UCX forgets the request (fini): a receive not yet matched is cancelled;
+ * after the free no callback comes. A matched one may still write until the
+ * worker is destroyed: its bounce buffer is kept until then. */
+static void req_forget(hc_tl_ctx_t *ctx, hc_tl_req_t *req, int recv)
 {
     void *ucx     = (void *)(uintptr_t)req->priv[0];
     void *bounce  = (void *)(uintptr_t)req->priv[1];
@@ -151,31 +151,61 @@ static void req_abandon(hc_tl_ctx_t *ctx, hc_tl_req_t *req, int recv)
     req->priv[0] = req->priv[1] = 0;
 }
 
-static int abandon_queue(hc_tl_ep_t *ep, hc_tl_req_t **head, hc_tl_req_t **tail, int recv,
-                         hcomm_status_t st)
+void hc_ucx_ep_abandon(hc_tl_ep_t *ep)
+{
+    hc_tl_req_t **heads[2] = {&ep->sq_head, &ep->rq_head};
+    hc_tl_req_t **tails[2] = {&ep->sq_tail, &ep->rq_tail};
+
+    for (int recv = 0; recv < 2; recv++) {
+        hc_tl_req_t *req;
+        while ((req = *heads[recv]) != NULL) {
+            *heads[recv] = req->next;
+            req->next    = NULL;
+            req_forget(ep->ctx, req, recv);
+        }
+        *tails[recv] = NULL;
+    }
+}
+
+/* Hands back, in order, the failed endpoint's requests that UCX is done
+ * with, with the endpoint's failure; stops at the first UCX still holds. */
+static int reap_failed_queue(hc_tl_ep_t *ep, hc_tl_req_t **head, hc_tl_req_t **tail)
 {
     hc_tl_req_t *req;
     int          n = 0;
 
-    while ((req = *head) != NULL) {
-        *head     = req->next;
-        req->next = NULL;
-        req_abandon(ep->ctx, req, recv);
-        if (st != HCOMM_IN_PROGRESS) {
-            req->status = st;
-            n++;
-        }
+    while ((req = *head) != NULL && (req->priv[2] & HC_UCX_DONE)) {
+        void *ucx    = (void *)(uintptr_t)req->priv[0];
+        void *bounce = (void *)(uintptr_t)req->priv[1];
+
+        if (ucx != NULL)
+            hc_ucx_api.ucp_request_free(ucx);
+        if (bounce != NULL)
+            hc_ucx_bounce_put(ep->ctx, bounce);
+        req->priv[0] = req->priv[1] = 0;
+        *head                       = req->next;
+        req->next                   = NULL;
+        req->status                 = ep->status;
+        n++;
     }
-    *tail = NULL;
+    if (*head == NULL)
+        *tail = NULL;
     return n;
 }
 
-void hc_ucx_ep_abandon(hc_tl_ep_t *ep)
+int hc_ucx_ep_reap_failed(hc_tl_ep_t *ep)
 {
-    abandon_queue(ep, &ep->sq_head, &ep->sq_tail, 0, HCOMM_IN_PROGRESS);
-    abandon_queue(ep, &ep->rq_head, &ep->rq_tail, 1, HCOMM_IN_PROGRESS);
+    return reap_failed_queue(ep, &ep->sq_head, &ep->sq_tail) +
+           reap_failed_queue(ep, &ep->rq_head, &ep->rq_tail);
 }
 
+/* Receives not yet matched are cancelled. A matched one (a rendezvous under
+ * way) cannot be: UCX writes into its buffer until it is done, as a send
+ * reads from its own; each request stays queued, and is handed back failed
+ * only once UCX is done with it (hc_ucx_ep_reap_failed, from progress). A
+ * stuck one is bounded by the caller's timeout, and by fini. Except a send
+ * to a dead peer: none reads it any more, and one over shared memory (no
+ * peer error handling) would never end; UCX forgets it. */
 int hc_ucx_ep_fail(hc_tl_ep_t *ep, hcomm_status_t st)
 {
     int n;
@@ -183,8 +213,16 @@ int hc_ucx_ep_fail(hc_tl_ep_t *ep, hcomm_status_t st)
     if (ep->status != HCOMM_SUCCESS)
         return 0;
     ep->status = st;
-    n          = abandon_queue(ep, &ep->sq_head, &ep->sq_tail, 0, st);
-    n += abandon_queue(ep, &ep->rq_head, &ep->rq_tail, 1, st);
+    for (hc_tl_req_t *req = ep->rq_head; req != NULL; req = req->next)
+        if (req->priv[0] != 0 && !(req->priv[2] & HC_UCX_DONE))
+            hc_ucx_api.ucp_request_cancel(ep->ctx->worker, (void *)(uintptr_t)req->priv[0]);
+    if (ep->gone == HC_UCX_PEER_DEAD)
+        for (hc_tl_req_t *req = ep->sq_head; req != NULL; req = req->next)
+            if (!(req->priv[2] & HC_UCX_DONE)) {
+                req_forget(ep->ctx, req, 0);
+                req->priv[2] = HC_UCX_DONE;
+            }
+    n = hc_ucx_ep_reap_failed(ep);
     /* a failure of ours: the peer learns that nothing more comes */
     if (st != HCOMM_ERR_REMOTE)
         hc_ucx_bye_send(ep);
