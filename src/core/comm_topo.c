@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/params.h"
@@ -16,16 +17,27 @@ static void topo_apply_nodes(const hc_cluster_t *cl, hc_peer_info_t *peers)
         peers[r].host_hash ^= 0x9e3779b97f4a7c15ull * (uint64_t)(cl->node_of[r] + 1);
 }
 
+/* Written beside the file and renamed over it: a rank still loading the same
+ * path (HCOMM_TOPO_FILE too) reads the old file or the new, never an
+ * emptied one. */
 static void topo_dump(const hc_cluster_t *cl, const char *path)
 {
-    FILE *f = fopen(path, "w");
+    char tmp[sizeof(((hc_params_t *)0)->topo_dump_file) + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
     if (f == NULL) {
-        hc_warn(INIT, "HCOMM_TOPO_DUMP_FILE %s: %s", path, strerror(errno));
+        hc_warn(INIT, "HCOMM_TOPO_DUMP_FILE %s: %s", tmp, strerror(errno));
         return;
     }
-    if (hc_cluster_dump(cl, f) != HCOMM_SUCCESS)
-        hc_warn(INIT, "HCOMM_TOPO_DUMP_FILE %s: writing the model failed", path);
-    fclose(f);
+    int ok = hc_cluster_dump(cl, f) == HCOMM_SUCCESS;
+    ok &= fclose(f) == 0;
+    if (!ok)
+        hc_warn(INIT, "HCOMM_TOPO_DUMP_FILE %s: writing the model failed", tmp);
+    else if (rename(tmp, path) != 0)
+        hc_warn(INIT, "HCOMM_TOPO_DUMP_FILE %s: %s", path, strerror(errno));
+    else
+        return;
+    unlink(tmp);
 }
 
 hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
@@ -57,7 +69,9 @@ hcomm_status_t hc_comm_topo_setup(hcomm_comm_t comm, const hc_rank_topo_t *all,
              parent != NULL            ? "the parent communicator's"
              : p->topo_file[0] != '\0' ? "the topology file's"
                                        : "discovery's");
-    if (comm->rank == 0 && p->topo_dump_file[0] != '\0')
+    /* the world's model: a split or shrunk child (whose rank 0 may be another
+     * process) would replace it with its own */
+    if (comm->rank == 0 && comm->parent == NULL && p->topo_dump_file[0] != '\0')
         topo_dump(cluster, p->topo_dump_file);
     return hc_plans_build(cluster, p->rings, &comm->plans);
 }

@@ -25,8 +25,10 @@
 #define TOPO_SHARE_FAILED 0x6863f00du /* its writer's discovery failed */
 
 typedef struct topo_share_rec {
-    uint32_t       state; /* 0 while written, then READY or FAILED */
-    int32_t        pid;   /* the writer */
+    uint32_t       state;  /* 0 while written, then READY or FAILED */
+    int32_t        pid;    /* the writer */
+    uint32_t       layout; /* sizeof(hc_topo_host_t): another build's differs */
+    uint32_t       pad;
     hc_topo_host_t host;
 } topo_share_rec_t;
 
@@ -35,7 +37,8 @@ static hcomm_status_t topo_share_publish(int fd, const char *name, hc_topo_host_
     topo_share_rec_t *rec = calloc(1, sizeof(*rec));
     hcomm_status_t    st  = HCOMM_ERR_NO_MEMORY;
     if (rec != NULL) {
-        rec->pid = (int32_t)getpid();
+        rec->pid    = (int32_t)getpid();
+        rec->layout = (uint32_t)sizeof(hc_topo_host_t);
         /* the pid first: readers tell a writer that died from a slow one */
         if (pwrite(fd, rec, sizeof(*rec), 0) != (ssize_t)sizeof(*rec))
             hc_debug(TOPO, "%s: write: %s", name, strerror(errno));
@@ -68,6 +71,24 @@ static int topo_share_abandoned(int fd)
     return age > TOPO_SHARE_EMPTY_GRACE;
 }
 
+/* A complete record is still another process's bytes (another hcomm build
+ * of the same job, a damaged file): its counts bound every loop over it and
+ * its strings end inside their arrays, or it is not used. */
+static int topo_share_sane(topo_share_rec_t *rec)
+{
+    hc_topo_host_t *h = &rec->host;
+    if (rec->layout != sizeof(hc_topo_host_t) || h->nnuma < 0 || h->nnuma > HC_TOPO_MAX_NUMA ||
+        h->nnics < 0 || h->nnics > HC_TOPO_MAX_NICS || h->ngpus < 0 || h->ngpus > HC_TOPO_MAX_GPUS)
+        return 0;
+    for (int i = 0; i < HC_TOPO_MAX_NUMA; i++)
+        h->numa_cpus[i][HC_TOPO_CPULIST_MAX - 1] = '\0';
+    for (int i = 0; i < HC_TOPO_MAX_NICS; i++)
+        h->nics[i].name[sizeof(h->nics[i].name) - 1] = '\0';
+    for (int i = 0; i < HC_TOPO_MAX_GPUS; i++)
+        h->gpus[i][sizeof(h->gpus[i]) - 1] = '\0';
+    return 1;
+}
+
 /* 1: the record was read; 0: not complete yet; -1: never will be. */
 static int topo_share_read(int fd, hc_topo_host_t *host)
 {
@@ -75,8 +96,13 @@ static int topo_share_read(int fd, hc_topo_host_t *host)
     int               rc  = -1;
     ssize_t           n   = rec != NULL ? pread(fd, rec, sizeof(*rec), 0) : -1;
     if (n == (ssize_t)sizeof(*rec) && rec->state == TOPO_SHARE_READY) {
-        *host = rec->host;
-        rc    = 1;
+        if (topo_share_sane(rec)) {
+            *host = rec->host;
+            rc    = 1;
+        } else {
+            hc_warn(TOPO, "the host's shared discovery record is another build's or damaged: "
+                          "this rank discovers on its own");
+        }
     } else if (n >= 0 && n < (ssize_t)(sizeof(rec->state) + sizeof(rec->pid))) {
         rc = topo_share_abandoned(fd) ? -1 : 0; /* created, nothing written yet */
     } else if (n > 0 && rec->state == 0) {

@@ -77,6 +77,18 @@ nfile=$(grep -c "cross-node link: 20 us, 0.5 GB/s (the parent communicator's)" "
 [ "$st" -eq 0 ] && [ "$nkids" -gt 0 ] && [ "$nfile" -eq "$nkids" ]
 result "children of a topology-file job: $nfile of $nkids inits keep its 20 us, 0.5 GB/s" $?
 
+# HCOMM_TOPO_DUMP_FILE naming the file the job loads: rank 0 of the world
+# writes its model beside it and renames it over (its "w" emptied the file
+# while the others read it: "no <hcomm_topology> element"), and the split and
+# shrunk children coll_check makes do not replace it with theirs (the file
+# then held a child's 2 or 3 ranks); what is left loads for 4 ranks again
+cp "$tmp/rr2x2.xml" "$tmp/same.xml"
+HCOMM_TOPO_FILE="$tmp/same.xml" HCOMM_TOPO_DUMP_FILE="$tmp/same.xml" \
+    "$run" -n 4 "$check" --quick > "$out" 2>&1 &&
+    "$topo" --topo "$tmp/same.xml" --ranks 4 >> "$out" 2>&1 && has '^ring 0 (4 ranks)' &&
+    [ -z "$(find "$tmp" -name 'same.xml.tmp.*')" ]
+result "HCOMM_TOPO_DUMP_FILE = HCOMM_TOPO_FILE: the job runs, the world's model is left" $?
+
 # hcomm-topo: a file, and plans at a scale this machine cannot run
 "$topo" --topo "$tmp/uneven.xml" --ranks 6 > "$out" 2>&1 && has '^ring 0 (6 ranks)' &&
     has '^tree 1' && has '^rail 2'

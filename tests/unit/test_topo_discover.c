@@ -182,6 +182,31 @@ static void test_slow_writer(void **state)
     discover_alone_within(0.3, 0.3, 10.0);
 }
 
+/* A complete record whose counts run past its arrays and whose strings never
+ * end (another build's, or damaged): readers discover on their own (a NUMA
+ * count of 5000 made them parse CPU lists past the record: SIGSEGV in
+ * hwloc_bitmap_list_sscanf). The header is topo_share.c's: state, pid,
+ * layout, pad. */
+static void test_garbled_record(void **state)
+{
+    (void)state;
+    size_t   len = 16 + sizeof(hc_topo_host_t);
+    uint8_t *rec = malloc(len);
+    assert_non_null(rec);
+    memset(rec, 'A', len);
+    uint32_t head[4] = {0x68636f74u, (uint32_t)getpid(), (uint32_t)sizeof(hc_topo_host_t), 0};
+    int32_t  counts  = 5000;
+    memcpy(rec, head, sizeof(head));
+    memcpy(rec + 16 + offsetof(hc_topo_host_t, nnuma), &counts, sizeof(counts));
+    memcpy(rec + 16 + offsetof(hc_topo_host_t, nnics), &counts, sizeof(counts));
+    int fd = shm_open(share, O_CREAT | O_EXCL | O_RDWR, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, rec, len), (ssize_t)len);
+    close(fd);
+    free(rec);
+    discover_alone_within(30.0, 0.0, 10.0);
+}
+
 /* ---- devices from sysfs ---- */
 
 static char sysroot[128];
@@ -297,6 +322,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_garbled_record, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
