@@ -147,7 +147,9 @@ static int tf_name(tf_t *t, char *out)
     size_t n = 0;
     if (t->p >= t->end || !(isalpha((unsigned char)*t->p) || *t->p == '_'))
         return tf_fail(t, "expected a name");
-    while (t->p < t->end && (isalnum((unsigned char)*t->p) || strchr("_-.", *t->p) != NULL)) {
+    /* strchr finds the terminator too: a NUL byte is not a name character */
+    while (t->p < t->end &&
+           (isalnum((unsigned char)*t->p) || (*t->p != '\0' && strchr("_-.", *t->p) != NULL))) {
         if (n + 1 >= TF_NAME_MAX)
             return tf_fail(t, "name too long");
         out[n++] = *t->p++;
@@ -253,8 +255,9 @@ static int tf_num(tf_t *t, const char *s, const char *what, int positive, double
     if (s == NULL)
         return tf_fail(t, "missing attribute %s", what);
     double v = strtod(s, &e);
-    if (!(isdigit((unsigned char)*s) || *s == '.') || *e != '\0' || errno != 0 || !isfinite(v) ||
-        v < 0.0 || v > TF_MAX_COST || (positive && v <= 0.0))
+    /* decimal only: strtod takes "0x1p3" too */
+    if (!(isdigit((unsigned char)*s) || *s == '.') || strpbrk(s, "xX") != NULL || *e != '\0' ||
+        errno != 0 || !isfinite(v) || v < 0.0 || v > TF_MAX_COST || (positive && v <= 0.0))
         return tf_fail(t, "%s=\"%s\": expected a %s number up to %g", what, s,
                        positive ? "positive" : "non-negative", TF_MAX_COST);
     *out = v;
@@ -450,7 +453,11 @@ static hcomm_status_t tf_read(const char *path, char **buf, size_t *len)
     char  *b = NULL;
     for (;;) {
         if (n == cap) {
+            /* the last step lands on the limit + 1, so a file of exactly the
+             * limit (which the digest takes) loads */
             size_t nc = cap ? cap * 2 : 65536;
+            if (nc > TF_MAX_FILE + 1 && cap < TF_MAX_FILE + 1)
+                nc = TF_MAX_FILE + 1;
             char  *nb = nc <= TF_MAX_FILE + 1 ? realloc(b, nc) : NULL;
             if (nb == NULL) {
                 hc_error(INIT, "topology file %s: larger than %u bytes or out of memory", path,

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "topology/topo.h"
 
 static void test_discover(void **state)
@@ -294,6 +295,7 @@ static void test_malformed(void **state)
         HDR "<reduce bw_gbps=\"-1\"/>" N01                             END,
         HDR "<reduce bw_gbps=\"1\"/><reduce bw_gbps=\"1\"/>" N01       END,
         HDR "<link class=\"self\" alpha_us=\"1x\" bw_gbps=\"1\"/>" N01 END,
+        HDR "<reduce bw_gbps=\"0x1p3\"/>" N01                          END, /* hex */
         HDR "<node id=\"0\" id=\"1\"><rank id=\"0\"/><rank id=\"1\"/></node>" END,
         HDR "<node id=\"0\" host=\"a<b\"><rank id=\"0\"/><rank id=\"1\"/></node>" END,
         HDR "<node id=\"0\" "
@@ -330,7 +332,22 @@ static void test_malformed(void **state)
     }
     for (size_t n = 0; n + 1 < sizeof(good); n++)
         assert_int_equal(hc_cluster_load(write_tmp(good, n), 2, &c), HCOMM_ERR_INVALID_ARG);
+    /* a NUL byte inside a name ended it as a match: the file loaded */
+    static const char nul[] = "<hcomm_topology\0junk version=\"1\">" N01 END;
+    assert_int_equal(hc_cluster_load(write_tmp(nul, sizeof(nul) - 1), 2, &c),
+                     HCOMM_ERR_INVALID_ARG);
     hc_log_level_g = saved;
+    /* a file of exactly the size limit loads (the buffer's doubling skipped
+     * the limit + 1 and refused it as larger); one byte more does not */
+    size_t big = HC_PARAMS_FILE_MAX;
+    char  *pad = malloc(big + 1);
+    assert_non_null(pad);
+    memset(pad, ' ', big + 1);
+    memcpy(pad, good, sizeof(good) - 1);
+    assert_int_equal(hc_cluster_load(write_tmp(pad, big), 2, &c), HCOMM_SUCCESS);
+    hc_cluster_destroy(c);
+    assert_int_equal(hc_cluster_load(write_tmp(pad, big + 1), 2, &c), HCOMM_ERR_INVALID_ARG);
+    free(pad);
     assert_int_equal(hc_cluster_load("/nonexistent/topo.xml", 2, &c), HCOMM_ERR_IO);
     assert_int_equal(hc_cluster_load(tmp_path, 0, &c), HCOMM_ERR_INVALID_ARG);
 }
