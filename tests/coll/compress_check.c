@@ -5,8 +5,9 @@
  * step's result with the serial model (src/compress/compress_model.h) that
  * every rank computes from all ranks' inputs, residuals included: onebit and
  * topk must agree bit for bit, the casts (summed in half precision on the
- * wire) within a bound printed at the start; some again on a stream. Then
- * the bad configurations, and float16 / bfloat16 tensors out of place with
+ * wire) within a bound printed at the start; then each codec after a step
+ * of all inf (no later output may be inf or NaN); some again on a stream.
+ * Then the bad configurations, and float16 / bfloat16 tensors out of place with
  * different inputs per rank, bit for bit against the model.
  * Exit: 0 all passed, 1 a case failed, 2 init failure.
  */
@@ -38,6 +39,18 @@ static float input_value(int r, int t, size_t i)
     return (float)((double)(h % 4001) / 256.0 - 7.8125);
 }
 
+/* Inputs beyond the ordinary: X_OVERFLOWED, step 0 all inf (an fp16 step whose
+ * loss scale overflowed), which must leave no inf or NaN in the later steps'
+ * outputs. */
+enum { X_PLAIN, X_OVERFLOWED };
+
+static float case_value(int x, int r, int t, size_t i)
+{
+    if (x == X_OVERFLOWED && t == 0)
+        return INFINITY;
+    return input_value(r, t, i);
+}
+
 static int is_exact(hcomm_compress_kind_t k)
 {
     return k == HCOMM_COMPRESS_ONEBIT || k == HCOMM_COMPRESS_TOPK;
@@ -51,18 +64,22 @@ static double cast_bound(hcomm_compress_kind_t k, int n)
     return k == HCOMM_COMPRESS_NONE ? 1e-4 : eps * 8.0 * n;
 }
 
-static size_t compare(hcomm_compress_kind_t k, const float *got, const float *want, size_t n)
+/* Elements of got that differ from want (scale: the inputs' largest / 8) or
+ * are not finite. */
+static size_t compare(hcomm_compress_kind_t k, const float *got, const float *want, size_t n,
+                      double scale)
 {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++)
-        bad += is_exact(k) ? memcmp(&got[i], &want[i], sizeof(float)) != 0
-                           : !(fabs((double)got[i] - want[i]) <= cast_bound(k, g_nranks));
+        bad += !isfinite(got[i]) ||
+               (is_exact(k) ? memcmp(&got[i], &want[i], sizeof(float)) != 0
+                            : !(fabs((double)got[i] - want[i]) <= cast_bound(k, g_nranks) * scale));
     return bad;
 }
 
-/* STEPS steps of one codec and count against the model. */
+/* STEPS steps of one codec and count against the model; x: the inputs. */
 static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inplace,
-                    hcomm_stream_t stream)
+                    hcomm_stream_t stream, int x)
 {
     hcomm_compress_config_t cfg;
     hcomm_compress_t        st = NULL;
@@ -83,7 +100,7 @@ static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inpla
     for (int t = 0; t < STEPS && !fail; t++) {
         for (int r = 0; r < g_nranks; r++)
             for (size_t i = 0; i < count; i++)
-                in[r][i] = input_value(r, t, i);
+                in[r][i] = case_value(x, r, t, i);
         memcpy(buf, in[g_rank], count * 4);
         hcomm_status_t s = hcomm_allreduce_compressed(buf, inplace ? buf : out, count,
                                                       HCOMM_FLOAT32, st, comm, stream);
@@ -96,11 +113,15 @@ static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inpla
             break;
         }
         hc_compress_model_step(&m, (const float *const *)in, want);
-        size_t bad = compare(cfg.kind, inplace ? buf : out, want, count);
+        if (x == X_OVERFLOWED && t == 0)
+            continue; /* inf or NaN, as the model's: what counts is the next steps */
+        size_t bad = compare(cfg.kind, inplace ? buf : out, want, count, 1.0);
         if (bad != 0 || (!inplace && memcmp(buf, in[g_rank], count * 4) != 0)) {
-            printf("FAIL rank %d: %s count %zu %s step %d: %zu of %zu elements differ from "
-                   "the model%s\n", g_rank, spec, count, inplace ? "in place" : "out of place", t,
-                   bad, count, bad ? "" : " (the send buffer changed)");
+            printf("FAIL rank %d: %s count %zu%s %s step %d: %zu of %zu elements differ from "
+                   "the model or are not finite%s\n",
+                   g_rank, spec, count, x == X_OVERFLOWED ? " after an all-inf step" : "",
+                   inplace ? "in place" : "out of place", t, bad, count,
+                   bad ? "" : " (the send buffer changed)");
             fail = 1;
         }
     }
@@ -148,7 +169,7 @@ static int run_queued(hcomm_comm_t comm, const char *spec, size_t count, hcomm_s
             for (size_t i = 0; i < count; i++)
                 in[r][i] = input_value(r, t, i);
         hc_compress_model_step(&m, (const float *const *)in, want);
-        size_t bad = compare(cfg.kind, bufs[t], want, count);
+        size_t bad = compare(cfg.kind, bufs[t], want, count, 1.0);
         if (bad != 0) {
             printf("FAIL rank %d: %s queued on a stream, call %d: %zu of %zu elements differ\n",
                    g_rank, spec, t, bad, count);
@@ -361,13 +382,15 @@ int main(void)
     for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
             for (int ip = 0; ip < 2; ip++)
-                g_failed += run_case(comm, specs[s], counts[c], ip, NULL);
+                g_failed += run_case(comm, specs[s], counts[c], ip, NULL, X_PLAIN);
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)
+        g_failed += run_case(comm, specs[s], 4099, 0, NULL, X_OVERFLOWED);
     /* on a stream: the local steps become host functions between the collectives */
     hcomm_stream_t stream;
     if (hcomm_stream_create(&stream) != HCOMM_SUCCESS)
         g_failed++;
     for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
-        g_failed += run_case(comm, specs[s], 2049, (int)(s % 2), stream);
+        g_failed += run_case(comm, specs[s], 2049, (int)(s % 2), stream, X_PLAIN);
         g_failed += run_queued(comm, specs[s], 4099, stream);
     }
     hcomm_stream_destroy(stream);

@@ -268,7 +268,7 @@ static void check_topk(const float *in, const float *res0, size_t n, size_t k)
         sel[idx[j]] = 1;
     }
     for (size_t i = 0; i < n; i++)
-        assert_true(fbits(res[i]) == (sel[i] ? fbits(0.0f) : fbits(v[i])));
+        assert_true(fbits(res[i]) == (sel[i] || !isfinite(v[i]) ? fbits(0.0f) : fbits(v[i])));
     /* no residual: the same pairs from v; and the same without AVX2 */
     assert_int_equal(hc_topk_encode(v, NULL, n, k, scr, out2), 0);
     assert_memory_equal(out, out2, k * sizeof(*out));
@@ -277,7 +277,7 @@ static void check_topk(const float *in, const float *res0, size_t n, size_t k)
     assert_int_equal(hc_topk_encode_generic(in, res, n, k, scr, out2), 0);
     assert_memory_equal(out, out2, k * sizeof(*out));
     for (size_t i = 0; i < n; i++)
-        assert_true(fbits(res[i]) == (sel[i] ? fbits(0.0f) : fbits(v[i])));
+        assert_true(fbits(res[i]) == (sel[i] || !isfinite(v[i]) ? fbits(0.0f) : fbits(v[i])));
     free(v), free(res), free(idx), free(scr), free(out), free(out2), free(sel);
 }
 
@@ -324,6 +324,32 @@ static void test_topk_ties(void **state)
     check_topk(in, zero, n, 500);
     check_topk(in, zero, 7, 7);
     free(in), free(zero);
+}
+
+/* More non-finite values than k (an fp16 step that overflowed): those not
+ * sent must leave a residual of 0, or each is sent again at a later step, for
+ * about 1/ratio steps. Every path: small n, sampled candidates, and k = 0. */
+static void test_topk_nonfinite(void **state)
+{
+    static const size_t sizes[]     = {100, 5000, 50000};
+    float               nonfinite[] = {INFINITY, -INFINITY, NAN};
+
+    (void)state;
+    for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+        size_t n  = sizes[t];
+        float *in = xmalloc(n * sizeof(float)), *res = xmalloc(n * sizeof(float));
+        size_t ks[] = {0, 1, n / 100, n / 10};
+
+        for (int every = 1; every <= 7; every += 6) { /* all, then 1 in 7 */
+            for (size_t i = 0; i < n; i++) {
+                in[i]  = i % (size_t)every ? rnd_unit() : nonfinite[i % 3];
+                res[i] = rnd_unit();
+            }
+            for (size_t j = 0; j < sizeof(ks) / sizeof(ks[0]); j++)
+                check_topk(in, res, n, ks[j]);
+        }
+        free(in), free(res);
+    }
 }
 
 /* k = ceil(ratio x count), the ratio's decimal value and not its double's. */
@@ -591,10 +617,11 @@ int main(void)
         cmocka_unit_test(test_onebit_bytes),     cmocka_unit_test(test_onebit_roundtrip),
         cmocka_unit_test(test_onebit_zero_sign), cmocka_unit_test(test_onebit_generic_vs_avx2),
         cmocka_unit_test(test_topk_random),      cmocka_unit_test(test_topk_ties),
-        cmocka_unit_test(test_topk_k),           cmocka_unit_test(test_topk_bad),
-        cmocka_unit_test(test_cast_specials),    cmocka_unit_test(test_cast_sweep),
-        cmocka_unit_test(test_cast_decode),      cmocka_unit_test(test_ef_onebit),
-        cmocka_unit_test(test_ef_topk),          cmocka_unit_test(test_ef_casts),
+        cmocka_unit_test(test_topk_nonfinite),   cmocka_unit_test(test_topk_k),
+        cmocka_unit_test(test_topk_bad),         cmocka_unit_test(test_cast_specials),
+        cmocka_unit_test(test_cast_sweep),       cmocka_unit_test(test_cast_decode),
+        cmocka_unit_test(test_ef_onebit),        cmocka_unit_test(test_ef_topk),
+        cmocka_unit_test(test_ef_casts),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
