@@ -143,7 +143,8 @@ hcomm_status_t hcomm_compress_create(hcomm_comm_t comm, const hcomm_compress_con
                                  .count       = count,
                                  .dtype       = dtype,
                                  .nranks      = nranks,
-                                 .rank        = hc_comm_rank(comm)};
+                                 .rank        = hc_comm_rank(comm),
+                                 .refs        = 1};
     st = compress_alloc(s);
     if (st != HCOMM_SUCCESS) {
         hcomm_compress_destroy(s);
@@ -165,9 +166,9 @@ hcomm_status_t hcomm_compress_reset(hcomm_compress_t s)
     return HCOMM_SUCCESS;
 }
 
-void hcomm_compress_destroy(hcomm_compress_t s)
+void hc_compress_unref(struct hcomm_compress *s)
 {
-    if (s == NULL)
+    if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     free(s->worker_res);
     free(s->server_res);
@@ -177,6 +178,12 @@ void hcomm_compress_destroy(hcomm_compress_t s)
     free(s->recvbuf);
     free(s->scratch);
     free(s);
+}
+
+void hcomm_compress_destroy(hcomm_compress_t s)
+{
+    if (s != NULL)
+        hc_compress_unref(s); /* the creator's: calls still queued hold theirs */
 }
 
 static hcomm_status_t compress_check(const void *sendbuf, void *recvbuf, size_t count,

@@ -7,14 +7,19 @@
  * topk must agree bit for bit, the casts (summed in half precision on the
  * wire) within a bound printed at the start; then each codec after a step
  * of all inf (no later output may be inf or NaN); some again on a stream.
- * Then the bad configurations, and float16 / bfloat16 tensors out of place with
- * different inputs per rank, bit for bit against the model.
+ * Then the bad configurations, float16 / bfloat16 tensors out of place with
+ * different inputs per rank, bit for bit against the model, ranks that
+ * disagree, and a state destroyed while its calls are still queued.
  * Exit: 0 all passed, 1 a case failed, 2 init failure.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __GLIBC__ /* defined by the headers above */
+#include <malloc.h>
+#endif
 
 #include "base/reduce.h"
 #include "compress/compress_model.h"
@@ -194,6 +199,73 @@ static void expect(const char *what, hcomm_status_t got, hcomm_status_t want)
                hcomm_status_name(want));
         g_failed++;
     }
+}
+
+/* The state destroyed while its calls are still queued on a stream (ranks
+ * other than 0 issue theirs later, so rank 0's decode steps surely run after
+ * its destroy): the calls keep the state until they have run and give the
+ * model's results. glibc is told to map every buffer of 128 KiB and more, so
+ * a step reading a state freed under it faults instead of reading what the
+ * free left. */
+static void destroy_while_queued(hcomm_comm_t comm)
+{
+    const size_t            count = (size_t)1 << 16, calls = 3;
+    hcomm_compress_config_t cfg;
+    hcomm_compress_t        st     = NULL;
+    hcomm_stream_t          stream = NULL;
+    hc_compress_model_t     m;
+    float                  *in[8] = {0}, *bufs[3] = {0}, *want = malloc(count * 4);
+    int                     fail = 0;
+
+    g_cases++;
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+    if (g_nranks > 8 || want == NULL || hcomm_compress_parse("topk:0.01", &cfg) != HCOMM_SUCCESS ||
+        hcomm_stream_create(&stream) != HCOMM_SUCCESS ||
+        hcomm_compress_create(comm, &cfg, count, HCOMM_FLOAT32, &st) != HCOMM_SUCCESS ||
+        hc_compress_model_init(&m, &cfg, g_nranks, count) != HCOMM_SUCCESS) {
+        printf("FAIL rank %d: destroy while queued: set-up failed\n", g_rank);
+        g_failed++;
+        return;
+    }
+    for (int r = 0; r < g_nranks; r++)
+        in[r] = malloc(count * 4);
+    for (size_t t = 0; t < calls; t++) {
+        bufs[t] = malloc(count * 4);
+        for (size_t i = 0; i < count; i++)
+            bufs[t][i] = input_value(g_rank, (int)t, i);
+    }
+    if (g_rank != 0)
+        usleep(100 * 1000);
+    for (size_t t = 0; t < calls; t++)
+        fail |= hcomm_allreduce_compressed(bufs[t], bufs[t], count, HCOMM_FLOAT32, st, comm,
+                                           stream) != HCOMM_SUCCESS;
+    hcomm_compress_destroy(st);
+    fail |= hcomm_stream_synchronize(stream) != HCOMM_SUCCESS;
+    for (size_t t = 0; t < calls && !fail; t++) {
+        for (int r = 0; r < g_nranks; r++)
+            for (size_t i = 0; i < count; i++)
+                in[r][i] = input_value(r, (int)t, i);
+        hc_compress_model_step(&m, (const float *const *)in, want);
+        size_t bad = compare(cfg.kind, bufs[t], want, count, 1.0);
+        if (bad != 0) {
+            printf("FAIL rank %d: state destroyed while queued, call %zu: %zu of %zu elements "
+                   "differ\n",
+                   g_rank, t, bad, count);
+            fail = 1;
+        }
+    }
+    if (fail)
+        printf("FAIL rank %d: state destroyed while its calls were queued\n", g_rank);
+    g_failed += fail;
+    for (int r = 0; r < g_nranks; r++)
+        free(in[r]);
+    for (size_t t = 0; t < calls; t++)
+        free(bufs[t]);
+    free(want);
+    hc_compress_model_free(&m);
+    hcomm_stream_destroy(stream);
 }
 
 /* Bad configurations: each a clear status (and one log line). */
@@ -400,6 +472,7 @@ int main(void)
     half_tensor(comm, "topk:0.3", HCOMM_BFLOAT16);
     half_tensor(comm, "topk:0.3", HCOMM_FLOAT16);
     disagreeing_ranks(comm);
+    destroy_while_queued(comm);
     printf("compress_check rank %d: %d cases, %d failed\n", g_rank, g_cases, g_failed);
     hcomm_comm_destroy(comm);
     return g_failed != 0;
