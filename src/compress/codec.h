@@ -17,7 +17,9 @@
  *           as +scale or -scale. The last block may be short (its bit bytes
  *           are ceil(len/8)).
  *   topk:   k pairs {uint32 index, float32 value}, indexes ascending.
- *   fp16 / bf16: one uint16 per value, rounded to nearest even. */
+ *   fp16 / bf16: one uint16 per value (in the codec table: the value over the
+ *           number of ranks, so the wire's sum is the average), rounded to
+ *           nearest even. */
 #ifndef HC_COMPRESS_CODEC_H
 #define HC_COMPRESS_CODEC_H
 

@@ -6,7 +6,9 @@
  * every rank computes from all ranks' inputs, residuals included: onebit and
  * topk must agree bit for bit, the casts (summed in half precision on the
  * wire) within a bound printed at the start; then each codec after a step
- * of all inf (no later output may be inf or NaN); some again on a stream.
+ * of all inf (no later output may be inf or NaN), and with values whose
+ * average fits the format but whose sum does not (no output may be inf);
+ * some again on a stream.
  * Then the bad configurations, float16 / bfloat16 tensors out of place with
  * different inputs per rank, bit for bit against the model, ranks that
  * disagree, and a state destroyed while its calls are still queued.
@@ -46,13 +48,22 @@ static float input_value(int r, int t, size_t i)
 
 /* Inputs beyond the ordinary: X_OVERFLOWED, step 0 all inf (an fp16 step whose
  * loss scale overflowed), which must leave no inf or NaN in the later steps'
- * outputs. */
-enum { X_PLAIN, X_OVERFLOWED };
+ * outputs; X_LARGE, values whose average fits the format but whose sum over
+ * ranks need not (fp16: up to 60000; the others up to 1e36, whose mean over a
+ * onebit block fits a float but not the block's sum). */
+enum { X_PLAIN, X_OVERFLOWED, X_LARGE };
 
-static float case_value(int x, int r, int t, size_t i)
+static double large_of(hcomm_compress_kind_t k)
+{
+    return k == HCOMM_COMPRESS_FP16 ? 60000.0 : 1e36;
+}
+
+static float case_value(int x, hcomm_compress_kind_t k, int r, int t, size_t i)
 {
     if (x == X_OVERFLOWED && t == 0)
         return INFINITY;
+    if (x == X_LARGE)
+        return (float)(input_value(r, t, i) / 8.0 * large_of(k));
     return input_value(r, t, i);
 }
 
@@ -105,7 +116,7 @@ static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inpla
     for (int t = 0; t < STEPS && !fail; t++) {
         for (int r = 0; r < g_nranks; r++)
             for (size_t i = 0; i < count; i++)
-                in[r][i] = case_value(x, r, t, i);
+                in[r][i] = case_value(x, cfg.kind, r, t, i);
         memcpy(buf, in[g_rank], count * 4);
         hcomm_status_t s = hcomm_allreduce_compressed(buf, inplace ? buf : out, count,
                                                       HCOMM_FLOAT32, st, comm, stream);
@@ -120,11 +131,15 @@ static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inpla
         hc_compress_model_step(&m, (const float *const *)in, want);
         if (x == X_OVERFLOWED && t == 0)
             continue; /* inf or NaN, as the model's: what counts is the next steps */
-        size_t bad = compare(cfg.kind, inplace ? buf : out, want, count, 1.0);
+        size_t bad = compare(cfg.kind, inplace ? buf : out, want, count,
+                             x == X_LARGE ? large_of(cfg.kind) / 8 : 1.0);
         if (bad != 0 || (!inplace && memcmp(buf, in[g_rank], count * 4) != 0)) {
             printf("FAIL rank %d: %s count %zu%s %s step %d: %zu of %zu elements differ from "
                    "the model or are not finite%s\n",
-                   g_rank, spec, count, x == X_OVERFLOWED ? " after an all-inf step" : "",
+                   g_rank, spec, count,
+                   x == X_OVERFLOWED ? " after an all-inf step"
+                   : x == X_LARGE    ? " large"
+                                     : "",
                    inplace ? "in place" : "out of place", t, bad, count,
                    bad ? "" : " (the send buffer changed)");
             fail = 1;
@@ -455,8 +470,10 @@ int main(void)
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
             for (int ip = 0; ip < 2; ip++)
                 g_failed += run_case(comm, specs[s], counts[c], ip, NULL, X_PLAIN);
-    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
         g_failed += run_case(comm, specs[s], 4099, 0, NULL, X_OVERFLOWED);
+        g_failed += run_case(comm, specs[s], 4099, 1, NULL, X_LARGE);
+    }
     /* on a stream: the local steps become host functions between the collectives */
     hcomm_stream_t stream;
     if (hcomm_stream_create(&stream) != HCOMM_SUCCESS)
