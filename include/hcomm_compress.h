@@ -38,7 +38,8 @@ typedef struct hcomm_compress *hcomm_compress_t;
 /** Parses "none", "onebit", "topk:RATIO" (e.g. topk:0.01), "fp16" or "bf16". */
 hcomm_status_t hcomm_compress_parse(const char *spec, hcomm_compress_config_t *config);
 
-/** The spec of a config, as hcomm_compress_parse reads it ("topk:0.01"). */
+/** The spec of a config, as hcomm_compress_parse reads it back to the same
+ * config ("topk:0.01"; the ratio in the fewest digits that give its double). */
 const char *hcomm_compress_name(const hcomm_compress_config_t *config, char *buf, size_t len);
 
 /*

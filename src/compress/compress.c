@@ -55,9 +55,16 @@ const char *hcomm_compress_name(const hcomm_compress_config_t *config, char *buf
     if (config == NULL || (unsigned)config->kind >= HCOMM_COMPRESS_COUNT || buf == NULL ||
         len == 0)
         return NULL;
-    if (config->kind == HCOMM_COMPRESS_TOPK)
-        snprintf(buf, len, "topk:%g", config->ratio);
-    else
+    if (config->kind == HCOMM_COMPRESS_TOPK) {
+        char spec[40];
+        /* the shortest that hcomm_compress_parse reads back as the same ratio */
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(spec, sizeof(spec), "topk:%.*g", prec, config->ratio);
+            if (strtod(spec + 5, NULL) == config->ratio)
+                break;
+        }
+        snprintf(buf, len, "%s", spec);
+    } else
         snprintf(buf, len, "%s", hc_codec_of(config->kind)->name);
     return buf;
 }

@@ -302,6 +302,21 @@ static void bad_configs(hcomm_comm_t comm)
     expect("parse topk:0", hcomm_compress_parse("topk:0", &cfg), HCOMM_ERR_INVALID_ARG);
     expect("parse topk", hcomm_compress_parse("topk", &cfg), HCOMM_ERR_INVALID_ARG);
     expect("parse twobit", hcomm_compress_parse("twobit", &cfg), HCOMM_ERR_INVALID_ARG);
+    /* a name reads back as the same config, in the fewest digits */
+    static const double ratios[] = {0.01, 1.0 / 3, 0.07, 0.1 + 1e-12, 1e-7, 1.0};
+    for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++) {
+        hcomm_compress_config_t back     = {HCOMM_COMPRESS_NONE, 0};
+        char                    name[64] = "";
+        cfg = (hcomm_compress_config_t){HCOMM_COMPRESS_TOPK, ratios[i]};
+        g_cases++;
+        if (hcomm_compress_name(&cfg, name, sizeof(name)) == NULL ||
+            hcomm_compress_parse(name, &back) != HCOMM_SUCCESS || back.kind != cfg.kind ||
+            back.ratio != cfg.ratio || (i == 0 && strcmp(name, "topk:0.01") != 0)) {
+            printf("FAIL rank %d: topk ratio %.17g named \"%s\", which parses as %.17g\n", g_rank,
+                   cfg.ratio, name, back.ratio);
+            g_failed++;
+        }
+    }
     expect("parse onebit", hcomm_compress_parse("onebit", &cfg), HCOMM_SUCCESS);
     expect("int32 tensor", hcomm_compress_create(comm, &cfg, 16, HCOMM_INT32, &st),
            HCOMM_ERR_INVALID_DTYPE);
