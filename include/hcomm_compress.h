@@ -38,7 +38,8 @@ typedef struct hcomm_compress *hcomm_compress_t;
 /** Parses "none", "onebit", "topk:RATIO" (e.g. topk:0.01), "fp16" or "bf16". */
 hcomm_status_t hcomm_compress_parse(const char *spec, hcomm_compress_config_t *config);
 
-/** The spec of a config, as hcomm_compress_parse reads it ("topk:0.01"). */
+/** The spec of a config, as hcomm_compress_parse reads it back to the same
+ * config ("topk:0.01"; the ratio in the fewest digits that give its double). */
 const char *hcomm_compress_name(const hcomm_compress_config_t *config, char *buf, size_t len);
 
 /*
@@ -50,10 +51,17 @@ const char *hcomm_compress_name(const hcomm_compress_config_t *config, char *buf
 hcomm_status_t hcomm_compress_create(hcomm_comm_t comm, const hcomm_compress_config_t *config,
                                      size_t count, hcomm_dtype_t dtype, hcomm_compress_t *state);
 
-/** Zeroes the residuals (as a new state would have them). */
+/*
+ * Zeroes the residuals (as a new state would have them). Not ordered with
+ * calls queued on a stream, which read and write them when they run: call it
+ * after hcomm_stream_synchronize of the stream the state's calls use.
+ */
 hcomm_status_t hcomm_compress_reset(hcomm_compress_t state);
 
-/** Frees the state; NULL is allowed. */
+/*
+ * Frees the state; NULL is allowed. Calls already queued on a stream keep
+ * what they use: the memory goes when the last of them has run.
+ */
 void hcomm_compress_destroy(hcomm_compress_t state);
 
 /*

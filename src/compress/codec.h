@@ -5,8 +5,9 @@
  * what the decoded message misses (v - decode(message)), so nothing a step
  * drops is lost: it is sent again, added to a later step's input. Where that
  * difference is not finite (v or a onebit scale was inf or NaN, or a cast
- * overflowed), onebit and the casts store 0 instead: one overflowing step,
- * which loss scaling skips, must not poison the residual for good.
+ * overflowed), every codec stores 0 instead (topk for a non-finite v it did
+ * not send): one overflowing step, which loss scaling skips, must not poison
+ * the residual for good.
  *
  * Wire formats (little-endian, as the host):
  *   onebit: per block of HC_ONEBIT_BLOCK values, one float32 scale (the mean
@@ -16,7 +17,9 @@
  *           as +scale or -scale. The last block may be short (its bit bytes
  *           are ceil(len/8)).
  *   topk:   k pairs {uint32 index, float32 value}, indexes ascending.
- *   fp16 / bf16: one uint16 per value, rounded to nearest even. */
+ *   fp16 / bf16: one uint16 per value (in the codec table: the value over the
+ *           number of ranks, so the wire's sum is the average), rounded to
+ *           nearest even. */
 #ifndef HC_COMPRESS_CODEC_H
 #define HC_COMPRESS_CODEC_H
 
@@ -49,10 +52,10 @@ void hc_onebit_decode(const uint8_t *msg, size_t n, float *out, int add);
 /* Selects the k entries of v = in + residual with the largest magnitude
  * (exactly k, 0 <= k <= n; ties broken by lower index; NaN counts as larger
  * than inf), writes them to out with indexes ascending, and sets residual to v
- * with those k entries zeroed. scratch: at least n floats and n uint32 of work
- * space (hc_topk_scratch_bytes), 8-byte aligned (malloc's is). Expected O(n);
- * deterministic. Returns 0, or -1 (nothing written) when k > n or
- * n > UINT32_MAX. */
+ * with those k entries and every non-finite one zeroed. scratch: at least n
+ * floats and n uint32 of work space (hc_topk_scratch_bytes), 8-byte aligned
+ * (malloc's is). Expected O(n); deterministic. Returns 0, or -1 (nothing
+ * written) when k > n or n > UINT32_MAX. */
 size_t hc_topk_scratch_bytes(size_t n);
 int    hc_topk_encode(const float *in, float *residual, size_t n, size_t k, void *scratch,
                       hc_topk_pair_t *out);

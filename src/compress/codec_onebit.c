@@ -7,11 +7,14 @@
  * i % 8, combined in one fixed order, so that the generic path and the AVX2
  * path (chosen at run time) give the same bits; the unit test compares them.
  *
+ * A block whose sum of |v| overflows a float though every v is finite gets
+ * its scale from a sum in double (scale_slow): finite values decode finite.
  * A residual that is not finite (v or the scale was inf or NaN) is stored as 0:
  * one overflowing step, which loss scaling skips, must not poison the residual
  * of every later step. */
 #include "compress/codec.h"
 
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -47,6 +50,19 @@ size_t hc_onebit_bytes(size_t n)
 static inline float lanes_total(const float l[8])
 {
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* The scale of a block whose float sum of |v| (s) is not finite: when every
+ * v is finite, their mean fits a float though their sum may not (2048 x
+ * 1e36), so the sum again in double; otherwise s. Rare, and both paths call
+ * it, so their outputs stay the same bits. */
+static float scale_slow(const float *v, size_t len, float s)
+{
+    double sum = 0.0;
+
+    for (size_t i = 0; i < len; i++)
+        sum += fabs((double)v[i]);
+    return isfinite(sum) ? (float)(sum / (double)len) : s;
 }
 
 /* v for value i: in + residual into residual, or in alone. */
@@ -125,6 +141,8 @@ static void encode_block_generic(const float *in, float *res, size_t len, uint8_
     for (size_t i = full; i < len; i++)
         lane[i % 8] += fabsf(tail_v(in, res, i));
     s = lanes_total(lane) / (float)len;
+    if (!(s <= FLT_MAX))
+        s = scale_slow(v, len, s);
     memcpy(out, &s, sizeof(s));
     if (res)
         bits_scalar(v, res, 0, len, s, out + sizeof(s));
@@ -156,6 +174,8 @@ static HC_AVX2 void encode_block_avx2(const float *in, float *res, size_t len, u
     for (; i < len; i++)
         lane[i % 8] += fabsf(tail_v(in, res, i));
     s = lanes_total(lane) / (float)len;
+    if (!(s <= FLT_MAX))
+        s = scale_slow(v, len, s);
     memcpy(out, &s, sizeof(s));
     vs = _mm256_set1_ps(s);
     for (i = 0; i < full; i += 8) {

@@ -182,22 +182,29 @@ static hcomm_status_t model_topk(const hc_compress_model_t *m, const float *cons
 }
 
 /* ---- fp16 / bf16: the cast on the ordinary allreduce (summed in half
- * precision, as NCCL users do), averaged after decoding. ---- */
+ * precision, as NCCL users do). Each rank casts its input divided by the
+ * number of ranks (the residual is in those units), so the sum is the
+ * average and no partial sum exceeds the largest input: a sum of the inputs
+ * themselves would overflow fp16 where the average fits (4 x 20000). ---- */
+static void cast_scale(const float *in, float *out, size_t n, int nranks)
+{
+    for (size_t x = 0; x < n; x++)
+        out[x] = in[x] / (float)nranks;
+}
+
 static hcomm_status_t cast_encode(hc_compress_call_t *c)
 {
     struct hcomm_compress *s = c->s;
-    hc_cast_encode(input_f32(c), s->worker_res, s->count, s->cfg.kind == HCOMM_COMPRESS_FP16,
+    cast_scale(input_f32(c), s->work, s->count, s->nranks); /* input_f32 may be s->work */
+    hc_cast_encode(s->work, s->worker_res, s->count, s->cfg.kind == HCOMM_COMPRESS_FP16,
                    s->sendbuf);
     return HCOMM_SUCCESS;
 }
 
 static hcomm_status_t cast_decode(hc_compress_call_t *c)
 {
-    struct hcomm_compress *s   = c->s;
-    float                 *out = output_f32(c);
-    hc_cast_decode(s->sendbuf, s->count, s->cfg.kind == HCOMM_COMPRESS_FP16, out, 0);
-    for (size_t x = 0; x < s->count; x++)
-        out[x] /= (float)s->nranks;
+    struct hcomm_compress *s = c->s;
+    hc_cast_decode(s->sendbuf, s->count, s->cfg.kind == HCOMM_COMPRESS_FP16, output_f32(c), 0);
     return output_done(c, HCOMM_SUCCESS);
 }
 
@@ -213,16 +220,20 @@ static hcomm_status_t model_cast(const hc_compress_model_t *m, const float *cons
 {
     int       half = m->kind == HCOMM_COMPRESS_FP16;
     uint16_t *msg  = malloc((m->count ? m->count : 1) * sizeof(*msg));
+    float    *v    = malloc((m->count ? m->count : 1) * sizeof(*v));
 
-    if (msg == NULL)
+    if (msg == NULL || v == NULL) {
+        free(msg);
+        free(v);
         return HCOMM_ERR_NO_MEMORY;
+    }
     for (int r = 0; r < m->nranks; r++) {
-        hc_cast_encode(in[r], m->worker_res[r], m->count, half, msg);
+        cast_scale(in[r], v, m->count, m->nranks);
+        hc_cast_encode(v, m->worker_res[r], m->count, half, msg);
         hc_cast_decode(msg, m->count, half, out, r != 0);
     }
-    for (size_t x = 0; x < m->count; x++)
-        out[x] /= (float)m->nranks;
     free(msg);
+    free(v);
     return HCOMM_SUCCESS;
 }
 

@@ -129,9 +129,23 @@ static const float *compute_v(const float *in, float *res, size_t n)
     return res;
 }
 
-/* Selection over all n ranks, then one pass emitting those >= the k-th. */
-static void select_all(const float *v, float *res, size_t n, size_t k, uint64_t *work,
-                       uint64_t *rng, hc_topk_pair_t *out)
+/* Non-finite values rank above all finite ones, so every one is sent unless
+ * more than k are, and then the k-th rank is one of them. Those left would be
+ * re-selected every later step (about 1/ratio steps of inf or NaN after one
+ * overflowed step): their residual becomes 0, as onebit's and the casts' do. */
+static void drop_nonfinite(float *res, size_t n, uint64_t kth)
+{
+    if (res == NULL || kth >> 32 < 0x7f800000u)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(res[i]))
+            res[i] = 0.0f;
+}
+
+/* Selection over all n ranks, then one pass emitting those >= the k-th;
+ * returns the k-th. */
+static uint64_t select_all(const float *v, float *res, size_t n, size_t k, uint64_t *work,
+                           uint64_t *rng, hc_topk_pair_t *out)
 {
     uint64_t kth;
     size_t   o = 0;
@@ -148,6 +162,7 @@ static void select_all(const float *v, float *res, size_t n, size_t k, uint64_t 
                 res[i] = 0.0f;
         }
     }
+    return kth;
 }
 
 /* The rank key threshold that about (k + 4 sigma + 8) / s of the values pass,
@@ -248,19 +263,22 @@ static int topk_encode(const float *in, float *residual, size_t n, size_t k, voi
         return -1;
     if (k == 0) {
         compute_v(in, residual, n);
+        drop_nonfinite(residual, n, UINT64_MAX);
         return 0;
     }
     if (n >= TOPK_SMALL && k <= n / 8)
         t = sample_threshold(in, residual, n, k, work, &rng);
     if (t == 0) {
-        v = compute_v(in, residual, n);
-        select_all(v, residual, n, k, work, &rng, out);
+        v   = compute_v(in, residual, n);
+        kth = select_all(v, residual, n, k, work, &rng, out);
+        drop_nonfinite(residual, n, kth);
         return 0;
     }
     c = collect(in, residual, n, t, work, n / 2, avx2);
     v = residual ? residual : in;
     if (c < k || c > n / 2) {
-        select_all(v, residual, n, k, work, &rng, out);
+        kth = select_all(v, residual, n, k, work, &rng, out);
+        drop_nonfinite(residual, n, kth);
         return 0;
     }
     memcpy(work + c, work, c * sizeof(*work));
@@ -276,6 +294,7 @@ static int topk_encode(const float *in, float *residual, size_t n, size_t k, voi
                 residual[i] = 0.0f;
         }
     }
+    drop_nonfinite(residual, n, kth);
     return 0;
 }
 

@@ -55,9 +55,16 @@ const char *hcomm_compress_name(const hcomm_compress_config_t *config, char *buf
     if (config == NULL || (unsigned)config->kind >= HCOMM_COMPRESS_COUNT || buf == NULL ||
         len == 0)
         return NULL;
-    if (config->kind == HCOMM_COMPRESS_TOPK)
-        snprintf(buf, len, "topk:%g", config->ratio);
-    else
+    if (config->kind == HCOMM_COMPRESS_TOPK) {
+        char spec[40];
+        /* the shortest that hcomm_compress_parse reads back as the same ratio */
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(spec, sizeof(spec), "topk:%.*g", prec, config->ratio);
+            if (strtod(spec + 5, NULL) == config->ratio)
+                break;
+        }
+        snprintf(buf, len, "%s", spec);
+    } else
         snprintf(buf, len, "%s", hc_codec_of(config->kind)->name);
     return buf;
 }
@@ -143,7 +150,8 @@ hcomm_status_t hcomm_compress_create(hcomm_comm_t comm, const hcomm_compress_con
                                  .count       = count,
                                  .dtype       = dtype,
                                  .nranks      = nranks,
-                                 .rank        = hc_comm_rank(comm)};
+                                 .rank        = hc_comm_rank(comm),
+                                 .refs        = 1};
     st = compress_alloc(s);
     if (st != HCOMM_SUCCESS) {
         hcomm_compress_destroy(s);
@@ -165,9 +173,9 @@ hcomm_status_t hcomm_compress_reset(hcomm_compress_t s)
     return HCOMM_SUCCESS;
 }
 
-void hcomm_compress_destroy(hcomm_compress_t s)
+void hc_compress_unref(struct hcomm_compress *s)
 {
-    if (s == NULL)
+    if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     free(s->worker_res);
     free(s->server_res);
@@ -177,6 +185,12 @@ void hcomm_compress_destroy(hcomm_compress_t s)
     free(s->recvbuf);
     free(s->scratch);
     free(s);
+}
+
+void hcomm_compress_destroy(hcomm_compress_t s)
+{
+    if (s != NULL)
+        hc_compress_unref(s); /* the creator's: calls still queued hold theirs */
 }
 
 static hcomm_status_t compress_check(const void *sendbuf, void *recvbuf, size_t count,

@@ -24,11 +24,13 @@ struct hcomm_compress {
     void                   *sendbuf;    /* messages out */
     void                   *recvbuf;    /* messages in */
     void                   *scratch;    /* topk selection work space */
+    int                     refs; /* atomic: the creator's, and one per call queued on a stream */
 };
 
 /* One call's buffers: the steps of a call queued on a stream run later, maybe
- * after the next call on the same state was issued. On a stream the call is
- * allocated before anything is queued and freed by whoever drops the last
+ * after the next call on the same state was issued, or after the state was
+ * destroyed. On a stream the call is allocated before anything is queued,
+ * holds a reference to the state, and is freed by whoever drops its last
  * reference: each queued local step holds one, the issuing call another, so a
  * call that could queue only some steps neither leaks it nor frees it early. */
 typedef struct hc_compress_call {
@@ -39,6 +41,10 @@ typedef struct hc_compress_call {
     int                    refs; /* stream: atomic */
     hcomm_status_t         failed; /* stream: a step failed or was skipped; the rest do nothing */
 } hc_compress_call_t;
+
+/* Drops a reference to s; the last one frees it. A call queued on a stream
+ * holds one, so destroying the state before the stream ran it is safe. */
+void hc_compress_unref(struct hcomm_compress *s);
 
 /* Rank j's chunk of the onebit tensor: hc_part_off/len over nranks. */
 size_t hc_compress_chunk_off(const struct hcomm_compress *s, int j);

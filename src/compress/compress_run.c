@@ -33,8 +33,11 @@ static hcomm_status_t run_coll(const hc_compress_call_t *c, hc_cstep_kind_t kind
 
 static void call_unref(hc_compress_call_t *c)
 {
-    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        struct hcomm_compress *s = c->s;
         free(c);
+        hc_compress_unref(s);
+    }
 }
 
 /* A local step fails only on what the peers sent (topk's indexes out of
@@ -105,6 +108,7 @@ hcomm_status_t hc_compress_run(struct hcomm_compress *s, const void *in, void *o
         }
         *c      = local;
         c->next = p;
+        __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED); /* dropped with the call's last */
     }
     for (; p->kind != HC_CSTEP_END; p++) {
         if (p->kind != HC_CSTEP_LOCAL) {

@@ -5,15 +5,23 @@
  * step's result with the serial model (src/compress/compress_model.h) that
  * every rank computes from all ranks' inputs, residuals included: onebit and
  * topk must agree bit for bit, the casts (summed in half precision on the
- * wire) within a bound printed at the start; some again on a stream. Then
- * the bad configurations, and float16 / bfloat16 tensors out of place with
- * different inputs per rank, bit for bit against the model.
+ * wire) within a bound printed at the start; then each codec after a step
+ * of all inf (no later output may be inf or NaN), and with values whose
+ * average fits the format but whose sum does not (no output may be inf);
+ * some again on a stream.
+ * Then the bad configurations, float16 / bfloat16 tensors out of place with
+ * different inputs per rank, bit for bit against the model, ranks that
+ * disagree, and a state destroyed while its calls are still queued.
  * Exit: 0 all passed, 1 a case failed, 2 init failure.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __GLIBC__ /* defined by the headers above */
+#include <malloc.h>
+#endif
 
 #include "base/reduce.h"
 #include "compress/compress_model.h"
@@ -38,6 +46,27 @@ static float input_value(int r, int t, size_t i)
     return (float)((double)(h % 4001) / 256.0 - 7.8125);
 }
 
+/* Inputs beyond the ordinary: X_OVERFLOWED, step 0 all inf (an fp16 step whose
+ * loss scale overflowed), which must leave no inf or NaN in the later steps'
+ * outputs; X_LARGE, values whose average fits the format but whose sum over
+ * ranks need not (fp16: up to 60000; the others up to 1e36, whose mean over a
+ * onebit block fits a float but not the block's sum). */
+enum { X_PLAIN, X_OVERFLOWED, X_LARGE };
+
+static double large_of(hcomm_compress_kind_t k)
+{
+    return k == HCOMM_COMPRESS_FP16 ? 60000.0 : 1e36;
+}
+
+static float case_value(int x, hcomm_compress_kind_t k, int r, int t, size_t i)
+{
+    if (x == X_OVERFLOWED && t == 0)
+        return INFINITY;
+    if (x == X_LARGE)
+        return (float)(input_value(r, t, i) / 8.0 * large_of(k));
+    return input_value(r, t, i);
+}
+
 static int is_exact(hcomm_compress_kind_t k)
 {
     return k == HCOMM_COMPRESS_ONEBIT || k == HCOMM_COMPRESS_TOPK;
@@ -51,18 +80,22 @@ static double cast_bound(hcomm_compress_kind_t k, int n)
     return k == HCOMM_COMPRESS_NONE ? 1e-4 : eps * 8.0 * n;
 }
 
-static size_t compare(hcomm_compress_kind_t k, const float *got, const float *want, size_t n)
+/* Elements of got that differ from want (scale: the inputs' largest / 8) or
+ * are not finite. */
+static size_t compare(hcomm_compress_kind_t k, const float *got, const float *want, size_t n,
+                      double scale)
 {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++)
-        bad += is_exact(k) ? memcmp(&got[i], &want[i], sizeof(float)) != 0
-                           : !(fabs((double)got[i] - want[i]) <= cast_bound(k, g_nranks));
+        bad += !isfinite(got[i]) ||
+               (is_exact(k) ? memcmp(&got[i], &want[i], sizeof(float)) != 0
+                            : !(fabs((double)got[i] - want[i]) <= cast_bound(k, g_nranks) * scale));
     return bad;
 }
 
-/* STEPS steps of one codec and count against the model. */
+/* STEPS steps of one codec and count against the model; x: the inputs. */
 static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inplace,
-                    hcomm_stream_t stream)
+                    hcomm_stream_t stream, int x)
 {
     hcomm_compress_config_t cfg;
     hcomm_compress_t        st = NULL;
@@ -83,7 +116,7 @@ static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inpla
     for (int t = 0; t < STEPS && !fail; t++) {
         for (int r = 0; r < g_nranks; r++)
             for (size_t i = 0; i < count; i++)
-                in[r][i] = input_value(r, t, i);
+                in[r][i] = case_value(x, cfg.kind, r, t, i);
         memcpy(buf, in[g_rank], count * 4);
         hcomm_status_t s = hcomm_allreduce_compressed(buf, inplace ? buf : out, count,
                                                       HCOMM_FLOAT32, st, comm, stream);
@@ -96,11 +129,19 @@ static int run_case(hcomm_comm_t comm, const char *spec, size_t count, int inpla
             break;
         }
         hc_compress_model_step(&m, (const float *const *)in, want);
-        size_t bad = compare(cfg.kind, inplace ? buf : out, want, count);
+        if (x == X_OVERFLOWED && t == 0)
+            continue; /* inf or NaN, as the model's: what counts is the next steps */
+        size_t bad = compare(cfg.kind, inplace ? buf : out, want, count,
+                             x == X_LARGE ? large_of(cfg.kind) / 8 : 1.0);
         if (bad != 0 || (!inplace && memcmp(buf, in[g_rank], count * 4) != 0)) {
-            printf("FAIL rank %d: %s count %zu %s step %d: %zu of %zu elements differ from "
-                   "the model%s\n", g_rank, spec, count, inplace ? "in place" : "out of place", t,
-                   bad, count, bad ? "" : " (the send buffer changed)");
+            printf("FAIL rank %d: %s count %zu%s %s step %d: %zu of %zu elements differ from "
+                   "the model or are not finite%s\n",
+                   g_rank, spec, count,
+                   x == X_OVERFLOWED ? " after an all-inf step"
+                   : x == X_LARGE    ? " large"
+                                     : "",
+                   inplace ? "in place" : "out of place", t, bad, count,
+                   bad ? "" : " (the send buffer changed)");
             fail = 1;
         }
     }
@@ -148,7 +189,7 @@ static int run_queued(hcomm_comm_t comm, const char *spec, size_t count, hcomm_s
             for (size_t i = 0; i < count; i++)
                 in[r][i] = input_value(r, t, i);
         hc_compress_model_step(&m, (const float *const *)in, want);
-        size_t bad = compare(cfg.kind, bufs[t], want, count);
+        size_t bad = compare(cfg.kind, bufs[t], want, count, 1.0);
         if (bad != 0) {
             printf("FAIL rank %d: %s queued on a stream, call %d: %zu of %zu elements differ\n",
                    g_rank, spec, t, bad, count);
@@ -175,6 +216,73 @@ static void expect(const char *what, hcomm_status_t got, hcomm_status_t want)
     }
 }
 
+/* The state destroyed while its calls are still queued on a stream (ranks
+ * other than 0 issue theirs later, so rank 0's decode steps surely run after
+ * its destroy): the calls keep the state until they have run and give the
+ * model's results. glibc is told to map every buffer of 128 KiB and more, so
+ * a step reading a state freed under it faults instead of reading what the
+ * free left. */
+static void destroy_while_queued(hcomm_comm_t comm)
+{
+    const size_t            count = (size_t)1 << 16, calls = 3;
+    hcomm_compress_config_t cfg;
+    hcomm_compress_t        st     = NULL;
+    hcomm_stream_t          stream = NULL;
+    hc_compress_model_t     m;
+    float                  *in[8] = {0}, *bufs[3] = {0}, *want = malloc(count * 4);
+    int                     fail = 0;
+
+    g_cases++;
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+    if (g_nranks > 8 || want == NULL || hcomm_compress_parse("topk:0.01", &cfg) != HCOMM_SUCCESS ||
+        hcomm_stream_create(&stream) != HCOMM_SUCCESS ||
+        hcomm_compress_create(comm, &cfg, count, HCOMM_FLOAT32, &st) != HCOMM_SUCCESS ||
+        hc_compress_model_init(&m, &cfg, g_nranks, count) != HCOMM_SUCCESS) {
+        printf("FAIL rank %d: destroy while queued: set-up failed\n", g_rank);
+        g_failed++;
+        return;
+    }
+    for (int r = 0; r < g_nranks; r++)
+        in[r] = malloc(count * 4);
+    for (size_t t = 0; t < calls; t++) {
+        bufs[t] = malloc(count * 4);
+        for (size_t i = 0; i < count; i++)
+            bufs[t][i] = input_value(g_rank, (int)t, i);
+    }
+    if (g_rank != 0)
+        usleep(100 * 1000);
+    for (size_t t = 0; t < calls; t++)
+        fail |= hcomm_allreduce_compressed(bufs[t], bufs[t], count, HCOMM_FLOAT32, st, comm,
+                                           stream) != HCOMM_SUCCESS;
+    hcomm_compress_destroy(st);
+    fail |= hcomm_stream_synchronize(stream) != HCOMM_SUCCESS;
+    for (size_t t = 0; t < calls && !fail; t++) {
+        for (int r = 0; r < g_nranks; r++)
+            for (size_t i = 0; i < count; i++)
+                in[r][i] = input_value(r, (int)t, i);
+        hc_compress_model_step(&m, (const float *const *)in, want);
+        size_t bad = compare(cfg.kind, bufs[t], want, count, 1.0);
+        if (bad != 0) {
+            printf("FAIL rank %d: state destroyed while queued, call %zu: %zu of %zu elements "
+                   "differ\n",
+                   g_rank, t, bad, count);
+            fail = 1;
+        }
+    }
+    if (fail)
+        printf("FAIL rank %d: state destroyed while its calls were queued\n", g_rank);
+    g_failed += fail;
+    for (int r = 0; r < g_nranks; r++)
+        free(in[r]);
+    for (size_t t = 0; t < calls; t++)
+        free(bufs[t]);
+    free(want);
+    hc_compress_model_free(&m);
+    hcomm_stream_destroy(stream);
+}
+
 /* Bad configurations: each a clear status (and one log line). */
 static void bad_configs(hcomm_comm_t comm)
 {
@@ -194,6 +302,21 @@ static void bad_configs(hcomm_comm_t comm)
     expect("parse topk:0", hcomm_compress_parse("topk:0", &cfg), HCOMM_ERR_INVALID_ARG);
     expect("parse topk", hcomm_compress_parse("topk", &cfg), HCOMM_ERR_INVALID_ARG);
     expect("parse twobit", hcomm_compress_parse("twobit", &cfg), HCOMM_ERR_INVALID_ARG);
+    /* a name reads back as the same config, in the fewest digits */
+    static const double ratios[] = {0.01, 1.0 / 3, 0.07, 0.1 + 1e-12, 1e-7, 1.0};
+    for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++) {
+        hcomm_compress_config_t back     = {HCOMM_COMPRESS_NONE, 0};
+        char                    name[64] = "";
+        cfg = (hcomm_compress_config_t){HCOMM_COMPRESS_TOPK, ratios[i]};
+        g_cases++;
+        if (hcomm_compress_name(&cfg, name, sizeof(name)) == NULL ||
+            hcomm_compress_parse(name, &back) != HCOMM_SUCCESS || back.kind != cfg.kind ||
+            back.ratio != cfg.ratio || (i == 0 && strcmp(name, "topk:0.01") != 0)) {
+            printf("FAIL rank %d: topk ratio %.17g named \"%s\", which parses as %.17g\n", g_rank,
+                   cfg.ratio, name, back.ratio);
+            g_failed++;
+        }
+    }
     expect("parse onebit", hcomm_compress_parse("onebit", &cfg), HCOMM_SUCCESS);
     expect("int32 tensor", hcomm_compress_create(comm, &cfg, 16, HCOMM_INT32, &st),
            HCOMM_ERR_INVALID_DTYPE);
@@ -361,13 +484,17 @@ int main(void)
     for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
             for (int ip = 0; ip < 2; ip++)
-                g_failed += run_case(comm, specs[s], counts[c], ip, NULL);
+                g_failed += run_case(comm, specs[s], counts[c], ip, NULL, X_PLAIN);
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
+        g_failed += run_case(comm, specs[s], 4099, 0, NULL, X_OVERFLOWED);
+        g_failed += run_case(comm, specs[s], 4099, 1, NULL, X_LARGE);
+    }
     /* on a stream: the local steps become host functions between the collectives */
     hcomm_stream_t stream;
     if (hcomm_stream_create(&stream) != HCOMM_SUCCESS)
         g_failed++;
     for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
-        g_failed += run_case(comm, specs[s], 2049, (int)(s % 2), stream);
+        g_failed += run_case(comm, specs[s], 2049, (int)(s % 2), stream, X_PLAIN);
         g_failed += run_queued(comm, specs[s], 4099, stream);
     }
     hcomm_stream_destroy(stream);
@@ -377,6 +504,7 @@ int main(void)
     half_tensor(comm, "topk:0.3", HCOMM_BFLOAT16);
     half_tensor(comm, "topk:0.3", HCOMM_FLOAT16);
     disagreeing_ranks(comm);
+    destroy_while_queued(comm);
     printf("compress_check rank %d: %d cases, %d failed\n", g_rank, g_cases, g_failed);
     hcomm_comm_destroy(comm);
     return g_failed != 0;

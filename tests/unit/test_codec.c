@@ -219,6 +219,44 @@ static void test_onebit_generic_vs_avx2(void **state)
     free(in), free(r1), free(r2), free(d1), free(d2), free(m1), free(m2);
 }
 
+/* Finite values whose block sum of |v| overflows a float (mean 1e36, and
+ * random values up to FLT_MAX / 4, so that v = in + residual stays finite
+ * over the steps): the scale is their mean, finite, and so are
+ * the decoded values and the residual; both paths the same bits. */
+static void test_onebit_large(void **state)
+{
+    size_t   n = 2 * HC_ONEBIT_BLOCK + 9, nb = hc_onebit_bytes(n);
+    float   *in = xmalloc(n * sizeof(float)), *r1 = xmalloc(n * sizeof(float));
+    float   *r2 = xmalloc(n * sizeof(float)), *dec = xmalloc(n * sizeof(float));
+    uint8_t *m1 = xmalloc(nb), *m2 = xmalloc(nb);
+    float    s;
+
+    (void)state;
+    for (int rep = 0; rep < 2; rep++) {
+        for (size_t i = 0; i < n; i++) {
+            in[i] = rep == 0 ? (i % 2 ? -1e36f : 1e36f) : rnd_unit() * (FLT_MAX / 4);
+            r1[i] = r2[i] = 0.0f;
+        }
+        for (int step = 0; step < 3; step++) {
+            hc_onebit_encode_generic(in, r1, n, m1);
+            if (hc_onebit_avx2_usable()) {
+                hc_onebit_encode_avx2(in, r2, n, m2);
+                assert_memory_equal(m1, m2, nb);
+                assert_memory_equal(r1, r2, n * sizeof(float));
+            }
+            hc_onebit_decode(m1, n, dec, 0);
+            for (size_t i = 0; i < n; i++)
+                assert_true(isfinite(dec[i]) && isfinite(r1[i]));
+        }
+        hc_onebit_encode(in, NULL, n, m1);
+        check_onebit_msg(in, n, m1);
+        memcpy(&s, m1, sizeof(s));
+        if (rep == 0)
+            assert_true(s == 1e36f);
+    }
+    free(in), free(r1), free(r2), free(dec), free(m1), free(m2);
+}
+
 /* ---- topk ---- */
 
 static const float *cmp_v;
@@ -268,7 +306,7 @@ static void check_topk(const float *in, const float *res0, size_t n, size_t k)
         sel[idx[j]] = 1;
     }
     for (size_t i = 0; i < n; i++)
-        assert_true(fbits(res[i]) == (sel[i] ? fbits(0.0f) : fbits(v[i])));
+        assert_true(fbits(res[i]) == (sel[i] || !isfinite(v[i]) ? fbits(0.0f) : fbits(v[i])));
     /* no residual: the same pairs from v; and the same without AVX2 */
     assert_int_equal(hc_topk_encode(v, NULL, n, k, scr, out2), 0);
     assert_memory_equal(out, out2, k * sizeof(*out));
@@ -277,7 +315,7 @@ static void check_topk(const float *in, const float *res0, size_t n, size_t k)
     assert_int_equal(hc_topk_encode_generic(in, res, n, k, scr, out2), 0);
     assert_memory_equal(out, out2, k * sizeof(*out));
     for (size_t i = 0; i < n; i++)
-        assert_true(fbits(res[i]) == (sel[i] ? fbits(0.0f) : fbits(v[i])));
+        assert_true(fbits(res[i]) == (sel[i] || !isfinite(v[i]) ? fbits(0.0f) : fbits(v[i])));
     free(v), free(res), free(idx), free(scr), free(out), free(out2), free(sel);
 }
 
@@ -324,6 +362,32 @@ static void test_topk_ties(void **state)
     check_topk(in, zero, n, 500);
     check_topk(in, zero, 7, 7);
     free(in), free(zero);
+}
+
+/* More non-finite values than k (an fp16 step that overflowed): those not
+ * sent must leave a residual of 0, or each is sent again at a later step, for
+ * about 1/ratio steps. Every path: small n, sampled candidates, and k = 0. */
+static void test_topk_nonfinite(void **state)
+{
+    static const size_t sizes[]     = {100, 5000, 50000};
+    float               nonfinite[] = {INFINITY, -INFINITY, NAN};
+
+    (void)state;
+    for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+        size_t n  = sizes[t];
+        float *in = xmalloc(n * sizeof(float)), *res = xmalloc(n * sizeof(float));
+        size_t ks[] = {0, 1, n / 100, n / 10};
+
+        for (int every = 1; every <= 7; every += 6) { /* all, then 1 in 7 */
+            for (size_t i = 0; i < n; i++) {
+                in[i]  = i % (size_t)every ? rnd_unit() : nonfinite[i % 3];
+                res[i] = rnd_unit();
+            }
+            for (size_t j = 0; j < sizeof(ks) / sizeof(ks[0]); j++)
+                check_topk(in, res, n, ks[j]);
+        }
+        free(in), free(res);
+    }
 }
 
 /* k = ceil(ratio x count), the ratio's decimal value and not its double's. */
@@ -590,7 +654,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_onebit_bytes),     cmocka_unit_test(test_onebit_roundtrip),
         cmocka_unit_test(test_onebit_zero_sign), cmocka_unit_test(test_onebit_generic_vs_avx2),
-        cmocka_unit_test(test_topk_random),      cmocka_unit_test(test_topk_ties),
+        cmocka_unit_test(test_onebit_large),     cmocka_unit_test(test_topk_random),
+        cmocka_unit_test(test_topk_ties),        cmocka_unit_test(test_topk_nonfinite),
         cmocka_unit_test(test_topk_k),           cmocka_unit_test(test_topk_bad),
         cmocka_unit_test(test_cast_specials),    cmocka_unit_test(test_cast_sweep),
         cmocka_unit_test(test_cast_decode),      cmocka_unit_test(test_ef_onebit),
