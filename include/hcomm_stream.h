@@ -30,8 +30,11 @@ hcomm_status_t hcomm_stream_create(hcomm_stream_t *stream);
  * passed as void *): each operation, host function or event on it starts after
  * the work queued on the CUDA stream before it, and the CUDA stream's later
  * work waits until it has finished (a host function on the CUDA stream
- * brackets it). Buffers are host memory (pinned for speed). Only in builds
- * where configure found CUDA; elsewhere HCOMM_ERR_UNSUPPORTED.
+ * brackets it). Buffers are host memory (pinned for speed). Each wait is
+ * bounded by HCOMM_TIMEOUT: work the CUDA stream has not reached by then
+ * fails, and work still running then lets the CUDA stream go on and fails
+ * the stream (HCOMM_ERR_TIMEOUT). Only in builds where configure found CUDA;
+ * elsewhere HCOMM_ERR_UNSUPPORTED.
  */
 hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *stream);
 

@@ -25,6 +25,7 @@ struct hc_stream_task {
     hc_event_rec_t   *rec; /* record: the one it completes; wait: the one it waits for */
     int               refs;         /* the thread, and a CUDA callback on CUDA streams */
     int               go, finished; /* CUDA streams: the CUDA stream reached it; it ran */
+    int                  late; /* skipped before the CUDA stream reached it (s->cuda_late) */
     struct hcomm_stream *owner;
     uint64_t             seq; /* s->queued when it was queued (its number, from 1) */
     size_t            nreqs;
@@ -48,6 +49,8 @@ struct hcomm_stream {
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
     int                  cuda_pending; /* their callbacks not yet returned: they use s */
     int                  cuda_skipped; /* tasks the CUDA stream never reached in time */
+    int                  cuda_late;    /* of those, the ones whose callback has not come yet */
+    int                  waiting_go;   /* the thread waits for the CUDA stream, in no task */
     uint64_t             unordered;    /* an event wait timed out: tasks queued up to this one
                                         * were to run after it, and do not */
 };
@@ -153,7 +156,8 @@ static void task_unref(hc_stream_task_t *t)
 
 /* The CUDA stream's callback: the work before the task on the CUDA stream is
  * done, so the task may run; the CUDA stream's later work waits until it has
- * (the callback returns then), at most HCOMM_TIMEOUT. */
+ * (the callback returns then), at most HCOMM_TIMEOUT, after which the stream
+ * fails (its error is set even if the task succeeds later). */
 static void stream_cuda_enter(void *arg)
 {
     hc_stream_task_t *t       = arg;
@@ -163,12 +167,23 @@ static void stream_cuda_enter(void *arg)
 
     pthread_mutex_lock(&s->mu);
     t->go = 1;
+    if (t->late) /* skipped already: the tasks behind it may be reached again */
+        s->cuda_late--;
     pthread_cond_broadcast(&s->cuda_cv);
     while (!t->finished && !expired)
         expired = pthread_cond_timedwait(&s->cuda_cv, &s->mu, &until) != 0;
-    if (!t->finished)
-        hc_error(STREAM, "CUDA stream %p: an hcomm task did not finish within HCOMM_TIMEOUT; "
-                       "the CUDA stream goes on", s->cuda);
+    if (!t->finished) {
+        /* the CUDA stream's later work runs on what the task has not made
+         * yet: the stream fails, as synchronize and query then say */
+        hc_error(STREAM,
+                 "CUDA stream %p: an hcomm task did not finish within HCOMM_TIMEOUT; "
+                 "the CUDA stream goes on, and hcomm stream %p fails",
+                 s->cuda, (void *)s);
+        if (s->error == HCOMM_SUCCESS)
+            s->error = HCOMM_ERR_TIMEOUT;
+        s->nfailed++;
+        s->last_fail = HCOMM_ERR_TIMEOUT;
+    }
     task_unref(t);
     s->cuda_pending--;
     pthread_cond_broadcast(&s->cuda_cv); /* destroy may wait for this */
@@ -289,15 +304,31 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
 }
 
 /* CUDA streams: waits (s->mu held) until the CUDA stream reached the task, at
- * most HCOMM_TIMEOUT; 1 to run it, 0 when it never came. */
+ * most HCOMM_TIMEOUT; 1 to run it, 0 when it never came. Not at all while an
+ * earlier task's callback is still to come: CUDA runs callbacks in order, so
+ * this one's cannot come first (waiting a full timeout for each task behind a
+ * stalled one made synchronize report the stream stuck). */
 static int stream_wait_go(hcomm_stream_t s, hc_stream_task_t *t)
 {
     struct timespec until   = hc_clock_abs_in(hc_params_get()->timeout);
     int             expired = 0;
 
-    while (!t->go && s->cuda != NULL && !expired)
+    if (s->cuda == NULL)
+        return 1;
+    s->waiting_go = 1;
+    while (!t->go && s->cuda_late == 0 && !expired)
         expired = pthread_cond_timedwait(&s->cuda_cv, &s->mu, &until) != 0;
-    return t->go || s->cuda == NULL;
+    s->waiting_go = 0;
+    if (t->go)
+        return 1;
+    if (s->cuda_late == 0)
+        hc_error(STREAM,
+                 "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT (%g s); it "
+                 "and the tasks behind it fail until the CUDA stream catches up",
+                 s->cuda, hc_params_get()->timeout);
+    t->late = 1;
+    s->cuda_late++;
+    return 0;
 }
 
 /* A task the CUDA stream never reached, or one behind an event wait that timed
@@ -305,9 +336,6 @@ static int stream_wait_go(hcomm_stream_t s, hc_stream_task_t *t)
  * fails, so its peers do not wait forever; its buffers may not be ready). */
 static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
 {
-    if (t->seq > s->unordered)
-        hc_error(STREAM, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT",
-                 s->cuda);
     stream_fail(s, HCOMM_ERR_TIMEOUT);
     for (size_t i = 0; i < t->nreqs; i++) {
         hc_comm_set_failed(hc_request_comm(t->reqs[i]), HCOMM_ERR_TIMEOUT);
@@ -427,7 +455,10 @@ static hcomm_status_t stream_sync(hcomm_stream_t s, int *stuck)
     uint64_t target = s->queued, seen = s->finished;
     while (s->finished < target) {
         struct timespec until = hc_clock_abs_in(timeout);
-        if (pthread_cond_timedwait(&s->done, &s->mu, &until) != 0 && s->finished == seen) {
+        /* waiting for the CUDA stream is bounded by HCOMM_TIMEOUT on its own
+         * (the task then fails): not stuck inside a task */
+        if (pthread_cond_timedwait(&s->done, &s->mu, &until) != 0 && s->finished == seen &&
+            !s->waiting_go) {
             pthread_mutex_unlock(&s->mu);
             hc_error(STREAM, "stream %p: no queued work finished within HCOMM_TIMEOUT (%g s)",
                      (void *)s, timeout);
@@ -572,6 +603,9 @@ hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void
 
 hcomm_status_t hc_stream_launch_step(hcomm_stream_t s, hcomm_status_t (*fn)(void *, int), void *arg)
 {
+    hcomm_status_t st = hc_stream_check(s, "hcomm stream step");
+    if (st != HCOMM_SUCCESS)
+        return st;
     hc_stream_task_t *t = task_new(TASK_STEP, 0);
     if (t == NULL)
         return HCOMM_ERR_NO_MEMORY;
