@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -44,6 +45,7 @@ struct hcomm_stream {
     hcomm_request_t   last_req; /* held for hcomm_stream_last_request; under g_last_mu */
     struct hcomm_stream *live_next; /* g_live, under g_last_mu */
     int               stop;
+    int                  entering; /* launches between hc_stream_enter and their push; atomic */
     pthread_t         thread;
     void             *cuda;    /* the cudaStream_t work is ordered with, or NULL */
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
@@ -72,6 +74,34 @@ static hcomm_request_t last_swap(hcomm_stream_t s, hcomm_request_t req)
     s->last_req         = req;
     pthread_mutex_unlock(&g_last_mu);
     return old;
+}
+
+static void live_add(hcomm_stream_t s)
+{
+    pthread_mutex_lock(&g_last_mu);
+    s->live_next = g_live;
+    g_live       = s;
+    pthread_mutex_unlock(&g_last_mu);
+}
+
+/* Takes s out of the registry, so that no launch enters it any more: 1, or 0
+ * when it is not there (logged). */
+static int live_remove(hcomm_stream_t s)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&g_last_mu);
+    for (hcomm_stream_t *p = &g_live; *p != NULL && !found; p = &(*p)->live_next)
+        if (*p == s) {
+            *p    = s->live_next;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&g_last_mu);
+    if (!found)
+        hc_error(STREAM, "hcomm_stream_destroy: stream %p is NULL, destroyed or not a stream",
+                 (void *)s);
+    return found;
 }
 
 void hc_stream_forget_comm(hcomm_comm_t comm)
@@ -115,6 +145,30 @@ hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
         return HCOMM_ERR_INVALID_ARG;
     }
     return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_stream_enter(hcomm_stream_t s, const char *what)
+{
+    int live = 0;
+
+    if (s != NULL) {
+        pthread_mutex_lock(&g_last_mu);
+        for (hcomm_stream_t p = g_live; p != NULL && !live; p = p->live_next)
+            live = p == s;
+        if (live) /* under the lock: destroy unlinks first, then waits for these */
+            __atomic_add_fetch(&s->entering, 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&g_last_mu);
+    }
+    if (!live) {
+        hc_error(STREAM, "%s: stream %p is NULL, destroyed or not a stream", what, (void *)s);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    return HCOMM_SUCCESS;
+}
+
+void hc_stream_leave(hcomm_stream_t s)
+{
+    __atomic_sub_fetch(&s->entering, 1, __ATOMIC_RELEASE);
 }
 
 static hc_stream_task_t *task_new(task_kind_t kind, size_t nreqs)
@@ -225,6 +279,7 @@ void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
     t->seq  = ++s->queued;
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
+    hc_stream_leave(s); /* s may be freed from here */
     if (dropped != NULL)
         hc_request_drop(dropped);
 }
@@ -413,10 +468,7 @@ static hcomm_status_t stream_create(void *cuda, hcomm_stream_t *out)
         free(s);
         return HCOMM_ERR_SYSTEM;
     }
-    pthread_mutex_lock(&g_last_mu);
-    s->live_next = g_live;
-    g_live       = s;
-    pthread_mutex_unlock(&g_last_mu);
+    live_add(s);
     *out = s;
     return HCOMM_SUCCESS;
 }
@@ -478,10 +530,24 @@ hcomm_status_t hcomm_stream_synchronize(hcomm_stream_t s)
     return hc_stream_sync(s, &stuck);
 }
 
+/* A host function on s waiting for s would wait for itself. */
+static int on_own_thread(hcomm_stream_t s, const char *what)
+{
+    if (!pthread_equal(pthread_self(), s->thread))
+        return 0;
+    hc_error(STREAM,
+             "%s: called by a host function on stream %p itself, which would wait for "
+             "itself; call it from another thread",
+             what, (void *)s);
+    return 1;
+}
+
 hcomm_status_t hc_stream_sync(hcomm_stream_t s, int *stuck)
 {
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_synchronize");
     *stuck            = 0;
+    if (st == HCOMM_SUCCESS && on_own_thread(s, "hcomm_stream_synchronize"))
+        return HCOMM_ERR_INVALID_USAGE;
     return st != HCOMM_SUCCESS ? st : stream_sync(s, stuck);
 }
 
@@ -514,11 +580,42 @@ static int stream_cuda_settle(hcomm_stream_t s)
     return left > 0 ? -1 : 0;
 }
 
+/* Waits until the launches that found s live have queued their task, at most
+ * HCOMM_TIMEOUT: 0, or -1. (They hold no lock the caller waits for: the
+ * window covers a collective's queuing on its communicator at most.) */
+static int stream_wait_entering(hcomm_stream_t s)
+{
+    double          until = hc_clock_now() + hc_params_get()->timeout;
+    struct timespec nap   = {0, 50000};
+
+    while (__atomic_load_n(&s->entering, __ATOMIC_ACQUIRE) > 0) {
+        if (hc_clock_now() > until)
+            return -1;
+        nanosleep(&nap, NULL);
+    }
+    return 0;
+}
+
 hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
 {
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_destroy");
     if (st != HCOMM_SUCCESS)
         return st;
+    if (on_own_thread(s, "hcomm_stream_destroy"))
+        return HCOMM_ERR_INVALID_USAGE;
+    /* out of the registry first: a launch racing the destroy is either
+     * refused or queued before the sync below looks (it used to be accepted
+     * and never run, or queued into the freed stream) */
+    if (!live_remove(s))
+        return HCOMM_ERR_INVALID_ARG; /* another thread destroyed it meanwhile */
+    if (stream_wait_entering(s) != 0) {
+        live_add(s);
+        hc_error(STREAM,
+                 "hcomm_stream_destroy: a launch onto stream %p did not finish queuing "
+                 "within HCOMM_TIMEOUT; not destroyed",
+                 (void *)s);
+        return HCOMM_ERR_TIMEOUT;
+    }
     int stuck;
     st = stream_sync(s, &stuck);
     /* Only a wait that timed out means the thread may still be inside a task;
@@ -526,7 +623,8 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
      * and the stream is freed as any other (the kill campaign found streams
      * leaked, with their threads, after every such failure). */
     if (stuck) {
-        /* its thread may still be inside a task: leave it running, leak it */
+        /* its thread may still be inside a task: a retry may free it */
+        live_add(s);
         hc_error(STREAM, "hcomm_stream_destroy: stream %p is stuck; not freed", (void *)s);
         return st;
     }
@@ -536,12 +634,7 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&g_last_mu);
     hcomm_request_t last = s->last_req;
-    s->last_req    = NULL;
-    for (hcomm_stream_t *p = &g_live; *p != NULL; p = &(*p)->live_next)
-        if (*p == s) {
-            *p = s->live_next;
-            break;
-        }
+    s->last_req          = NULL;
     pthread_mutex_unlock(&g_last_mu);
     pthread_join(s->thread, NULL);
     if (last != NULL)
@@ -585,16 +678,19 @@ hcomm_status_t hcomm_stream_last_request(hcomm_stream_t s, hcomm_request_t *req)
 
 hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void *arg)
 {
-    hcomm_status_t st = hc_stream_check(s, "hcomm_launch_host_func");
+    hcomm_status_t st = hc_stream_enter(s, "hcomm_launch_host_func");
     if (st != HCOMM_SUCCESS)
         return st;
     if (fn == NULL) {
+        hc_stream_leave(s);
         hc_error(STREAM, "hcomm_launch_host_func: NULL function");
         return HCOMM_ERR_INVALID_ARG;
     }
     hc_stream_task_t *t = task_new(TASK_HOST, 0);
-    if (t == NULL)
+    if (t == NULL) {
+        hc_stream_leave(s);
         return HCOMM_ERR_NO_MEMORY;
+    }
     t->fn  = fn;
     t->arg = arg;
     hc_stream_push(s, t);
@@ -603,12 +699,14 @@ hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void
 
 hcomm_status_t hc_stream_launch_step(hcomm_stream_t s, hcomm_status_t (*fn)(void *, int), void *arg)
 {
-    hcomm_status_t st = hc_stream_check(s, "hcomm stream step");
+    hcomm_status_t st = hc_stream_enter(s, "hcomm stream step");
     if (st != HCOMM_SUCCESS)
         return st;
     hc_stream_task_t *t = task_new(TASK_STEP, 0);
-    if (t == NULL)
+    if (t == NULL) {
+        hc_stream_leave(s);
         return HCOMM_ERR_NO_MEMORY;
+    }
     t->step = fn;
     t->arg  = arg;
     hc_stream_push(s, t);
@@ -617,16 +715,17 @@ hcomm_status_t hc_stream_launch_step(hcomm_stream_t s, hcomm_status_t (*fn)(void
 
 hcomm_status_t hcomm_event_record(hcomm_event_t ev, hcomm_stream_t s)
 {
-    hcomm_status_t st = hc_stream_check(s, "hcomm_event_record");
+    hcomm_status_t st = hc_stream_enter(s, "hcomm_event_record");
     if (st != HCOMM_SUCCESS)
         return st;
-    if ((st = hc_event_check(ev, "hcomm_event_record")) != HCOMM_SUCCESS)
+    if ((st = hc_event_check(ev, "hcomm_event_record")) != HCOMM_SUCCESS) {
+        hc_stream_leave(s);
         return st;
+    }
     hc_stream_task_t *t = task_new(TASK_RECORD, 0);
-    if (t == NULL)
-        return HCOMM_ERR_NO_MEMORY;
-    if ((t->rec = hc_event_new_record(ev)) == NULL) {
+    if (t == NULL || (t->rec = hc_event_new_record(ev)) == NULL) {
         free(t);
+        hc_stream_leave(s);
         return HCOMM_ERR_NO_MEMORY;
     }
     hc_event_ref(ev);
@@ -637,14 +736,18 @@ hcomm_status_t hcomm_event_record(hcomm_event_t ev, hcomm_stream_t s)
 
 hcomm_status_t hcomm_stream_wait_event(hcomm_stream_t s, hcomm_event_t ev)
 {
-    hcomm_status_t st = hc_stream_check(s, "hcomm_stream_wait_event");
+    hcomm_status_t st = hc_stream_enter(s, "hcomm_stream_wait_event");
     if (st != HCOMM_SUCCESS)
         return st;
-    if ((st = hc_event_check(ev, "hcomm_stream_wait_event")) != HCOMM_SUCCESS)
+    if ((st = hc_event_check(ev, "hcomm_stream_wait_event")) != HCOMM_SUCCESS) {
+        hc_stream_leave(s);
         return st;
+    }
     hc_stream_task_t *t = task_new(TASK_WAIT, 0);
-    if (t == NULL)
+    if (t == NULL) {
+        hc_stream_leave(s);
         return HCOMM_ERR_NO_MEMORY;
+    }
     hc_event_ref(ev);
     t->ev  = ev;
     t->rec = hc_event_capture(ev);
