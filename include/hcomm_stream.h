@@ -30,8 +30,11 @@ hcomm_status_t hcomm_stream_create(hcomm_stream_t *stream);
  * passed as void *): each operation, host function or event on it starts after
  * the work queued on the CUDA stream before it, and the CUDA stream's later
  * work waits until it has finished (a host function on the CUDA stream
- * brackets it). Buffers are host memory (pinned for speed). Only in builds
- * where configure found CUDA; elsewhere HCOMM_ERR_UNSUPPORTED.
+ * brackets it). Buffers are host memory (pinned for speed). Each wait is
+ * bounded by HCOMM_TIMEOUT: work the CUDA stream has not reached by then
+ * fails, and work still running then lets the CUDA stream go on and fails
+ * the stream (HCOMM_ERR_TIMEOUT). Only in builds where configure found CUDA;
+ * elsewhere HCOMM_ERR_UNSUPPORTED.
  */
 hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *stream);
 
@@ -40,6 +43,9 @@ hcomm_status_t hcomm_stream_create_cuda(void *cuda_stream, hcomm_stream_t *strea
  * of it finishing), then stops its thread and frees it. Returns the stream's
  * error, as hcomm_stream_synchronize would. Any later call with the handle
  * (or one never created) gets HCOMM_ERR_INVALID_ARG; the same holds for events.
+ * A launch racing the destroy on another thread is either run before the
+ * stream goes or refused. From a host function on the stream itself:
+ * HCOMM_ERR_INVALID_USAGE (it would wait for itself), as for synchronize.
  */
 hcomm_status_t hcomm_stream_destroy(hcomm_stream_t stream);
 
@@ -47,7 +53,8 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t stream);
  * Waits until everything queued on the stream before this call has finished;
  * returns the first error any of its work had since the stream was created
  * (sticky, as in CUDA), HCOMM_SUCCESS otherwise, or HCOMM_ERR_TIMEOUT when no
- * queued work finished for HCOMM_TIMEOUT.
+ * queued work finished for HCOMM_TIMEOUT. From a host function on the stream
+ * itself: HCOMM_ERR_INVALID_USAGE.
  */
 hcomm_status_t hcomm_stream_synchronize(hcomm_stream_t stream);
 

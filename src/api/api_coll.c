@@ -7,17 +7,25 @@
 hcomm_status_t hc_api_issue_on_stream(hcomm_comm_t comm, const hc_coll_args_t *args,
                                       const void *sendbuf, void *recvbuf, hcomm_stream_t stream)
 {
-    /* the task first: once the request is queued, handing it over cannot fail */
+    /* the task first: once the request is queued, handing it over cannot
+     * fail; the stream entered, so that a destroy racing this call waits for
+     * the push (checked before, it might be destroyed since) */
+    hcomm_status_t st = hc_stream_enter(stream, hc_coll_name(args->coll));
+    if (st != HCOMM_SUCCESS)
+        return st;
     hc_stream_task_t *t = hc_stream_task_requests(1);
     hcomm_request_t   queued;
-    if (t == NULL)
+    if (t == NULL) {
+        hc_stream_leave(stream);
         return HCOMM_ERR_NO_MEMORY;
+    }
     hc_comm_make_threaded(comm);
     hc_comm_lock(comm);
-    hcomm_status_t st = hc_coll_enqueue(comm, args, sendbuf, recvbuf, 1, &queued);
+    st = hc_coll_enqueue(comm, args, sendbuf, recvbuf, 1, &queued);
     hc_comm_unlock(comm);
     if (st != HCOMM_SUCCESS) {
         hc_stream_task_free(t);
+        hc_stream_leave(stream);
         return st;
     }
     hc_stream_task_set_request(t, 0, queued);

@@ -106,10 +106,12 @@ hcomm_status_t hcomm_group_end(void)
     if (mixed) {
         hc_error(COLL, "hcomm_group_end: the calls of one group must name the same stream");
         bad = HCOMM_ERR_INVALID_USAGE;
-    } else if (stream != NULL && hc_stream_check(stream, "hcomm_group_end") != HCOMM_SUCCESS) {
+    } else if (stream != NULL && hc_stream_enter(stream, "hcomm_group_end") != HCOMM_SUCCESS) {
         bad = HCOMM_ERR_INVALID_ARG; /* destroyed since its calls were added */
     } else if (reqs == NULL || (stream != NULL && (task = hc_stream_task_requests(n)) == NULL)) {
         bad = HCOMM_ERR_NO_MEMORY;
+        if (stream != NULL) /* entered: a destroy waits for the push, or this */
+            hc_stream_leave(stream);
     }
     if (bad != HCOMM_SUCCESS) {
         first = first != HCOMM_SUCCESS ? first : bad;
@@ -129,6 +131,8 @@ hcomm_status_t hcomm_group_end(void)
         hc_stream_task_shrink(task, nreqs);
         hc_stream_push(stream, task);
         task = NULL;
+    } else if (stream != NULL) {
+        hc_stream_leave(stream); /* nothing queued */
     }
     hc_stream_task_free(task);
     free(reqs);

@@ -254,38 +254,50 @@ err_nomem:
 }
 
 /* On the stream, before the bucket's allreduce: what failed before it is
- * not its failure (the stream's error is sticky). */
-static void mark(void *arg)
+ * not its failure (the stream's error is sticky). Skipped too (a CUDA stream
+ * that did not reach it): the allreduce's own fate is what unpack checks. */
+static hcomm_status_t mark(void *arg, int skip)
 {
     bucket_t *b = arg;
-    b->fails0   = hc_stream_failures(b->owner->stream, NULL);
+    (void)skip;
+    b->fails0 = hc_stream_failures(b->owner->stream, NULL);
+    return HCOMM_SUCCESS;
 }
 
 /* On the stream, after the bucket's allreduce: skip the copy when it failed
- * (the fusion buffer then holds no average). */
-static void unpack(void *arg)
+ * (the fusion buffer then holds no average), and fail the bucket when the
+ * stream skipped the copy itself (its tensors keep the local gradient). */
+static hcomm_status_t unpack(void *arg, int skip)
 {
     bucket_t       *b  = arg;
     hcomm_buckets_t bk = b->owner;
     hcomm_status_t  st;
 
+    if (skip) {
+        b->error = HCOMM_ERR_TIMEOUT; /* the stream logged it */
+        return HCOMM_SUCCESS;
+    }
     if (hc_stream_failures(bk->stream, &st) != b->fails0) {
         b->error = st;
-        return;
+        return HCOMM_SUCCESS; /* the allreduce's failure, counted already */
     }
     for (int i = b->first; i < b->last; i++)
         if (bk->counts[i] != 0)
             memcpy(bk->tensors[i], (char *)b->fusion + bk->offset[i] * bk->esize,
                    bk->counts[i] * bk->esize);
+    return HCOMM_SUCCESS;
 }
 
+/* mark and unpack are steps, not host functions: a skipped host function
+ * never runs, and the bucket's tensors kept their local gradient with the
+ * step reported a success. */
 static hcomm_status_t launch(hcomm_buckets_t bk, bucket_t *b)
 {
     hcomm_status_t st;
 
     if (b->count == 0)
         return HCOMM_SUCCESS;
-    st = hcomm_launch_host_func(bk->stream, mark, b);
+    st = hc_stream_launch_step(bk->stream, mark, b);
     if (st != HCOMM_SUCCESS)
         return st;
     if (b->cstate != NULL)
@@ -295,7 +307,7 @@ static hcomm_status_t launch(hcomm_buckets_t bk, bucket_t *b)
         st = hcomm_allreduce(b->fusion, b->fusion, b->count, bk->dtype, HCOMM_AVG, bk->comm,
                              bk->stream);
     if (st == HCOMM_SUCCESS)
-        st = hcomm_launch_host_func(bk->stream, unpack, b);
+        st = hc_stream_launch_step(bk->stream, unpack, b);
     return st;
 }
 

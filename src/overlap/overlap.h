@@ -18,6 +18,12 @@ typedef struct hc_stream_task hc_stream_task_t;
  * created: HCOMM_ERR_INVALID_ARG), or HCOMM_SUCCESS. Looks the handle up in
  * the registry of live streams; reads nothing through it. */
 hcomm_status_t hc_stream_check(hcomm_stream_t stream, const char *what);
+/* As hc_stream_check, for a call that will queue a task: on success the
+ * stream is entered, and hcomm_stream_destroy waits (HCOMM_TIMEOUT at most)
+ * until hc_stream_push, or hc_stream_leave when the call queues nothing after
+ * all, leaves it. Between the two the caller may not wait for the stream. */
+hcomm_status_t hc_stream_enter(hcomm_stream_t stream, const char *what);
+void           hc_stream_leave(hcomm_stream_t stream);
 
 /* A task for nreqs requests (a group's run together), allocated before they
  * are queued so that queuing them cannot fail half-way; NULL when out of memory. */
@@ -26,7 +32,8 @@ void              hc_stream_task_set_request(hc_stream_task_t *t, size_t i, hcom
 void              hc_stream_task_shrink(hc_stream_task_t *t, size_t nreqs); /* fewer filled */
 void              hc_stream_task_free(hc_stream_task_t *t);              /* NULL allowed */
 
-/* Queues a filled task; the stream owns it from here. */
+/* Queues a filled task (the caller entered the stream: hc_stream_enter) and
+ * leaves the stream; the stream owns the task from here. */
 void hc_stream_push(hcomm_stream_t stream, hc_stream_task_t *t);
 
 /* Drops the holds streams keep on comm's requests for

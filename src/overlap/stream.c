@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -25,6 +26,7 @@ struct hc_stream_task {
     hc_event_rec_t   *rec; /* record: the one it completes; wait: the one it waits for */
     int               refs;         /* the thread, and a CUDA callback on CUDA streams */
     int               go, finished; /* CUDA streams: the CUDA stream reached it; it ran */
+    int                  late; /* skipped before the CUDA stream reached it (s->cuda_late) */
     struct hcomm_stream *owner;
     uint64_t             seq; /* s->queued when it was queued (its number, from 1) */
     size_t            nreqs;
@@ -43,11 +45,14 @@ struct hcomm_stream {
     hcomm_request_t   last_req; /* held for hcomm_stream_last_request; under g_last_mu */
     struct hcomm_stream *live_next; /* g_live, under g_last_mu */
     int               stop;
+    int                  entering; /* launches between hc_stream_enter and their push; atomic */
     pthread_t         thread;
     void             *cuda;    /* the cudaStream_t work is ordered with, or NULL */
     pthread_cond_t    cuda_cv; /* go / finished of tasks on a CUDA stream */
     int                  cuda_pending; /* their callbacks not yet returned: they use s */
     int                  cuda_skipped; /* tasks the CUDA stream never reached in time */
+    int                  cuda_late;    /* of those, the ones whose callback has not come yet */
+    int                  waiting_go;   /* the thread waits for the CUDA stream, in no task */
     uint64_t             unordered;    /* an event wait timed out: tasks queued up to this one
                                         * were to run after it, and do not */
 };
@@ -69,6 +74,34 @@ static hcomm_request_t last_swap(hcomm_stream_t s, hcomm_request_t req)
     s->last_req         = req;
     pthread_mutex_unlock(&g_last_mu);
     return old;
+}
+
+static void live_add(hcomm_stream_t s)
+{
+    pthread_mutex_lock(&g_last_mu);
+    s->live_next = g_live;
+    g_live       = s;
+    pthread_mutex_unlock(&g_last_mu);
+}
+
+/* Takes s out of the registry, so that no launch enters it any more: 1, or 0
+ * when it is not there (logged). */
+static int live_remove(hcomm_stream_t s)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&g_last_mu);
+    for (hcomm_stream_t *p = &g_live; *p != NULL && !found; p = &(*p)->live_next)
+        if (*p == s) {
+            *p    = s->live_next;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&g_last_mu);
+    if (!found)
+        hc_error(STREAM, "hcomm_stream_destroy: stream %p is NULL, destroyed or not a stream",
+                 (void *)s);
+    return found;
 }
 
 void hc_stream_forget_comm(hcomm_comm_t comm)
@@ -114,6 +147,30 @@ hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
     return HCOMM_SUCCESS;
 }
 
+hcomm_status_t hc_stream_enter(hcomm_stream_t s, const char *what)
+{
+    int live = 0;
+
+    if (s != NULL) {
+        pthread_mutex_lock(&g_last_mu);
+        for (hcomm_stream_t p = g_live; p != NULL && !live; p = p->live_next)
+            live = p == s;
+        if (live) /* under the lock: destroy unlinks first, then waits for these */
+            __atomic_add_fetch(&s->entering, 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&g_last_mu);
+    }
+    if (!live) {
+        hc_error(STREAM, "%s: stream %p is NULL, destroyed or not a stream", what, (void *)s);
+        return HCOMM_ERR_INVALID_ARG;
+    }
+    return HCOMM_SUCCESS;
+}
+
+void hc_stream_leave(hcomm_stream_t s)
+{
+    __atomic_sub_fetch(&s->entering, 1, __ATOMIC_RELEASE);
+}
+
 static hc_stream_task_t *task_new(task_kind_t kind, size_t nreqs)
 {
     hc_stream_task_t *t = calloc(1, sizeof(*t) + nreqs * sizeof(hcomm_request_t));
@@ -153,7 +210,8 @@ static void task_unref(hc_stream_task_t *t)
 
 /* The CUDA stream's callback: the work before the task on the CUDA stream is
  * done, so the task may run; the CUDA stream's later work waits until it has
- * (the callback returns then), at most HCOMM_TIMEOUT. */
+ * (the callback returns then), at most HCOMM_TIMEOUT, after which the stream
+ * fails (its error is set even if the task succeeds later). */
 static void stream_cuda_enter(void *arg)
 {
     hc_stream_task_t *t       = arg;
@@ -163,12 +221,23 @@ static void stream_cuda_enter(void *arg)
 
     pthread_mutex_lock(&s->mu);
     t->go = 1;
+    if (t->late) /* skipped already: the tasks behind it may be reached again */
+        s->cuda_late--;
     pthread_cond_broadcast(&s->cuda_cv);
     while (!t->finished && !expired)
         expired = pthread_cond_timedwait(&s->cuda_cv, &s->mu, &until) != 0;
-    if (!t->finished)
-        hc_error(STREAM, "CUDA stream %p: an hcomm task did not finish within HCOMM_TIMEOUT; "
-                       "the CUDA stream goes on", s->cuda);
+    if (!t->finished) {
+        /* the CUDA stream's later work runs on what the task has not made
+         * yet: the stream fails, as synchronize and query then say */
+        hc_error(STREAM,
+                 "CUDA stream %p: an hcomm task did not finish within HCOMM_TIMEOUT; "
+                 "the CUDA stream goes on, and hcomm stream %p fails",
+                 s->cuda, (void *)s);
+        if (s->error == HCOMM_SUCCESS)
+            s->error = HCOMM_ERR_TIMEOUT;
+        s->nfailed++;
+        s->last_fail = HCOMM_ERR_TIMEOUT;
+    }
     task_unref(t);
     s->cuda_pending--;
     pthread_cond_broadcast(&s->cuda_cv); /* destroy may wait for this */
@@ -210,6 +279,7 @@ void hc_stream_push(hcomm_stream_t s, hc_stream_task_t *t)
     t->seq  = ++s->queued;
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
+    hc_stream_leave(s); /* s may be freed from here */
     if (dropped != NULL)
         hc_request_drop(dropped);
 }
@@ -289,15 +359,31 @@ static void run_task(hcomm_stream_t s, hc_stream_task_t *t)
 }
 
 /* CUDA streams: waits (s->mu held) until the CUDA stream reached the task, at
- * most HCOMM_TIMEOUT; 1 to run it, 0 when it never came. */
+ * most HCOMM_TIMEOUT; 1 to run it, 0 when it never came. Not at all while an
+ * earlier task's callback is still to come: CUDA runs callbacks in order, so
+ * this one's cannot come first (waiting a full timeout for each task behind a
+ * stalled one made synchronize report the stream stuck). */
 static int stream_wait_go(hcomm_stream_t s, hc_stream_task_t *t)
 {
     struct timespec until   = hc_clock_abs_in(hc_params_get()->timeout);
     int             expired = 0;
 
-    while (!t->go && s->cuda != NULL && !expired)
+    if (s->cuda == NULL)
+        return 1;
+    s->waiting_go = 1;
+    while (!t->go && s->cuda_late == 0 && !expired)
         expired = pthread_cond_timedwait(&s->cuda_cv, &s->mu, &until) != 0;
-    return t->go || s->cuda == NULL;
+    s->waiting_go = 0;
+    if (t->go)
+        return 1;
+    if (s->cuda_late == 0)
+        hc_error(STREAM,
+                 "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT (%g s); it "
+                 "and the tasks behind it fail until the CUDA stream catches up",
+                 s->cuda, hc_params_get()->timeout);
+    t->late = 1;
+    s->cuda_late++;
+    return 0;
 }
 
 /* A task the CUDA stream never reached, or one behind an event wait that timed
@@ -305,9 +391,6 @@ static int stream_wait_go(hcomm_stream_t s, hc_stream_task_t *t)
  * fails, so its peers do not wait forever; its buffers may not be ready). */
 static void stream_skip(hcomm_stream_t s, hc_stream_task_t *t)
 {
-    if (t->seq > s->unordered)
-        hc_error(STREAM, "CUDA stream %p did not reach an hcomm task within HCOMM_TIMEOUT",
-                 s->cuda);
     stream_fail(s, HCOMM_ERR_TIMEOUT);
     for (size_t i = 0; i < t->nreqs; i++) {
         hc_comm_set_failed(hc_request_comm(t->reqs[i]), HCOMM_ERR_TIMEOUT);
@@ -385,10 +468,7 @@ static hcomm_status_t stream_create(void *cuda, hcomm_stream_t *out)
         free(s);
         return HCOMM_ERR_SYSTEM;
     }
-    pthread_mutex_lock(&g_last_mu);
-    s->live_next = g_live;
-    g_live       = s;
-    pthread_mutex_unlock(&g_last_mu);
+    live_add(s);
     *out = s;
     return HCOMM_SUCCESS;
 }
@@ -427,7 +507,10 @@ static hcomm_status_t stream_sync(hcomm_stream_t s, int *stuck)
     uint64_t target = s->queued, seen = s->finished;
     while (s->finished < target) {
         struct timespec until = hc_clock_abs_in(timeout);
-        if (pthread_cond_timedwait(&s->done, &s->mu, &until) != 0 && s->finished == seen) {
+        /* waiting for the CUDA stream is bounded by HCOMM_TIMEOUT on its own
+         * (the task then fails): not stuck inside a task */
+        if (pthread_cond_timedwait(&s->done, &s->mu, &until) != 0 && s->finished == seen &&
+            !s->waiting_go) {
             pthread_mutex_unlock(&s->mu);
             hc_error(STREAM, "stream %p: no queued work finished within HCOMM_TIMEOUT (%g s)",
                      (void *)s, timeout);
@@ -447,10 +530,24 @@ hcomm_status_t hcomm_stream_synchronize(hcomm_stream_t s)
     return hc_stream_sync(s, &stuck);
 }
 
+/* A host function on s waiting for s would wait for itself. */
+static int on_own_thread(hcomm_stream_t s, const char *what)
+{
+    if (!pthread_equal(pthread_self(), s->thread))
+        return 0;
+    hc_error(STREAM,
+             "%s: called by a host function on stream %p itself, which would wait for "
+             "itself; call it from another thread",
+             what, (void *)s);
+    return 1;
+}
+
 hcomm_status_t hc_stream_sync(hcomm_stream_t s, int *stuck)
 {
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_synchronize");
     *stuck            = 0;
+    if (st == HCOMM_SUCCESS && on_own_thread(s, "hcomm_stream_synchronize"))
+        return HCOMM_ERR_INVALID_USAGE;
     return st != HCOMM_SUCCESS ? st : stream_sync(s, stuck);
 }
 
@@ -483,11 +580,42 @@ static int stream_cuda_settle(hcomm_stream_t s)
     return left > 0 ? -1 : 0;
 }
 
+/* Waits until the launches that found s live have queued their task, at most
+ * HCOMM_TIMEOUT: 0, or -1. (They hold no lock the caller waits for: the
+ * window covers a collective's queuing on its communicator at most.) */
+static int stream_wait_entering(hcomm_stream_t s)
+{
+    double          until = hc_clock_now() + hc_params_get()->timeout;
+    struct timespec nap   = {0, 50000};
+
+    while (__atomic_load_n(&s->entering, __ATOMIC_ACQUIRE) > 0) {
+        if (hc_clock_now() > until)
+            return -1;
+        nanosleep(&nap, NULL);
+    }
+    return 0;
+}
+
 hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
 {
     hcomm_status_t st = hc_stream_check(s, "hcomm_stream_destroy");
     if (st != HCOMM_SUCCESS)
         return st;
+    if (on_own_thread(s, "hcomm_stream_destroy"))
+        return HCOMM_ERR_INVALID_USAGE;
+    /* out of the registry first: a launch racing the destroy is either
+     * refused or queued before the sync below looks (it used to be accepted
+     * and never run, or queued into the freed stream) */
+    if (!live_remove(s))
+        return HCOMM_ERR_INVALID_ARG; /* another thread destroyed it meanwhile */
+    if (stream_wait_entering(s) != 0) {
+        live_add(s);
+        hc_error(STREAM,
+                 "hcomm_stream_destroy: a launch onto stream %p did not finish queuing "
+                 "within HCOMM_TIMEOUT; not destroyed",
+                 (void *)s);
+        return HCOMM_ERR_TIMEOUT;
+    }
     int stuck;
     st = stream_sync(s, &stuck);
     /* Only a wait that timed out means the thread may still be inside a task;
@@ -495,7 +623,8 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
      * and the stream is freed as any other (the kill campaign found streams
      * leaked, with their threads, after every such failure). */
     if (stuck) {
-        /* its thread may still be inside a task: leave it running, leak it */
+        /* its thread may still be inside a task: a retry may free it */
+        live_add(s);
         hc_error(STREAM, "hcomm_stream_destroy: stream %p is stuck; not freed", (void *)s);
         return st;
     }
@@ -505,12 +634,7 @@ hcomm_status_t hcomm_stream_destroy(hcomm_stream_t s)
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&g_last_mu);
     hcomm_request_t last = s->last_req;
-    s->last_req    = NULL;
-    for (hcomm_stream_t *p = &g_live; *p != NULL; p = &(*p)->live_next)
-        if (*p == s) {
-            *p = s->live_next;
-            break;
-        }
+    s->last_req          = NULL;
     pthread_mutex_unlock(&g_last_mu);
     pthread_join(s->thread, NULL);
     if (last != NULL)
@@ -554,16 +678,19 @@ hcomm_status_t hcomm_stream_last_request(hcomm_stream_t s, hcomm_request_t *req)
 
 hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void *arg)
 {
-    hcomm_status_t st = hc_stream_check(s, "hcomm_launch_host_func");
+    hcomm_status_t st = hc_stream_enter(s, "hcomm_launch_host_func");
     if (st != HCOMM_SUCCESS)
         return st;
     if (fn == NULL) {
+        hc_stream_leave(s);
         hc_error(STREAM, "hcomm_launch_host_func: NULL function");
         return HCOMM_ERR_INVALID_ARG;
     }
     hc_stream_task_t *t = task_new(TASK_HOST, 0);
-    if (t == NULL)
+    if (t == NULL) {
+        hc_stream_leave(s);
         return HCOMM_ERR_NO_MEMORY;
+    }
     t->fn  = fn;
     t->arg = arg;
     hc_stream_push(s, t);
@@ -572,9 +699,14 @@ hcomm_status_t hcomm_launch_host_func(hcomm_stream_t s, hcomm_host_fn_t fn, void
 
 hcomm_status_t hc_stream_launch_step(hcomm_stream_t s, hcomm_status_t (*fn)(void *, int), void *arg)
 {
+    hcomm_status_t st = hc_stream_enter(s, "hcomm stream step");
+    if (st != HCOMM_SUCCESS)
+        return st;
     hc_stream_task_t *t = task_new(TASK_STEP, 0);
-    if (t == NULL)
+    if (t == NULL) {
+        hc_stream_leave(s);
         return HCOMM_ERR_NO_MEMORY;
+    }
     t->step = fn;
     t->arg  = arg;
     hc_stream_push(s, t);
@@ -583,16 +715,17 @@ hcomm_status_t hc_stream_launch_step(hcomm_stream_t s, hcomm_status_t (*fn)(void
 
 hcomm_status_t hcomm_event_record(hcomm_event_t ev, hcomm_stream_t s)
 {
-    hcomm_status_t st = hc_stream_check(s, "hcomm_event_record");
+    hcomm_status_t st = hc_stream_enter(s, "hcomm_event_record");
     if (st != HCOMM_SUCCESS)
         return st;
-    if ((st = hc_event_check(ev, "hcomm_event_record")) != HCOMM_SUCCESS)
+    if ((st = hc_event_check(ev, "hcomm_event_record")) != HCOMM_SUCCESS) {
+        hc_stream_leave(s);
         return st;
+    }
     hc_stream_task_t *t = task_new(TASK_RECORD, 0);
-    if (t == NULL)
-        return HCOMM_ERR_NO_MEMORY;
-    if ((t->rec = hc_event_new_record(ev)) == NULL) {
+    if (t == NULL || (t->rec = hc_event_new_record(ev)) == NULL) {
         free(t);
+        hc_stream_leave(s);
         return HCOMM_ERR_NO_MEMORY;
     }
     hc_event_ref(ev);
@@ -603,14 +736,18 @@ hcomm_status_t hcomm_event_record(hcomm_event_t ev, hcomm_stream_t s)
 
 hcomm_status_t hcomm_stream_wait_event(hcomm_stream_t s, hcomm_event_t ev)
 {
-    hcomm_status_t st = hc_stream_check(s, "hcomm_stream_wait_event");
+    hcomm_status_t st = hc_stream_enter(s, "hcomm_stream_wait_event");
     if (st != HCOMM_SUCCESS)
         return st;
-    if ((st = hc_event_check(ev, "hcomm_stream_wait_event")) != HCOMM_SUCCESS)
+    if ((st = hc_event_check(ev, "hcomm_stream_wait_event")) != HCOMM_SUCCESS) {
+        hc_stream_leave(s);
         return st;
+    }
     hc_stream_task_t *t = task_new(TASK_WAIT, 0);
-    if (t == NULL)
+    if (t == NULL) {
+        hc_stream_leave(s);
         return HCOMM_ERR_NO_MEMORY;
+    }
     hc_event_ref(ev);
     t->ev  = ev;
     t->rec = hc_event_capture(ev);

@@ -5,7 +5,7 @@
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" check="$top/tests/coll/stream_check"
-need "$run" "$check"
+need "$run" "$check" "$top/tests/coll/fake_cuda_check"
 export HCOMM_TIMEOUT=60
 scratch streams
 for n in 1 2 3 4 8; do
@@ -24,6 +24,12 @@ result "a communicator aborted under a running stream op: the op fails" $?
 try 120 HCOMM_TIMEOUT=2 "$run" -n 2 "$check" --event-timeout &&
     [ "$(grep -c 'behind a timed-out event wait ended with' "$out")" -eq 2 ]
 result "an allreduce behind an event wait that timed out fails, not runs on unready data" $?
+# CUDA-ordered streams on a fake CUDA stream (no GPU needed)
+fake="$top/tests/coll/fake_cuda_check"
+try 60 HCOMM_TIMEOUT=1 "$fake" bucket
+result "buckets on a CUDA stream that stalls past HCOMM_TIMEOUT: the step fails at once" $?
+try 60 HCOMM_TIMEOUT=1 "$fake" long
+result "a host function past HCOMM_TIMEOUT on a CUDA stream: the stream's error says so" $?
 # CUDA streams: built when configure found CUDA, run where a GPU is (without
 # one cuda_stream_check says SKIP and why)
 cuda="$top/tests/coll/cuda_stream_check"

@@ -1,14 +1,16 @@
 /*
  * bad_lifetime - handles used past their life: a request ended twice through
  * a stale copy, a stream's request held across its communicator's destroy, a
- * destroy or abort inside a group, buckets used after their destroy. Each gets
- * a clear status and one log line (or, for a held request, simply works);
- * none corrupts the library, reads freed memory (the ASan run,
- * tests/sanitize/run.sh asan tests/fault/bad_lifetime, checks it) or hangs.
+ * destroy or abort inside a group, buckets used after their destroy, a stream
+ * synchronized or destroyed by its own host function or destroyed while
+ * another thread launches onto it. Each gets a clear status and one log line
+ * (or, for a held request, simply works); none corrupts the library, reads freed memory (the ASan
+ * run, tests/sanitize/run.sh asan tests/fault/bad_lifetime, checks it) or hangs.
  *
  * One process with one-rank communicators; HCOMM_TIMEOUT is short so that a
  * destroy that waits for it fails the test quickly.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -226,6 +228,104 @@ static void test_buckets_destroyed(void **state)
     EXPECT(hcomm_stream_destroy(s), HCOMM_SUCCESS);
 }
 
+/* Host functions that synchronize or destroy their own stream: refused at
+ * once (HCOMM_ERR_INVALID_USAGE, one line). They used to wait the whole
+ * HCOMM_TIMEOUT for themselves, then say no queued work finished, and the
+ * destroy leaked the stream. */
+typedef struct {
+    hcomm_stream_t s;
+    hcomm_status_t st;
+    double         took;
+    long           lines;
+} self_call_t;
+
+static void self_sync(void *arg)
+{
+    self_call_t *c  = arg;
+    long         b  = log_lines();
+    double       t0 = now_s();
+    c->st           = hcomm_stream_synchronize(c->s);
+    c->took         = now_s() - t0;
+    c->lines        = log_lines() - b;
+}
+
+static void self_destroy(void *arg)
+{
+    self_call_t *c  = arg;
+    long         b  = log_lines();
+    double       t0 = now_s();
+    c->st           = hcomm_stream_destroy(c->s);
+    c->took         = now_s() - t0;
+    c->lines        = log_lines() - b;
+}
+
+static void test_stream_self_sync(void **state)
+{
+    static self_call_t sync, destroy; /* outlive a failed check (longjmp) */
+
+    (void)state;
+    assert_int_equal(hcomm_stream_create(&sync.s), HCOMM_SUCCESS);
+    destroy.s = sync.s;
+    /* plain checks: the log lines meanwhile are the host functions' */
+    assert_int_equal(hcomm_launch_host_func(sync.s, self_sync, &sync), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_launch_host_func(sync.s, self_destroy, &destroy), HCOMM_SUCCESS);
+    assert_int_equal(hcomm_stream_synchronize(sync.s), HCOMM_SUCCESS);
+    printf("in a host function: synchronize own stream -> %s after %.1f s (%ld lines); destroy "
+           "-> %s after %.1f s (%ld lines)\n",
+           hcomm_status_name(sync.st), sync.took, sync.lines, hcomm_status_name(destroy.st),
+           destroy.took, destroy.lines);
+    assert_int_equal(sync.st, HCOMM_ERR_INVALID_USAGE);
+    assert_int_equal(destroy.st, HCOMM_ERR_INVALID_USAGE);
+    assert_true(sync.took < PROMPT_S && destroy.took < PROMPT_S);
+    assert_true(sync.lines == 1 && destroy.lines == 1);
+    EXPECT(hcomm_stream_destroy(sync.s), HCOMM_SUCCESS); /* still the user's to destroy */
+}
+
+/* A stream destroyed while another thread launches onto it: every launch it
+ * accepted runs; the others fail (the stream is destroyed). A launch between
+ * its handle check and its queuing used to be accepted and never run, or to
+ * queue into the freed stream. */
+static hcomm_stream_t race_s;
+static int            race_ran, race_ok, race_stop;
+
+static void race_task(void *arg)
+{
+    (void)arg;
+    __atomic_add_fetch(&race_ran, 1, __ATOMIC_RELAXED);
+}
+
+static void *race_launcher(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&race_stop, __ATOMIC_ACQUIRE) &&
+           hcomm_launch_host_func(race_s, race_task, NULL) == HCOMM_SUCCESS)
+        race_ok++;
+    return NULL;
+}
+
+static void test_stream_destroy_racing_launch(void **state)
+{
+    int lost = 0, iters = 400;
+
+    (void)state;
+    for (int it = 0; it < iters; it++) {
+        pthread_t t;
+        race_ran = race_ok = race_stop = 0;
+        assert_int_equal(hcomm_stream_create(&race_s), HCOMM_SUCCESS);
+        assert_int_equal(pthread_create(&t, NULL, race_launcher, NULL), 0);
+        for (volatile int i = 0; i < 20000 + 37 * it; i++)
+            ;
+        assert_int_equal(hcomm_stream_destroy(race_s), HCOMM_SUCCESS);
+        __atomic_store_n(&race_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(t, NULL);
+        if (race_ok != __atomic_load_n(&race_ran, __ATOMIC_RELAXED) && lost++ < 3)
+            printf("iteration %d: %d launches accepted, %d ran\n", it, race_ok, race_ran);
+    }
+    printf("stream destroyed under a launching thread: %d of %d iterations lost tasks\n", lost,
+           iters);
+    assert_int_equal(lost, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +335,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_request_waited_twice, setup_comm, teardown_comm),
         cmocka_unit_test_setup_teardown(test_group_destroy, setup_plain, teardown_plain),
         cmocka_unit_test_setup_teardown(test_buckets_destroyed, setup_comm, teardown_comm),
+        cmocka_unit_test(test_stream_self_sync),
+        cmocka_unit_test(test_stream_destroy_racing_launch),
     };
     int failed;
 
