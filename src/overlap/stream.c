@@ -130,7 +130,9 @@ static void cond_init(pthread_cond_t *c)
     pthread_condattr_destroy(&a);
 }
 
-hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
+/* Whether s is a live stream; enter: counted as entering it (under the lock:
+ * destroy unlinks first, then waits for those). */
+static hcomm_status_t stream_find(hcomm_stream_t s, const char *what, int enter)
 {
     int live = 0;
 
@@ -138,6 +140,8 @@ hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
         pthread_mutex_lock(&g_last_mu);
         for (hcomm_stream_t p = g_live; p != NULL && !live; p = p->live_next)
             live = p == s;
+        if (live && enter)
+            __atomic_add_fetch(&s->entering, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&g_last_mu);
     }
     if (!live) {
@@ -147,23 +151,14 @@ hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
     return HCOMM_SUCCESS;
 }
 
+hcomm_status_t hc_stream_check(hcomm_stream_t s, const char *what)
+{
+    return stream_find(s, what, 0);
+}
+
 hcomm_status_t hc_stream_enter(hcomm_stream_t s, const char *what)
 {
-    int live = 0;
-
-    if (s != NULL) {
-        pthread_mutex_lock(&g_last_mu);
-        for (hcomm_stream_t p = g_live; p != NULL && !live; p = p->live_next)
-            live = p == s;
-        if (live) /* under the lock: destroy unlinks first, then waits for these */
-            __atomic_add_fetch(&s->entering, 1, __ATOMIC_RELAXED);
-        pthread_mutex_unlock(&g_last_mu);
-    }
-    if (!live) {
-        hc_error(STREAM, "%s: stream %p is NULL, destroyed or not a stream", what, (void *)s);
-        return HCOMM_ERR_INVALID_ARG;
-    }
-    return HCOMM_SUCCESS;
+    return stream_find(s, what, 1);
 }
 
 void hc_stream_leave(hcomm_stream_t s)
