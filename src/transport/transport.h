@@ -177,8 +177,9 @@ typedef struct hc_tl_ops {
     hcomm_status_t (*irecv)(hc_tl_ep_t *ep, void *buf, size_t len, hc_tl_sink_fn_t sink,
                             void *sink_arg, hc_tl_req_t *req);
     /* Moves data and completes requests on every endpoint; never blocks. Also
-     * notices peers that died (closed socket, vanished pid). Returns the number of
-     * requests completed. */
+     * notices peers that died (closed socket, vanished pid; ofi across hosts
+     * only through operations the provider holds: docs/transports.md).
+     * Returns the number of requests completed. */
     int (*progress)(hc_tl_ctx_t *ctx);
     /* HCOMM_SUCCESS, or why the endpoint failed; HCOMM_IN_PROGRESS while
      * the peer has not yet joined a connection this side made (shm: its
