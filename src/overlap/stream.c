@@ -503,9 +503,11 @@ static hcomm_status_t stream_sync(hcomm_stream_t s, int *stuck)
     while (s->finished < target) {
         struct timespec until = hc_clock_abs_in(timeout);
         /* waiting for the CUDA stream is bounded by HCOMM_TIMEOUT on its own
-         * (the task then fails): not stuck inside a task */
+         * (the task then fails), and once it gave up the tasks behind are
+         * skipped at once (cuda_late): not stuck inside a task, though the
+         * two equal timeouts may end in either order */
         if (pthread_cond_timedwait(&s->done, &s->mu, &until) != 0 && s->finished == seen &&
-            !s->waiting_go) {
+            !s->waiting_go && s->cuda_late == 0) {
             pthread_mutex_unlock(&s->mu);
             hc_error(STREAM, "stream %p: no queued work finished within HCOMM_TIMEOUT (%g s)",
                      (void *)s, timeout);

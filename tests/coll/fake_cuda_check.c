@@ -79,7 +79,8 @@ static int case_bucket(void)
     _exit(g_failed ? 1 : 0); /* the CUDA callbacks still to come hold the stream */
 }
 
-static volatile int g_produced;
+/* written by the stream's and the fake CUDA stream's threads */
+static int g_produced;
 
 static void slow_compute(void *arg)
 {
@@ -87,7 +88,7 @@ static void slow_compute(void *arg)
                           (long)((2.5 * timeout_s() - (double)(time_t)(2.5 * timeout_s())) * 1e9)};
     (void)arg;
     nanosleep(&ts, NULL);
-    g_produced = 1;
+    __atomic_store_n(&g_produced, 1, __ATOMIC_RELEASE);
 }
 
 static int g_consumer_saw = -1;
@@ -95,7 +96,8 @@ static int g_consumer_saw = -1;
 static void cuda_consumer(void *arg)
 {
     (void)arg;
-    g_consumer_saw = g_produced;
+    __atomic_store_n(&g_consumer_saw, __atomic_load_n(&g_produced, __ATOMIC_ACQUIRE),
+                     __ATOMIC_RELEASE);
 }
 
 static int case_long(void)
@@ -107,15 +109,17 @@ static int case_long(void)
     hcomm_launch_host_func(s, slow_compute, NULL);
     hc_stream_cuda_bracket((void *)0x1, cuda_consumer, NULL); /* CUDA work after the task */
     hcomm_status_t st = hcomm_stream_synchronize(s);
-    while (!g_produced || g_consumer_saw < 0)
+    while (!__atomic_load_n(&g_produced, __ATOMIC_ACQUIRE) ||
+           __atomic_load_n(&g_consumer_saw, __ATOMIC_ACQUIRE) < 0)
         usleep(10000);
     usleep(100000);
+    int            saw = __atomic_load_n(&g_consumer_saw, __ATOMIC_ACQUIRE);
     hcomm_status_t st2 = hcomm_stream_synchronize(s), q = hcomm_stream_query(s);
     printf("synchronize -> %s; the CUDA stream's later work saw the task %s; later: "
            "synchronize -> %s, query -> %s\n",
-           hcomm_status_str(st), g_consumer_saw ? "finished" : "unfinished", hcomm_status_str(st2),
+           hcomm_status_str(st), saw ? "finished" : "unfinished", hcomm_status_str(st2),
            hcomm_status_str(q));
-    if (g_consumer_saw == 0) { /* the CUDA stream went on: the stream must say so */
+    if (saw == 0) { /* the CUDA stream went on: the stream must say so */
         CHECK(st2 == HCOMM_ERR_TIMEOUT, "synchronize after the CUDA stream went on: %s",
               hcomm_status_str(st2));
         CHECK(q == HCOMM_ERR_TIMEOUT, "query after the CUDA stream went on: %s",
