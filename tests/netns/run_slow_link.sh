@@ -4,7 +4,10 @@
 # link then to SLOW_RATE (120 Mbit/s, 2.5x slower). Rank 0's slow-link test must name links from rank
 # 1, and no link that neither leaves nor enters rank 1 (links into it carry
 # its acknowledgements' delay), in its warn line and through
-# hcomm_comm_get_health; with every link alike it must name none. Rank 0 judges every 0.2 s here (1 s
+# hcomm_comm_get_health; with every link alike it must name none at the end,
+# and none but in one run of steps (a noisy machine slows a link for a
+# moment: docs/resilience.md's accuracy bound, no clean trial flagging anyone
+# more than once). Rank 0 judges every 0.2 s here (1 s
 # by default). RATE, SLOW_RATE, STEPS and BYTES can be set: a slow link is
 # only found where the wire, not the CPU, paces the ranks (sanitizers: slower
 # wires). Skips without root or ip.
@@ -28,9 +31,10 @@ on_fail() { tail -n 5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -n 40; }
 netns_launch timeout 300 "$prog" "$STEPS" "$BYTES" -1
 rc=$?
 cp "$dir/out.0" "$out"
-test $rc = 0 && ! has 'slow link' "$dir/log.0"
+test $rc = 0 && [ "$(grep -c 'WARN.* slow link' "$dir/log.0")" -le 1 ]
 result "4 nodes, every link $RATE: no link named ($(sed -n 's/^slow_link: //p' "$out"))" $?
 
+rm -f "$dir"/log.* # the library appends: this run's lines alone
 # shellcheck disable=SC2154 # tag: set by netns_lib.sh
 tc -n "${tag}n1" qdisc change dev "${tag}b1" root tbf rate "$SLOW_RATE" burst "$BURST" latency 50ms
 netns_launch timeout 300 "$prog" "$STEPS" "$BYTES" 1

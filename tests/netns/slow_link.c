@@ -6,7 +6,10 @@
  * after every step and prints
  *   slow_link: named S->D (...)... first at step K; J links judged
  * (or "named none"), and exits 0 when that is what SLOW_SRC (-1: none)
- * says: some step named a link from SLOW_SRC, and every link named, at any
+ * says. None: no link named at the end, and links named in one run of steps
+ * at most (the accuracy bound of docs/resilience.md: a clean trial flags no
+ * one more than once; a noisy machine slows a link for a moment). Otherwise:
+ * some step named a link from SLOW_SRC, and every link named, at any
  * step, sends from or to SLOW_SRC (the first that does neither is printed
  * as "slow_link: step K named S->D"): the links into a node whose outgoing
  * link is slowed are slower too, their acknowledgements queued behind its
@@ -26,7 +29,8 @@ int main(int argc, char **argv)
         return 2;
     }
     int steps = atoi(argv[1]), slow = atoi(argv[3]), rank, first = -1, wrong = 0,
-        from             = 0; /* some step named a link from SLOW_SRC */
+        from = 0,             /* some step named a link from SLOW_SRC */
+        runs = 0, before = 0; /* runs of steps that named links */
     size_t         count = (size_t)atol(argv[2]) / sizeof(float);
     float         *x     = calloc(count ? count : 1, sizeof(float));
     hcomm_comm_t   comm;
@@ -49,6 +53,8 @@ int main(int argc, char **argv)
         }
         if (h.nslow_links > 0 && first < 0)
             first = s;
+        runs += h.nslow_links > 0 && !before;
+        before = h.nslow_links > 0;
     }
     int good = 1;
     if (rank == 0) {
@@ -63,10 +69,10 @@ int main(int argc, char **argv)
             snprintf(line + len, sizeof(line) - (size_t)len, " none; %d links judged\n", h.nlinks);
         else if (len < (int)sizeof(line))
             snprintf(line + len, sizeof(line) - (size_t)len,
-                     "%s first at step %d; %d links judged\n",
-                     h.nslow_links == 0 ? " none at the end, some" : "", first, h.nlinks);
+                     "%s first at step %d, in %d run(s) of steps; %d links judged\n",
+                     h.nslow_links == 0 ? " none at the end, some" : "", first, runs, h.nlinks);
         fputs(line, stdout);
-        good = slow < 0 ? first < 0 : from && !wrong;
+        good = slow < 0 ? h.nslow_links == 0 && runs <= 1 : from && !wrong;
     }
     hcomm_comm_destroy(comm);
     free(x);
