@@ -9,14 +9,21 @@
 #include "device/device.h"
 #include "device/runtime_cuda.h"
 
-#define K_OPS 5 /* sum, prod, min, max, div */
+/* the kernels by hcomm's op (HCOMM_AVG reduces as a sum), the division in
+ * AVG's slot */
+#define K_DIV HCOMM_AVG
+#define K_OPS (K_DIV + 1)
 
 #if defined(HC_HAVE_NVCC) && CUDART_VERSION >= 12000
 extern const unsigned char hc_reduce_cuda_fatbin[] __attribute__((visibility("hidden")));
 
 static const char *const k_dtype[HCOMM_DTYPE_COUNT] = {"i8",  "u8",  "i32", "u32", "i64",
                                                        "u64", "f16", "f32", "f64", "bf16"};
-static const char *const k_op[K_OPS]                = {"sum", "prod", "min", "max", "div"};
+static const char *const k_op[K_OPS]                = {[HCOMM_SUM]  = "sum",
+                                                       [HCOMM_PROD] = "prod",
+                                                       [HCOMM_MAX]  = "max",
+                                                       [HCOMM_MIN]  = "min",
+                                                       [K_DIV]      = "div"};
 
 static cudaKernel_t   kernels[HCOMM_DTYPE_COUNT][K_OPS];
 static char           k_why[256];
@@ -80,7 +87,7 @@ hcomm_status_t hc_mem_reduce_div_native(void *buf, size_t count, hcomm_dtype_t d
 {
     unsigned long long n      = count;
     void              *args[] = {&buf, &n, &ranks};
-    return count == 0 || ranks <= 1 ? HCOMM_SUCCESS : kernel_run(dtype, K_OPS - 1, count, args);
+    return count == 0 || ranks <= 1 ? HCOMM_SUCCESS : kernel_run(dtype, K_DIV, count, args);
 }
 #else
 hcomm_status_t hc_mem_reduce_native(void *dst, const void *a, const void *b, size_t count,
