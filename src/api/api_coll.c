@@ -1,7 +1,6 @@
 /* api_coll.c - the public collective and point-to-point calls: validate the
  * arguments (one log line naming the problem), then issue. */
 #include "api/api_coll.h"
-#include "device/device.h"
 #include "overlap/overlap.h"
 
 hcomm_status_t hc_api_issue_on_stream(hcomm_comm_t comm, const hc_coll_args_t *args,
@@ -94,13 +93,8 @@ static hcomm_status_t coll_run(hcomm_comm_t comm, hc_coll_call_t *c, hcomm_strea
         hc_error(COLL, "%s: nonblocking calls are not allowed inside a group", c->name);
         return HCOMM_ERR_INVALID_USAGE;
     }
-    if (!nonblocking && hc_group_active()) {
-        size_t b = c->args.count * hc_dtype_size(c->args.dtype);
-        if ((st = hc_mem_host_only(c->name, c->sendbuf, b * c->send_blocks)) != HCOMM_SUCCESS ||
-            (st = hc_mem_host_only(c->name, c->recvbuf, b * c->recv_blocks)) != HCOMM_SUCCESS)
-            return st; /* a group's fused schedule does not stage */
+    if (!nonblocking && hc_group_active())
         return hc_group_add(comm, &c->args, c->sendbuf, c->recvbuf, stream);
-    }
     return hc_api_issue(comm, &c->args, c->sendbuf, c->recvbuf, nonblocking ? req : NULL, stream);
 }
 

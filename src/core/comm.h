@@ -79,6 +79,7 @@ struct hcomm_comm {
     void               *stage_spare; /* the largest host copy block freed (stage.c) */
     size_t              stage_spare_size;
     int                 stage_spare_pinned;
+    void               *stage_retired; /* pinned blocks given up, unpinned at destroy (stage.c) */
     double              timeout;
     int                 spin;        /* idle polls before yielding the CPU */
     hc_plans_t          plans;       /* the cluster model and plans (comm_topo.c) */

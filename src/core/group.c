@@ -9,6 +9,7 @@
 #include "core/exec.h"
 #include "core/group.h"
 #include "core/ops.h"
+#include "core/stage.h"
 
 __thread int hc_group_depth      HC_TLS_FAST;
 static __thread unsigned long    group_epoch; /* outermost groups started on this thread */
@@ -122,6 +123,33 @@ static hcomm_status_t group_pair_self(hc_sched_t *s)
     }
 }
 
+/* The fused calls' buffers (in bufs, HC_BUF_PER_OP apart after the empty
+ * first call) through host copies where they are of other kinds. */
+static hcomm_status_t group_stage(hcomm_comm_t comm, void **bufs, size_t ncalls,
+                                  const hc_coll_args_t **args, hc_stage_t **out)
+{
+    const void **snd = malloc(ncalls * sizeof(*snd));
+    void       **rcv = malloc(ncalls * sizeof(*rcv));
+    if (snd == NULL || rcv == NULL) {
+        free(snd);
+        free(rcv);
+        hc_error(COLL, "out of memory staging a group's %zu calls", ncalls);
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < ncalls; i++) {
+        snd[i] = bufs[(i + 1) * HC_BUF_PER_OP + HC_BUF_SEND];
+        rcv[i] = bufs[(i + 1) * HC_BUF_PER_OP + HC_BUF_RECV];
+    }
+    hcomm_status_t st = hc_stage_begin_calls(comm, ncalls, args, snd, rcv, out);
+    for (size_t i = 0; i < ncalls && st == HCOMM_SUCCESS; i++) {
+        bufs[(i + 1) * HC_BUF_PER_OP + HC_BUF_SEND] = (void *)snd[i];
+        bufs[(i + 1) * HC_BUF_PER_OP + HC_BUF_RECV] = rcv[i];
+    }
+    free(snd);
+    free(rcv);
+    return st;
+}
+
 hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t *req_p)
 {
     /* the merged schedule starts as one empty call (buffers 0-2); hc_sched_append
@@ -134,6 +162,11 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
     size_t         ncalls = 0, bytes = 0;
     /* the calls, for profilers registered now (ops_prof.c); none: NULL */
     hcomm_prof_call_t *calls = hc_prof_on() ? calloc(group_len, sizeof(*calls)) : NULL;
+    /* the calls' arguments in fused order, where buffers may be of other kinds */
+    const hc_coll_args_t **cargs = NULL;
+    hc_stage_t            *stage = NULL;
+    if (hc_mem_maybe_other() && (cargs = malloc(group_len * sizeof(*cargs))) == NULL)
+        st = HCOMM_ERR_NO_MEMORY;
 
     /* collectives first, then sends and receives, each in call order: ranks
      * that interleave the two differently (NCCL allows it) still post each
@@ -150,6 +183,8 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
             break;
         if (calls != NULL)
             hc_prof_call_fill(&calls[ncalls], &c->args, s->algo, c->sendbuf, c->recvbuf);
+        if (cargs != NULL)
+            cargs[ncalls] = &c->args;
         ncalls++;
         bytes += c->args.count * hc_dtype_size(c->args.dtype);
         st = hc_sched_append(merged, s);
@@ -166,6 +201,9 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
         bufs[nbufs + 2] = (void *)0;
         nbufs += HC_BUF_PER_OP;
     }
+    if (st == HCOMM_SUCCESS && cargs != NULL)
+        st = group_stage(comm, bufs, ncalls, cargs, &stage);
+    free(cargs);
     if (st == HCOMM_SUCCESS)
         st = group_pair_self(merged);
     if (st == HCOMM_SUCCESS)
@@ -177,6 +215,7 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
         st = hc_exec_prepare(req, comm, merged, bufs, merged->tmp_bytes);
     free(bufs);
     if (st != HCOMM_SUCCESS) {
+        hc_stage_free(comm, stage);
         if (req != NULL)
             hc_request_recycle(comm, req);
         if (merged != NULL)
@@ -185,6 +224,7 @@ hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t
         return st;
     }
     req->own_sched = 1;
+    req->stage     = stage;
     merged->coll   = HC_OP_GROUP; /* what its record says (core/ops.h) */
     merged->peer   = -1;
     merged->count  = ncalls;

@@ -59,6 +59,13 @@ hcomm_status_t hc_mem_reduce_div(void *buf, size_t count, hcomm_dtype_t dtype, i
 int  hc_mem_host_pin(void *p, size_t n);
 void hc_mem_host_unpin(void *p);
 
+/* NCCL's ncclMemAlloc: n bytes of device memory on the calling thread's
+ * current device into *p where the build's runtime finds a device;
+ * HCOMM_ERR_UNSUPPORTED (not logged) where none, HCOMM_ERR_NO_MEMORY (logged)
+ * where the device refuses. hc_mem_device_free frees it. */
+hcomm_status_t hc_mem_device_alloc(void **p, size_t n);
+void           hc_mem_device_free(void *p);
+
 /* ---- the build's own kinds (device_host.c, or device_cuda.c and
  * reduce_launch_cuda.c): pointers that are not host memory ---- */
 

@@ -76,3 +76,28 @@ void hc_mem_host_unpin(void *p)
     if (rt != NULL && rt->HostUnregister(p) != cudaSuccess)
         (void)rt->GetLastError();
 }
+
+hcomm_status_t hc_mem_device_alloc(void **p, size_t n)
+{
+    *p = NULL;
+    if (__atomic_load_n(&hc_mem_native_devices, __ATOMIC_ACQUIRE) < 0)
+        pthread_once(&cuda_once, cuda_count);
+    if (__atomic_load_n(&hc_mem_native_devices, __ATOMIC_RELAXED) == 0)
+        return HCOMM_ERR_UNSUPPORTED;
+    const hc_cudart_t *rt = hc_cudart();
+    cudaError_t        e  = rt->Malloc(p, n);
+    if (e != cudaSuccess) {
+        hc_error(COLL, "allocating %zu bytes of device memory: %s", n, rt->GetErrorString(e));
+        (void)rt->GetLastError();
+        *p = NULL;
+        return HCOMM_ERR_NO_MEMORY;
+    }
+    return HCOMM_SUCCESS;
+}
+
+void hc_mem_device_free(void *p)
+{
+    const hc_cudart_t *rt = hc_cudart();
+    if (p != NULL && rt != NULL && rt->Free(p) != cudaSuccess)
+        (void)rt->GetLastError();
+}

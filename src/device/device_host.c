@@ -40,3 +40,15 @@ hcomm_status_t hc_mem_reduce_div_native(void *buf, size_t count, hcomm_dtype_t d
     (void)buf, (void)count, (void)dtype, (void)ranks;
     return HCOMM_ERR_UNSUPPORTED;
 }
+
+hcomm_status_t hc_mem_device_alloc(void **p, size_t n)
+{
+    (void)n;
+    *p = NULL;
+    return HCOMM_ERR_UNSUPPORTED;
+}
+
+void hc_mem_device_free(void *p)
+{
+    (void)p;
+}

@@ -28,6 +28,8 @@ static void cudart_load(void)
         "cudaStreamSynchronize",
         "cudaHostRegister",
         "cudaHostUnregister",
+        "cudaMalloc",
+        "cudaFree",
 #if CUDART_VERSION >= 12000
         "cudaStreamGetId",
         "cudaLibraryLoadData",
@@ -47,6 +49,8 @@ static void cudart_load(void)
         (void **)&rt.StreamSynchronize,
         (void **)&rt.HostRegister,
         (void **)&rt.HostUnregister,
+        (void **)&rt.Malloc,
+        (void **)&rt.Free,
 #if CUDART_VERSION >= 12000
         (void **)&rt.StreamGetId,
         (void **)&rt.LibraryLoadData,

@@ -20,6 +20,8 @@ typedef struct hc_cudart {
     cudaError_t (*StreamSynchronize)(cudaStream_t s);
     cudaError_t (*HostRegister)(void *p, size_t n, unsigned flags);
     cudaError_t (*HostUnregister)(void *p);
+    cudaError_t (*Malloc)(void **p, size_t n);
+    cudaError_t (*Free)(void *p);
 #if CUDART_VERSION >= 12000
     cudaError_t (*StreamGetId)(cudaStream_t s, unsigned long long *id);
     cudaError_t (*LibraryLoadData)(cudaLibrary_t *lib, const void *code, enum cudaJitOption *jo,

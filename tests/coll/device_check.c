@@ -1,20 +1,22 @@
 /*
  * device_check - one rank of the device-buffer test, under hcomm-run (or
- * alone: one rank). Its buffers are of the test memory kind
- * (src/device/device_test.c): their addresses fault on any access but the
- * memory kinds' own copies, as a GPU's would, so every collective that passes
- * moved each byte through the executor's host staging (core/stage.h).
+ * alone: one rank). Its buffers are of another memory kind than host: built
+ * with device_check_test.c, the test kind (src/device/device_test.c), whose
+ * addresses fault on any access but the memory kinds' own copies, as a GPU's
+ * would, so every collective that passes moved each byte through the
+ * executor's host staging (core/stage.h); built with device_check_cuda.c
+ * (device_check_cuda), CUDA device memory, and it skips without a GPU.
  * Checks, each collective out of place and in place where it has one, at an
  * odd count and at 0, with int32 sums (exact):
  *   every rank's buffers of the test kind; even ranks' only (a mixed
  *   communicator); the send buffer only; the receive buffer only; a
  *   nonblocking call; a call on a stream; buffers of several staging
- *   chunks, in place where the call has one.
- * Also: test memory faults when touched directly (in a child), the memory
- * kinds' reduction on it, profiler hooks that see the caller's buffers, and
- * the calls that do not stage yet refuse it with HCOMM_ERR_UNSUPPORTED.
+ *   chunks, in place where the call has one; calls in a group.
+ * Also: the kind's own checks (device_check.h), the memory kinds' reduction
+ * on it, profiler hooks that see the caller's buffers, and the calls that do
+ * not stage yet refuse it with HCOMM_ERR_UNSUPPORTED.
  * With --bench COUNT ITERS it times staged against host allreduces instead.
- * Exit: 0 all passed, 1 a check failed, 2 init failure.
+ * Exit: 0 all passed, 1 a check failed, 2 init failure, 77 no such memory.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -26,6 +28,7 @@
 
 #include "base/clock.h"
 #include "device/device.h"
+#include "device_check.h"
 #include "hcomm.h"
 #include "hcomm_compress.h"
 #include "hcomm_moe.h"
@@ -36,9 +39,9 @@
 #define COUNT 1001
 #define BIG ((3u << 20) / 4 + 5) /* int32s: over three staging chunks */
 
-static int g_rank, g_nranks, g_failed, g_checks;
+int g_rank, g_nranks, g_failed, g_checks;
 
-/* Which buffers of a call are test memory. */
+/* Which buffers of a call are of the kind under test. */
 enum { K_BOTH, K_SEND, K_RECV, K_EVEN, K_COUNT };
 static const char *const kinds_name[K_COUNT] = {"both", "send only", "recv only", "even ranks"};
 
@@ -60,12 +63,12 @@ static int32_t input(int r, size_t i)
     return (int32_t)(r * 1000 + (int)(i % 97));
 }
 
-/* A buffer of n int32: test memory when dev, else host; filled with fill
- * (NULL: -1 everywhere). */
+/* A buffer of n int32: of the kind under test when dev, else host; filled
+ * with fill (NULL: -1 everywhere). */
 static int32_t *buf_new(int dev, size_t n, const int32_t *fill)
 {
     size_t   b = n * sizeof(int32_t) + 64;
-    int32_t *h = malloc(b), *p = dev ? hc_mem_test_alloc(b) : malloc(b);
+    int32_t *h = malloc(b), *p = dev ? dc_alloc(b) : malloc(b);
     if (h == NULL || p == NULL) {
         printf("rank %d: out of memory\n", g_rank);
         exit(2);
@@ -80,7 +83,7 @@ static int32_t *buf_new(int dev, size_t n, const int32_t *fill)
 static void buf_free(int dev, int32_t *p)
 {
     if (dev)
-        hc_mem_test_free(p);
+        dc_free(p);
     else
         free(p);
 }
@@ -206,7 +209,7 @@ static void one(hcomm_comm_t comm, coll_t c, int k, int in_place, size_t count, 
     buf_free(dr, rb);
 }
 
-/* A ring of sends and receives on test memory. */
+/* A ring of sends and receives on memory of the kind. */
 static void ring_p2p(hcomm_comm_t comm)
 {
     int      r = g_rank, n = g_nranks, right = (r + 1) % n, left = (r + n - 1) % n;
@@ -231,24 +234,8 @@ static void ring_p2p(hcomm_comm_t comm)
     buf_free(1, rb);
 }
 
-/* Test memory faults when touched directly: else the checks above show nothing. */
-static void faults_directly(void)
-{
-    volatile int32_t *p   = hc_mem_test_alloc(4096);
-    pid_t             pid = fork();
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        _exit(p[0] == 12345 ? 3 : 4); /* must not get here */
-    }
-    int ws = 0;
-    waitpid(pid, &ws, 0);
-    CHECK(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSEGV, "a direct read of test memory did not fault");
-    CHECK(hc_mem_kind((const void *)(p + 10)) == HC_MEM_TEST, "test memory not classified");
-    hc_mem_test_free((void *)p);
-}
-
-/* hc_mem_reduce and its division on test memory: the host kernels, through
- * the shadow (a GPU's would run its own; cuda_reduce_check). */
+/* hc_mem_reduce and its division on the kind: the host kernels through the
+ * test kind's shadow; CUDA's own kernels on device memory. */
 static void reduce_on_kind(void)
 {
     int32_t *in = malloc(COUNT * sizeof(int32_t));
@@ -262,8 +249,8 @@ static void reduce_on_kind(void)
     size_t   bad = 0;
     for (size_t i = 0; st == HCOMM_SUCCESS && i < COUNT; i++)
         bad += got[i] != in[i];
-    CHECK(st == HCOMM_SUCCESS && bad == 0, "hc_mem_reduce on test memory: %s, %zu wrong",
-          hcomm_status_str(st), bad);
+    CHECK(st == HCOMM_SUCCESS && bad == 0, "hc_mem_reduce on %s memory: %s, %zu wrong",
+          dc_kind_name, hcomm_status_str(st), bad);
     free(got);
     free(in);
     buf_free(1, a);
@@ -302,7 +289,7 @@ static void profiler_sees_caller(hcomm_comm_t comm)
 }
 
 /* MoE dispatch reads the router's outputs on the host: expert ids left in
- * test memory on the last rank are refused there, every other rank hears
+ * device memory on the last rank are refused there, every other rank hears
  * it in the count exchange, and the communicator stays usable. */
 static void moe_refusal(hcomm_comm_t comm)
 {
@@ -322,7 +309,7 @@ static void moe_refusal(hcomm_comm_t comm)
     hcomm_status_t want = last           ? HCOMM_ERR_UNSUPPORTED
                           : g_nranks > 1 ? HCOMM_ERR_REMOTE
                                          : HCOMM_ERR_UNSUPPORTED;
-    CHECK(st == want, "moe dispatch, ids in test memory on the last rank: %s, want %s",
+    CHECK(st == want, "moe dispatch, ids in device memory on the last rank: %s, want %s",
           hcomm_status_name(st), hcomm_status_name(want));
     st = hcomm_moe_dispatch(moe, x, 3, ids, w, &rv);
     CHECK(st == HCOMM_SUCCESS, "moe dispatch after the refusal: %s", hcomm_status_name(st));
@@ -349,7 +336,8 @@ static void dynamic_a2a_refusal(hcomm_comm_t comm)
             hcomm_alltoallv_dynamic(s, v, v + g_nranks, last ? (void *)d : (void *)h,
                                     (size_t)g_nranks, got, HCOMM_INT32, comm, NULL);
         hcomm_status_t want = last || g_nranks == 1 ? HCOMM_ERR_UNSUPPORTED : HCOMM_ERR_REMOTE;
-        CHECK(st == want, "alltoallv_dynamic, recvbuf in test memory on the last rank: %s, want %s",
+        CHECK(st == want,
+              "alltoallv_dynamic, recvbuf in device memory on the last rank: %s, want %s",
               hcomm_status_name(st), hcomm_status_name(want));
         st = hcomm_alltoallv_dynamic(s, v, v + g_nranks, h, (size_t)g_nranks, got, HCOMM_INT32,
                                      comm, NULL);
@@ -362,24 +350,65 @@ static void dynamic_a2a_refusal(hcomm_comm_t comm)
     buf_free(1, d);
 }
 
-/* The calls that do not stage yet refuse test memory, naming it. */
+/* One group of an in-place allreduce, an allgather into memory of the kind
+ * from host memory, and a ring of a send and a receive, each rank's buffers
+ * of the kind (even ranks' only with mixed): the group's calls are staged
+ * together. */
+static void group_calls(hcomm_comm_t comm, int mixed)
+{
+    int      r = g_rank, n = g_nranks, right = (r + 1) % n, left = (r + n - 1) % n;
+    int      dev = !mixed || r % 2 == 0;
+    int32_t *in  = malloc(COUNT * sizeof(int32_t));
+    for (size_t i = 0; i < COUNT; i++)
+        in[i] = input(r, i);
+    int32_t *ar = buf_new(dev, COUNT, in), *ag = buf_new(dev, COUNT * (size_t)n, NULL);
+    int32_t *sb = buf_new(dev, COUNT, in), *rb = buf_new(dev, COUNT, NULL);
+    hcomm_group_start();
+    hcomm_status_t st = hcomm_allreduce(ar, ar, COUNT, HCOMM_INT32, HCOMM_SUM, comm, NULL);
+    if (st == HCOMM_SUCCESS)
+        st = hcomm_allgather(in, ag, COUNT, HCOMM_INT32, comm, NULL);
+    if (st == HCOMM_SUCCESS && n > 1)
+        st = hcomm_send(sb, COUNT, HCOMM_INT32, right, comm, NULL);
+    if (st == HCOMM_SUCCESS && n > 1)
+        st = hcomm_recv(rb, COUNT, HCOMM_INT32, left, comm, NULL);
+    hcomm_status_t end = hcomm_group_end();
+    CHECK(st == HCOMM_SUCCESS && end == HCOMM_SUCCESS, "group%s: %s, end %s",
+          mixed ? " (even ranks' memory of the kind)" : "", hcomm_status_str(st),
+          hcomm_status_str(end));
+    int32_t *got_ar = buf_read(ar, COUNT), *got_ag = buf_read(ag, COUNT * (size_t)n);
+    int32_t *got_rb = buf_read(rb, COUNT);
+    size_t   bad    = 0;
+    for (size_t i = 0; st == HCOMM_SUCCESS && end == HCOMM_SUCCESS && i < COUNT; i++) {
+        bad += got_ar[i] != expect(C_ALLREDUCE, r, i, COUNT);
+        bad += n > 1 && got_rb[i] != input(left, i);
+        for (int q = 0; q < n; q++)
+            bad += got_ag[(size_t)q * COUNT + i] != input(q, i);
+    }
+    CHECK(bad == 0, "group%s: %zu wrong", mixed ? " (even ranks' memory of the kind)" : "", bad);
+    free(got_ar);
+    free(got_ag);
+    free(got_rb);
+    free(in);
+    buf_free(dev, ar);
+    buf_free(dev, ag);
+    buf_free(dev, sb);
+    buf_free(dev, rb);
+}
+
+/* The calls that do not stage yet refuse such memory, naming it. */
 static void refusals(hcomm_comm_t comm)
 {
     int32_t                *d = buf_new(1, COUNT, NULL);
     int32_t                *h = malloc(COUNT * sizeof(int32_t));
     hcomm_compress_config_t cfg;
     hcomm_compress_t        cs = NULL;
+    hcomm_status_t          st;
     memset(h, 0, COUNT * sizeof(int32_t));
-    hcomm_group_start();
-    hcomm_status_t st = hcomm_allreduce(d, h, COUNT, HCOMM_INT32, HCOMM_SUM, comm, NULL);
-    hcomm_group_end();
-    CHECK(st == HCOMM_ERR_UNSUPPORTED, "allreduce in a group on test memory: %s",
-          hcomm_status_str(st));
     if (hcomm_compress_parse("bf16", &cfg) == HCOMM_SUCCESS &&
         hcomm_compress_create(comm, &cfg, COUNT, HCOMM_FLOAT32, &cs) == HCOMM_SUCCESS) {
         float *f = (float *)d;
         st       = hcomm_allreduce_compressed(f, f, COUNT, HCOMM_FLOAT32, cs, comm, NULL);
-        CHECK(st == HCOMM_ERR_UNSUPPORTED, "compressed allreduce on test memory: %s",
+        CHECK(st == HCOMM_ERR_UNSUPPORTED, "compressed allreduce on device memory: %s",
               hcomm_status_str(st));
         hcomm_compress_destroy(cs);
     }
@@ -390,7 +419,7 @@ static void refusals(hcomm_comm_t comm)
 }
 
 /* --bench COUNT ITERS: rank 0 prints the mean time of an int32 sum
- * allreduce of COUNT elements on host buffers and on test-kind ones (staged),
+ * allreduce of COUNT elements on host buffers and on the kind's (staged),
  * ITERS calls each after 3 untimed, alternating the two kinds 3 times. */
 static int bench(hcomm_comm_t comm, size_t count, int iters)
 {
@@ -410,26 +439,43 @@ static int bench(hcomm_comm_t comm, size_t count, int iters)
             buf_free(dev, s);
             buf_free(dev, r);
         }
+    /* busbw as nccl-tests: bytes x 2(n-1)/n over the time; the staging's own
+     * rate: the two copies (in and out) over the time staging added */
+    double bytes = (double)count * sizeof(int32_t), th = t[0] / (3.0 * iters),
+           ts = t[1] / (3.0 * iters), f = g_nranks > 1 ? 2.0 * (g_nranks - 1) / g_nranks : 1;
     if (g_rank == 0)
-        printf("allreduce of %zu bytes on %d ranks: host %.1f us, staged %.1f us (%.2fx)\n",
-               count * sizeof(int32_t), g_nranks, t[0] / (3.0 * iters) * 1e6,
-               t[1] / (3.0 * iters) * 1e6, t[1] / t[0]);
+        printf("allreduce of %.0f bytes on %d ranks: host %.1f us (busbw %.2f GB/s), "
+               "%s %.1f us (busbw %.2f GB/s), %.2fx; staging copies %.2f GB/s\n",
+               bytes, g_nranks, th * 1e6, bytes * f / th * 1e-9, dc_kind_name, ts * 1e6,
+               bytes * f / ts * 1e-9, ts / th, ts > th ? 2 * bytes / (ts - th) * 1e-9 : 0.0);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     hcomm_comm_t comm;
+    const char  *why = dc_unusable();
+    if (why != NULL) {
+        printf("SKIP: %s\n", why);
+        return 77;
+    }
     if (test_comm_init(&comm, &g_rank, &g_nranks) != HCOMM_SUCCESS) {
         printf("device_check: init failed\n");
         return 2;
     }
+    dc_bind(g_rank);
     if (argc == 4 && strcmp(argv[1], "--bench") == 0) {
         int rc = bench(comm, (size_t)atol(argv[2]), atoi(argv[3]));
         hcomm_comm_destroy(comm);
         return rc;
     }
-    faults_directly();
+    if (argc == 3 && strcmp(argv[1], "--copies") == 0) {
+        if (g_rank == 0)
+            dc_copy_rates((size_t)atol(argv[2]));
+        hcomm_comm_destroy(comm);
+        return 0;
+    }
+    dc_kind_checks(comm);
     reduce_on_kind();
     profiler_sees_caller(comm);
     for (int c = 0; c < C_COUNT; c++)
@@ -447,8 +493,11 @@ int main(int argc, char **argv)
     one(comm, C_ALLREDUCE, K_EVEN, 1, COUNT, 2);
     if (g_nranks > 1)
         ring_p2p(comm);
+    group_calls(comm, 0);
+    group_calls(comm, 1);
     refusals(comm);
     hcomm_comm_destroy(comm);
-    printf("device_check rank %d: %d of %d checks passed\n", g_rank, g_checks - g_failed, g_checks);
+    printf("device_check (%s) rank %d: %d of %d checks passed\n", dc_kind_name, g_rank,
+           g_checks - g_failed, g_checks);
     return g_failed != 0;
 }

@@ -4,7 +4,8 @@
 # on 1 to 5 ranks over shm and tcp and on 3 over ofi and ucx (tcp); every
 # rank's buffers, even ranks' only (a mixed communicator), send or receive
 # buffer only, nonblocking, on a stream, in place, several staging chunks, and
-# the calls that refuse such memory.
+# the calls that refuse such memory. Where a GPU answers, the same on CUDA
+# device memory (device_check_cuda) and the device reductions.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 run="$top/tools/hcomm-run" check="$top/tests/coll/device_check"
@@ -27,14 +28,29 @@ for v in shm tcp ofi-tcp ucx-tcp; do
         result "device_check on $n ranks over $v" $?
     done
 done
-# the device reductions: built where configure found CUDA, run where a GPU is
+# CUDA: built where configure found CUDA, run where a GPU is
 cuda="$top/tests/coll/cuda_reduce_check"
 if [ ! -x "$cuda" ]; then
-    result "device reductions: this build has no CUDA (configure did not find it)" 77
-else
-    try 300 "$cuda"
-    rc=$?
-    if has '^SKIP'; then result "device reductions: $(grep -m1 '^SKIP' "$out" | sed 's/^SKIP: *//')" 77
-    else result "device reductions against the host kernels, every dtype and op" $rc; fi
+    result "CUDA device memory: this build has no CUDA (configure did not find it)" 77
+    finish
 fi
+try 300 "$cuda"
+rc=$?
+if has '^SKIP'; then
+    result "CUDA device memory: $(grep -m1 '^SKIP' "$out" | sed 's/^SKIP: *//')" 77
+    finish
+fi
+result "device reductions against the host kernels, every dtype and op" $rc
+# the collectives on CUDA device memory, the ranks sharing the GPUs there are
+check="$top/tests/coll/device_check_cuda"
+try 300 "$check"
+result "device_check on CUDA memory, 1 rank" $?
+for v in shm tcp; do
+    for n in 2 4; do
+        # shellcheck disable=SC2046 # the variant's assignments, one word each
+        try 300 $(variant_env "$v") "$run" -n "$n" "$check" &&
+            [ "$(grep -c 'checks passed' "$out")" -eq "$n" ]
+        result "device_check on CUDA memory, $n ranks over $v" $?
+    done
+done
 finish

@@ -291,7 +291,8 @@ void check_premul(ncclComm_t comm)
 
 #ifdef NCCL_CHECK_CUDA
 /* On a CUDA stream, host buffers (pinned): the device fills the send buffer
- * before the allreduce and reads the result after it, in stream order. */
+ * before the allreduce and reads the result after it, in stream order; then
+ * device buffers, in place. */
 static void check_cuda_allreduce(ncclComm_t comm, cudaStream_t cs)
 {
     enum { N = 1 << 16 };
@@ -315,16 +316,25 @@ static void check_cuda_allreduce(ncclComm_t comm, cudaStream_t cs)
             CHECK(back[i] == (unsigned char)want, "stream allreduce round %d [%d]: %u != %u", round,
                   i, back[i], want);
     }
-    CHECK(ncclAllReduce(dev, dev, N, ncclUint8, ncclSum, comm, cs) == ncclInvalidUsage,
-          "device buffer accepted");
-    CHECK(strstr(ncclGetLastError(comm), "device buffers") != NULL, "device buffer message");
+    /* device buffers on the stream: staged through host memory */
+    cudaMemsetAsync(dev, rank + 1, N, cs);
+    NCCLOK(ncclAllReduce(dev, dev, N, ncclUint8, ncclSum, comm, cs));
+    cudaMemcpyAsync(back, dev, N, cudaMemcpyDeviceToHost, cs);
+    CHECK(cudaStreamSynchronize(cs) == cudaSuccess, "cudaStreamSynchronize");
+    unsigned want = 0;
+    for (int q = 0; q < nranks; q++)
+        want += (unsigned)(q + 1);
+    for (int i = 0; i < N; i += 4093)
+        CHECK(back[i] == (unsigned char)want, "device allreduce on the stream [%d]: %u != %u", i,
+              back[i], want);
     cudaFree(dev);
     cudaFreeHost(s);
     cudaFreeHost(r);
     cudaFreeHost(back);
 }
 
-/* A send/recv ring in a group, a gather and a broadcast on the stream. */
+/* A send/recv ring in a group and a gather on the stream; the ring again on
+ * device buffers. */
 static void check_cuda_group(ncclComm_t comm, cudaStream_t cs)
 {
     int *s = NULL, *r = NULL, *g = NULL;
@@ -348,6 +358,24 @@ static void check_cuda_group(ncclComm_t comm, cudaStream_t cs)
     for (int q = 0; rank == 0 && q < nranks; q++)
         for (int i = 0; i < 4; i++)
             CHECK(g[q * 4 + i] == q * 10 + i, "stream gather from %d [%d]: %d", q, i, g[q * 4 + i]);
+    /* the ring again on device buffers: a group's calls staged together */
+    int *ds = NULL, *dr = NULL;
+    if (cudaMalloc((void **)&ds, 4 * sizeof(int)) || cudaMalloc((void **)&dr, 4 * sizeof(int))) {
+        CHECK(0, "CUDA allocation failed");
+    } else {
+        cudaMemcpyAsync(ds, s, 4 * sizeof(int), cudaMemcpyHostToDevice, cs);
+        cudaMemsetAsync(dr, 0, 4 * sizeof(int), cs);
+        NCCLOK(ncclGroupStart());
+        NCCLOK(ncclSend(ds, 4, ncclInt, next, comm, cs));
+        NCCLOK(ncclRecv(dr, 4, ncclInt, prev, comm, cs));
+        NCCLOK(ncclGroupEnd());
+        cudaMemcpyAsync(r, dr, 4 * sizeof(int), cudaMemcpyDeviceToHost, cs);
+        CHECK(cudaStreamSynchronize(cs) == cudaSuccess, "cudaStreamSynchronize");
+        for (int i = 0; i < 4; i++)
+            CHECK(r[i] == prev * 10 + i, "device ring in a group [%d]: %d", i, r[i]);
+    }
+    cudaFree(ds);
+    cudaFree(dr);
     cudaFreeHost(s);
     cudaFreeHost(r);
     cudaFreeHost(g);

@@ -261,7 +261,17 @@ void check_errors(ncclComm_t comm)
               ncclInvalidArgument,
           "overflowing reduce_scatter accepted");
     CHECK(ncclCommCuDevice(comm, &y) == ncclInvalidUsage, "CuDevice without CUDA");
-    CHECK(ncclCommInitAll(&c2, 2, NULL) == ncclInvalidUsage, "InitAll(2)");
+    /* two ranks of this process, and an allreduce over them from this thread */
+    ncclComm_t all[2] = {NULL, NULL};
+    int        ax[2] = {1, 2}, ay[2] = {0, 0};
+    NCCLOK(ncclCommInitAll(all, 2, NULL));
+    NCCLOK(ncclGroupStart());
+    for (int i = 0; i < 2; i++)
+        NCCLOK(ncclAllReduce(&ax[i], &ay[i], 1, ncclInt, ncclSum, all[i], NULL));
+    NCCLOK(ncclGroupEnd());
+    CHECK(ay[0] == 3 && ay[1] == 3, "allreduce over InitAll(2)'s ranks: %d %d", ay[0], ay[1]);
+    for (int i = 0; i < 2; i++)
+        NCCLOK(ncclCommDestroy(all[i]));
     CHECK(ncclGroupEnd() == ncclInvalidUsage, "unmatched GroupEnd");
     ncclWindow_t w;
     CHECK(ncclCommWindowRegister(comm, &x, 4, &w, 0) == ncclInvalidUsage, "window register");

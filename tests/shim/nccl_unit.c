@@ -186,6 +186,52 @@ static void check_group(ncclComm_t c)
           hcomm_nccl_GetLastError(c));
 }
 
+/* Three ranks' communicators created by one thread in one group (NCCL's
+ * single-process form): they exist once the group ends, and a group of an
+ * allreduce on each, from that thread, sums over the three. A group whose
+ * init fails leaves none of its communicators. */
+static void check_group_init(void)
+{
+    enum { N = 3 };
+    ncclUniqueId id;
+    ncclComm_t   comms[N] = {NULL};
+    int          x[N], y[N];
+    EXPECT(hcomm_nccl_GetUniqueId(&id), ncclSuccess);
+    EXPECT(hcomm_nccl_GroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++)
+        EXPECT(hcomm_nccl_CommInitRank(&comms[r], N, id, r), ncclSuccess);
+    EXPECT(hcomm_nccl_GroupEnd(), ncclSuccess);
+    for (int r = 0; r < N; r++)
+        CHECK(comms[r] != NULL, "rank %d's communicator after the group", r);
+    if (comms[0] == NULL || comms[1] == NULL || comms[2] == NULL)
+        return;
+    EXPECT(hcomm_nccl_GroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+        x[r] = r + 1, y[r] = 0;
+        EXPECT(hcomm_nccl_AllReduce(&x[r], &y[r], 1, ncclInt, ncclSum, comms[r], NULL),
+               ncclSuccess);
+    }
+    EXPECT(hcomm_nccl_GroupEnd(), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+        CHECK(y[r] == 6, "rank %d's sum over the group's communicators: %d", r, y[r]);
+        EXPECT(hcomm_nccl_CommDestroy(comms[r]), ncclSuccess);
+    }
+    /* rank 1 of 2 never joins its id's root in time: the group fails whole */
+    ncclComm_t   a = NULL, b = NULL;
+    ncclUniqueId other;
+    EXPECT(hcomm_nccl_GetUniqueId(&id), ncclSuccess);
+    EXPECT(hcomm_nccl_GetUniqueId(&other), ncclSuccess);
+    setenv("HCOMM_TIMEOUT", "1", 1);
+    hc_params_reload();
+    EXPECT(hcomm_nccl_GroupStart(), ncclSuccess);
+    EXPECT(hcomm_nccl_CommInitRank(&a, 2, id, 0), ncclSuccess);
+    EXPECT(hcomm_nccl_CommInitRank(&b, 2, other, 1), ncclSuccess);
+    CHECK(hcomm_nccl_GroupEnd() != ncclSuccess, "a group whose ranks never meet succeeded");
+    CHECK(a == NULL && b == NULL, "a failed group left communicators %p %p", (void *)a, (void *)b);
+    unsetenv("HCOMM_TIMEOUT");
+    hc_params_reload();
+}
+
 /* A destroyed handle is refused (ncclInvalidArgument, one line) by every
  * call, never read: the core's registry vouches for a handle before the shim
  * looks inside it (ASan: tests/sanitize/run.sh). No communicator is made
@@ -360,6 +406,8 @@ int main(int argc, char **argv)
     if (wanted(argc, argv, "group"))
         check_group(c);
     EXPECT(hcomm_nccl_CommDestroy(c), ncclSuccess);
+    if (wanted(argc, argv, "group_init"))
+        check_group_init();
     if (wanted(argc, argv, "destroyed"))
         check_destroyed();
     if (wanted(argc, argv, "destroy_held")) {

@@ -42,15 +42,14 @@ void hc_nccl_temps_release(void)
  * blocks). The failure path never returns success, which the compiler is
  * told, so that a valid call keeps nothing across it. */
 static inline ncclResult_t check(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream,
-                                 const void *sendbuf, const void *recvbuf, hcomm_dtype_t *hdt,
-                                 hcomm_stream_t *hs, const char *what)
+                                 hcomm_dtype_t *hdt, hcomm_stream_t *hs, const char *what)
 {
     *hs = NULL;
     if (__builtin_expect(hc_nccl_args_ok(comm, dt), 1)) {
         *hdt = (hcomm_dtype_t)dt;
         if (__builtin_expect(stream == NULL, 1))
             return ncclSuccess;
-        return hc_nccl_stream(comm, stream, sendbuf, recvbuf, hs, what);
+        return hc_nccl_stream(comm, stream, hs, what);
     }
     *hdt             = HCOMM_UINT8;
     ncclResult_t res = hc_nccl_check_failed(comm, dt, what);
@@ -182,10 +181,10 @@ static ncclResult_t finish(hcomm_status_t st, const char *what)
  * copy of sendbuff, which *sendbuff then points to). */
 static inline ncclResult_t reducing(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op,
                                     size_t count, cudaStream_t stream, const void **sendbuff,
-                                    const void *recvbuff, hcomm_dtype_t *hdt, hcomm_op_t *hop,
-                                    hcomm_stream_t *hs, const char *what)
+                                    hcomm_dtype_t *hdt, hcomm_op_t *hop, hcomm_stream_t *hs,
+                                    const char *what)
 {
-    ncclResult_t res = check(comm, dt, stream, *sendbuff, recvbuff, hdt, hs, what);
+    ncclResult_t res = check(comm, dt, stream, hdt, hs, what);
     if (res != ncclSuccess)
         return res;
     if (__builtin_expect((unsigned)op < (unsigned)ncclNumOps, 1)) {
@@ -265,8 +264,8 @@ allreduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataTy
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
     hcomm_stream_t hs;
-    ncclResult_t res =
-        reducing(comm, datatype, op, count, stream, &sendbuff, recvbuff, &hdt, &hop, &hs, what);
+    ncclResult_t   res =
+        reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
         return hc_nccl_enq(res);
     return finish(hc_api_allreduce(sendbuff, recvbuff, count, hdt, hop, hc_of(comm), hs, NULL, 0),
@@ -293,8 +292,8 @@ reduce_checked(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_
     hcomm_dtype_t hdt;
     hcomm_op_t hop;
     hcomm_stream_t hs;
-    ncclResult_t res =
-        reducing(comm, datatype, op, count, stream, &sendbuff, recvbuff, &hdt, &hop, &hs, what);
+    ncclResult_t   res =
+        reducing(comm, datatype, op, count, stream, &sendbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
         return hc_nccl_enq(res);
     return finish(
@@ -326,7 +325,7 @@ reduce_scatter_checked(const void *sendbuff, void *recvbuff, size_t recvcount,
         res = hc_nccl_fail(ncclInvalidArgument, "%s: recvcount %zu overflows", what, recvcount);
     if (res == ncclSuccess)
         res = reducing(comm, datatype, op, recvcount * (size_t)hc_of(comm)->nranks, stream,
-                       &sendbuff, recvbuff, &hdt, &hop, &hs, what);
+                       &sendbuff, &hdt, &hop, &hs, what);
     if (res != ncclSuccess)
         return hc_nccl_enq(res);
     return finish(
@@ -352,8 +351,7 @@ ncclResult_t hcomm_nccl_Broadcast(const void *sendbuff, void *recvbuff, size_t c
 {
     hcomm_dtype_t hdt;
     hcomm_stream_t hs;
-    ncclResult_t res =
-        check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclBroadcast");
+    ncclResult_t   res = check(comm, datatype, stream, &hdt, &hs, "ncclBroadcast");
     if (res != ncclSuccess)
         return hc_nccl_enq(res);
     return hc_nccl_enq_status(
@@ -372,8 +370,7 @@ ncclResult_t hcomm_nccl_AllGather(const void *sendbuff, void *recvbuff, size_t s
 {
     hcomm_dtype_t hdt;
     hcomm_stream_t hs;
-    ncclResult_t res =
-        check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclAllGather");
+    ncclResult_t   res = check(comm, datatype, stream, &hdt, &hs, "ncclAllGather");
     if (res != ncclSuccess)
         return hc_nccl_enq(res);
     return hc_nccl_enq_status(
@@ -386,7 +383,7 @@ ncclResult_t hcomm_nccl_AlltoAll(const void *sendbuff, void *recvbuff, size_t co
 {
     hcomm_dtype_t hdt;
     hcomm_stream_t hs;
-    ncclResult_t res = check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, "ncclAlltoAll");
+    ncclResult_t   res = check(comm, datatype, stream, &hdt, &hs, "ncclAlltoAll");
     if (res != ncclSuccess)
         return hc_nccl_enq(res);
     return hc_nccl_enq_status(
@@ -398,7 +395,7 @@ ncclResult_t hcomm_nccl_Send(const void *sendbuff, size_t count, ncclDataType_t 
 {
     hcomm_dtype_t hdt;
     hcomm_stream_t hs;
-    ncclResult_t res = check(comm, datatype, stream, sendbuff, NULL, &hdt, &hs, "ncclSend");
+    ncclResult_t   res = check(comm, datatype, stream, &hdt, &hs, "ncclSend");
     if (res != ncclSuccess)
         return hc_nccl_enq(res);
     return hc_nccl_enq_status(
@@ -410,7 +407,7 @@ ncclResult_t hcomm_nccl_Recv(void *recvbuff, size_t count, ncclDataType_t dataty
 {
     hcomm_dtype_t hdt;
     hcomm_stream_t hs;
-    ncclResult_t res = check(comm, datatype, stream, NULL, recvbuff, &hdt, &hs, "ncclRecv");
+    ncclResult_t   res = check(comm, datatype, stream, &hdt, &hs, "ncclRecv");
     if (res != ncclSuccess)
         return hc_nccl_enq(res);
     return hc_nccl_enq_status(
@@ -426,7 +423,7 @@ static ncclResult_t rooted(int gather, const void *sendbuff, void *recvbuff, siz
 {
     hcomm_dtype_t hdt;
     hcomm_stream_t hs;
-    ncclResult_t res = check(comm, datatype, stream, sendbuff, recvbuff, &hdt, &hs, what);
+    ncclResult_t   res = check(comm, datatype, stream, &hdt, &hs, what);
     if (res != ncclSuccess)
         return res;
     hcomm_comm_t hc = hc_of(comm);

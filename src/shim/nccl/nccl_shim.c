@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
+#include "device/device.h"
 #include "hcomm_nccl.h"
 #include "hcomm_stream.h"
 #include "nccl_shim.h"
@@ -201,24 +202,41 @@ static ncclResult_t wrap_comm(hcomm_comm_t hc, ncclComm_t *out, const ncclConfig
     return ncclSuccess;
 }
 
-static ncclResult_t init_rank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
-                              ncclConfig_t *config)
+/* ncclCommInitRank's checks, done at the call also inside a group. */
+static ncclResult_t init_check(ncclComm_t *comm, int nranks, int rank, const ncclConfig_t *config)
 {
     const char *what = "ncclCommInitRank";
     if (comm == NULL)
         return hc_nccl_fail(ncclInvalidArgument, "%s: comm is NULL", what);
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return hc_nccl_fail(ncclInvalidArgument, "%s: rank %d of %d is invalid", what, rank, nranks);
-    ncclResult_t res = read_config(config, what);
+    return read_config(config, what);
+}
+
+ncclResult_t hc_nccl_init_rank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                               const ncclConfig_t *config)
+{
+    ncclResult_t res = init_check(comm, nranks, rank, config);
     if (res != ncclSuccess)
         return res;
     hcomm_unique_id_t id;
     hcomm_comm_t hc;
     memcpy(&id, &commId, sizeof(id));
-    res = hc_nccl_status(hcomm_comm_init(&hc, nranks, &id, rank), what);
+    res = hc_nccl_status(hcomm_comm_init(&hc, nranks, &id, rank), "ncclCommInitRank");
     if (res != ncclSuccess)
         return res;
-    return wrap_comm(hc, comm, config, what);
+    return wrap_comm(hc, comm, config, "ncclCommInitRank");
+}
+
+/* Inside a group the init is queued for the group's end (nccl_group_init.c):
+ * one thread may create several ranks' communicators there. */
+static ncclResult_t init_rank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                              const ncclConfig_t *config)
+{
+    if (!hc_group_active())
+        return hc_nccl_init_rank(comm, nranks, commId, rank, config);
+    ncclResult_t res = init_check(comm, nranks, rank, config);
+    return res != ncclSuccess ? res : hc_nccl_init_defer(comm, nranks, commId, rank, config);
 }
 
 /* Creating a communicator is on the enqueue path (hc_nccl_group_fail). */
@@ -251,19 +269,24 @@ ncclResult_t hcomm_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, in
     return hc_nccl_enq(init_rank(newcomm, nranks, commIds[0], myrank, config));
 }
 
+/* ndev ranks of this process, created together in a group (nccl_group_init.c). */
 ncclResult_t hcomm_nccl_CommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
-    (void)devlist;
+    (void)devlist; /* hcomm's communicators hold no device */
     if (comm == NULL || ndev < 1)
         return hc_nccl_enq(hc_nccl_fail(ncclInvalidArgument, "ncclCommInitAll: invalid arguments"));
-    if (ndev != 1)
-        return hc_nccl_enq(hc_nccl_fail(ncclInvalidUsage,
-                                        "ncclCommInitAll: hcomm runs one rank per process; start "
-                                        "%d processes and use ncclCommInitRank",
-                                        ndev));
     ncclUniqueId id;
     ncclResult_t res = hcomm_nccl_GetUniqueId(&id);
-    return hc_nccl_enq(res != ncclSuccess ? res : init_rank(comm, 1, id, 0, NULL));
+    if (res == ncclSuccess && ndev == 1)
+        return hc_nccl_enq(init_rank(comm, 1, id, 0, NULL));
+    if (res == ncclSuccess)
+        res = hcomm_nccl_GroupStart();
+    if (res != ncclSuccess)
+        return hc_nccl_enq(res);
+    for (int i = 0; i < ndev && res == ncclSuccess; i++)
+        res = hc_nccl_enq(init_rank(&comm[i], ndev, id, i, NULL));
+    ncclResult_t end = hcomm_nccl_GroupEnd();
+    return res != ncclSuccess ? res : end;
 }
 
 /* ncclCommDestroy and ncclCommAbort. A communicator that a stuck hcomm
@@ -534,21 +557,33 @@ ncclResult_t hcomm_nccl_CommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
                                           "need hcomm's device support");
 }
 
+/* Device memory on the current device, as NCCL's, where a GPU answers (the
+ * collectives stage it, core/stage.h); aligned host memory elsewhere. */
 ncclResult_t hcomm_nccl_MemAlloc(void **ptr, size_t size)
 {
     if (ptr == NULL || size == 0)
         return hc_nccl_fail(ncclInvalidArgument, "ncclMemAlloc: invalid arguments");
-    void *p;
-    int err = posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size);
-    if (err != 0)
-        return hc_nccl_fail(ncclSystemError, "ncclMemAlloc: %zu bytes: %s", size, strerror(err));
+    void          *p;
+    hcomm_status_t st = hc_mem_device_alloc(&p, size);
+    if (st == HCOMM_ERR_NO_MEMORY)
+        return hc_nccl_fail(ncclSystemError, "ncclMemAlloc: %zu bytes of device memory refused",
+                            size);
+    if (st != HCOMM_SUCCESS) {
+        int err = posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size);
+        if (err != 0)
+            return hc_nccl_fail(ncclSystemError, "ncclMemAlloc: %zu bytes: %s", size,
+                                strerror(err));
+    }
     *ptr = p;
     return ncclSuccess;
 }
 
 ncclResult_t hcomm_nccl_MemFree(void *ptr)
 {
-    free(ptr);
+    if (hc_mem_kind(ptr) == HC_MEM_CUDA)
+        hc_mem_device_free(ptr);
+    else
+        free(ptr);
     return ncclSuccess;
 }
 
@@ -568,6 +603,7 @@ static ncclResult_t group_drop(ncclResult_t res, const char *what)
     hc_group_leave();
     hc_group_reset();
     hc_nccl_temps_release();
+    hc_nccl_init_drop();
     return hc_nccl_fail(res, "%s: none of the group's calls ran: %s", what, why);
 }
 
@@ -576,6 +612,11 @@ ncclResult_t hcomm_nccl_GroupEnd(void)
 {
     if (group_error != ncclSuccess && hc_group_depth == 1)
         return group_drop(group_error, "ncclGroupEnd");
+    if (hc_group_depth == 1) { /* communicators first: the group's calls may use them */
+        ncclResult_t res = hc_nccl_init_run();
+        if (res != ncclSuccess)
+            return group_drop(res, "ncclGroupEnd");
+    }
     ncclResult_t res = hc_nccl_status(hcomm_group_end(), "ncclGroupEnd");
     if (!hc_group_active())
         hc_nccl_temps_release();

@@ -106,10 +106,21 @@ ncclResult_t hc_nccl_bad_dtype(ncclDataType_t dt);
 /* Why a call on comm with datatype dt is invalid (never ncclSuccess). */
 ncclResult_t hc_nccl_check_failed(ncclComm_t comm, ncclDataType_t dt, const char *what);
 
-/* The hcomm stream for a call on a CUDA stream with these buffers (host
- * memory only), made at the first call that names it (nccl_stream.c). */
-ncclResult_t hc_nccl_stream(ncclComm_t comm, cudaStream_t stream, const void *sendbuf,
-                            const void *recvbuf, hcomm_stream_t *hs, const char *what);
+/* ncclCommInitRank(Config) outside a group (nccl_shim.c). */
+ncclResult_t hc_nccl_init_rank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                               const ncclConfig_t *config);
+/* Inside one: queued (nccl_group_init.c) and run, one thread each, by the
+ * outermost ncclGroupEnd (hc_nccl_init_run: the first failure, every
+ * communicator of the group aborted then), or dropped with the group. */
+ncclResult_t hc_nccl_init_defer(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
+                                const ncclConfig_t *config);
+ncclResult_t hc_nccl_init_run(void);
+void         hc_nccl_init_drop(void);
+
+/* The hcomm stream for a call on a CUDA stream, made at the first call that
+ * names it (nccl_stream.c). */
+ncclResult_t hc_nccl_stream(ncclComm_t comm, cudaStream_t stream, hcomm_stream_t *hs,
+                            const char *what);
 /* Destroys those streams, after their queued work (before the communicator). */
 void hc_nccl_streams_destroy(ncclComm_t comm);
 /* The profiler plugin (nccl_profiler.c): loaded at the first communicator;

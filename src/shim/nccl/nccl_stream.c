@@ -2,21 +2,16 @@
  * communicator's calls name gets an hcomm stream bound to it
  * (hcomm_stream_create_cuda), made at its first call and destroyed with the
  * communicator. The call is queued on it and returns: it starts after the
- * CUDA work queued before it, and later CUDA work waits for it. Buffers must
- * be host memory until hcomm's device-memory support arrives. */
+ * CUDA work queued before it, and later CUDA work waits for it. Device
+ * buffers are staged through host memory by the core (core/stage.h). */
 #include "base/log.h"
-#include "device/device.h"
 #include "hcomm_stream.h"
 #include "nccl_shim.h"
 #include "overlap/overlap.h" /* hc_cuda_stream_id */
 
-ncclResult_t hc_nccl_stream(ncclComm_t comm, cudaStream_t stream, const void *sendbuf,
-                            const void *recvbuf, hcomm_stream_t *hs, const char *what)
+ncclResult_t hc_nccl_stream(ncclComm_t comm, cudaStream_t stream, hcomm_stream_t *hs,
+                            const char *what)
 {
-    if (hc_mem_kind(sendbuf) != HC_MEM_HOST || hc_mem_kind(recvbuf) != HC_MEM_HOST)
-        return hc_nccl_fail(ncclInvalidUsage,
-                            "%s: device buffers need hcomm's device-memory support, not in "
-                            "this version; pass host memory (pinned for speed)", what);
     unsigned long long id = 0;
     const char *why = NULL;
     if (hc_cuda_stream_id(stream, &id, &why) != 0)
