@@ -52,5 +52,6 @@ for n in 2 4; do
             tools/hcomm-run -n "$n" tests/coll/device_check_cuda --bench "$count" "$iters"
     done
 done
+# shellcheck disable=SC2086 # NCCL_TESTS: the tests to run, several words
 TAIL=60 step 200 "nccl-tests" env HCOMM_TIMEOUT=20 sh tests/gpu/nccl_tests.sh ${NCCL_TESTS:-}
 say "log: $log"

@@ -19,9 +19,9 @@ tests=${*:-"all_reduce broadcast reduce all_gather reduce_scatter alltoall sendr
 args="-b 8 -e 64M -f 8 -c 1 -n 5 -w 2"
 tmp=$(mktemp -d)
 rc=0
+# shellcheck disable=SC2086 # args: several words
 for t in $tests; do
     echo "== ${t}_perf, 1 rank"
-    # shellcheck disable=SC2086 # args: words
     timeout -k 5 60 "$bin/${t}_perf" $args || rc=1
     echo "== ${t}_perf, 2 processes"
     rm -f "$tmp/id"

@@ -20,9 +20,9 @@ tar czf .devcarry/build.tgz -T .devcarry/files
 echo "$top" > .devcarry/built_at
 # what they link beyond the system's own libraries (the machine there has
 # newer), MPI (not there) and NVIDIA's NCCL (a comparison build links it)
-for f in $(cat .devcarry/files); do
+while read -r f; do
     [ -f "$f" ] && head -c 4 "$f" | grep -q ELF && ldd "$f" 2>/dev/null
-done | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
+done < .devcarry/files | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
     grep -v -e '/libc\.so' -e '/libm\.so' -e '/libdl\.so' -e '/libpthread\.so' -e '/librt\.so' \
         -e '/ld-linux' -e '/libstdc++' -e '/libgcc_s' -e '/libz\.' -e '/libmpi' -e '/libopen-' \
         -e '/libevent' -e '/libnccl' -e "^$top/" |
