@@ -69,7 +69,7 @@ void hc_log_configure(const char *level, const char *subsys, const char *file)
     int level_known = level[0] == '\0';
     for (int l = HC_LOG_NONE; l <= HC_LOG_TRACE; l++)
         if (strcasecmp(level, level_names[l]) == 0) {
-            hc_log_level_g = (hc_log_level_t)l;
+            __atomic_store_n(&hc_log_level_g, (hc_log_level_t)l, __ATOMIC_RELAXED);
             level_known    = 1;
         }
 
@@ -90,7 +90,7 @@ void hc_log_configure(const char *level, const char *subsys, const char *file)
             }
             mask |= bit;
         }
-        hc_log_subsys_g = exclude ? ~mask : mask;
+        __atomic_store_n(&hc_log_subsys_g, exclude ? ~mask : mask, __ATOMIC_RELAXED);
     }
 
     const char *file_err = NULL;
@@ -112,7 +112,7 @@ void hc_log_configure(const char *level, const char *subsys, const char *file)
         hc_warn(PARAM,
                 "HCOMM_LOG_LEVEL=%s is not a level (NONE, ERROR, WARN, INFO, DEBUG, "
                 "TRACE); kept %s",
-                level, level_names[hc_log_level_g]);
+                level, level_names[hc_log_level()]);
     if (unknown[0] != '\0')
         hc_warn(PARAM, "HCOMM_LOG_SUBSYS: no subsystem named %s; ignored", unknown);
     if (file_err != NULL)

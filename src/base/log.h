@@ -33,6 +33,17 @@ typedef enum {
 extern hc_log_level_t hc_log_level_g;
 extern unsigned hc_log_subsys_g;
 
+/* The level and subsystem mask, read as relaxed atomics: tests reconfigure
+ * them (hc_params_reload) while the library's threads log. */
+static inline hc_log_level_t hc_log_level(void)
+{
+    return __atomic_load_n(&hc_log_level_g, __ATOMIC_RELAXED);
+}
+static inline unsigned hc_log_subsys(void)
+{
+    return __atomic_load_n(&hc_log_subsys_g, __ATOMIC_RELAXED);
+}
+
 /* Sets the rank shown in log lines (the first communicator's rank). */
 void hc_log_set_rank(int rank);
 void hc_log_emit(hc_log_level_t level, unsigned subsys, const char *file, int line,
@@ -43,7 +54,7 @@ void hc_log_emit(hc_log_level_t level, unsigned subsys, const char *file, int li
  * caller): errors and warnings pass any HCOMM_LOG_SUBSYS, as NCCL's WARN does. */
 #define hc_log_as(level, mask, ...)                                                                \
     do {                                                                                           \
-        if ((level) <= hc_log_level_g && ((level) <= HC_LOG_WARN || (hc_log_subsys_g & (mask))))   \
+        if ((level) <= hc_log_level() && ((level) <= HC_LOG_WARN || (hc_log_subsys() & (mask))))   \
             hc_log_emit(level, mask, __FILE__, __LINE__, __VA_ARGS__);                             \
     } while (0)
 #define hc_log_(level, id, ...) hc_log_as(level, HC_SUBSYS(id), __VA_ARGS__)

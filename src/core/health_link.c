@@ -270,7 +270,7 @@ void hc_links_judge(hc_links_t *l, struct hcomm_comm *c, hcomm_health_t *v)
         if (b - a >= 3 && fresh > 0)
             links_test_class(rows + a, b - a, hc_params_get()->health_alpha), judged += b - a;
     }
-    if (HC_LOG_DEBUG <= hc_log_level_g && (hc_log_subsys_g & HC_SUBSYS(COLL)))
+    if (HC_LOG_DEBUG <= hc_log_level() && (hc_log_subsys() & HC_SUBSYS(COLL)))
         links_log(rows, n);
     for (int i = 0; i < n; i++) /* an earlier rate was counted when it was measured */
         if (rows[i].flag && rows[i].fresh)

@@ -4,7 +4,8 @@
 # builds them there with configure --enable-sanitizers and runs make check's
 # TESTS. MODE asan: address,undefined over the unit tests and a multi-process
 # subset; tsan: thread over the tests whose threads meet (streams, overlap,
-# abort). Any sanitizer report fails the run.
+# abort, the NCCL shim's communicators made together). Any sanitizer report
+# fails the run.
 #   tests/sanitize/run.sh asan          # or tsan; or name the tests
 set -u
 mode=${1:?usage: $0 asan|tsan [TEST...]}
@@ -20,7 +21,7 @@ asan)
     tests=${*:-$unit tests/coll/run_coll.sh tests/coll/run_streams.sh tests/coll/run_device.sh
         tests/coll/run_unstack.sh tests/coll/run_lazy.sh tests/fault/kill_peer.sh
         tests/fault/run_stuck.sh tests/fault/run_revoke.sh tests/fault/run_shrink_fail.sh
-        tests/netns/run_slow_link.sh}
+        tests/netns/run_slow_link.sh tests/shim/run_shim.sh}
     # every report fails the process; leaks too, at each rank's exit
     export ASAN_OPTIONS=abort_on_error=0:exitcode=86:detect_leaks=1
     export LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitize/lsan.supp" # the tree's top (cd above)
@@ -29,7 +30,8 @@ asan)
 tsan)
     san=thread
     tests=${*:-tests/coll/run_streams.sh tests/coll/run_device.sh tests/coll/run_overlap.sh
-        tests/fault/run_stuck.sh tests/fault/run_revoke.sh tests/fault/run_shrink_fail.sh tests/netns/run_slow_link.sh}
+        tests/fault/run_stuck.sh tests/fault/run_revoke.sh tests/fault/run_shrink_fail.sh tests/netns/run_slow_link.sh
+        tests/shim/run_shim.sh}
     export TSAN_OPTIONS=exitcode=86:halt_on_error=0:second_deadlock_stack=1
     # run_slow_link.sh: under TSan its ranks' CPU paces 300 Mbit/s links,
     # and a link slower than the CPU is the one to find

@@ -188,8 +188,8 @@ static void check_group(ncclComm_t c)
 
 /* Three ranks' communicators created by one thread in one group (NCCL's
  * single-process form): they exist once the group ends, and a group of an
- * allreduce on each, from that thread, sums over the three. A group whose
- * init fails leaves none of its communicators. */
+ * allreduce on each, from that thread, sums over the three. A group with a
+ * failed init leaves none of its communicators. */
 static void check_group_init(void)
 {
     enum { N = 3 };
@@ -216,20 +216,19 @@ static void check_group_init(void)
         CHECK(y[r] == 6, "rank %d's sum over the group's communicators: %d", r, y[r]);
         EXPECT(hcomm_nccl_CommDestroy(comms[r]), ncclSuccess);
     }
-    /* rank 1 of 2 never joins its id's root in time: the group fails whole */
-    ncclComm_t   a = NULL, b = NULL;
-    ncclUniqueId other;
+    /* an id serves one init: a rank given a used one fails at once, and the
+     * group's other communicator, made meanwhile, is aborted with it */
+    ncclComm_t   used = NULL, a = NULL, b = NULL;
+    ncclUniqueId fresh;
     EXPECT(hcomm_nccl_GetUniqueId(&id), ncclSuccess);
-    EXPECT(hcomm_nccl_GetUniqueId(&other), ncclSuccess);
-    setenv("HCOMM_TIMEOUT", "1", 1);
-    hc_params_reload();
+    EXPECT(hcomm_nccl_CommInitRank(&used, 1, id, 0), ncclSuccess);
+    EXPECT(hcomm_nccl_CommDestroy(used), ncclSuccess);
+    EXPECT(hcomm_nccl_GetUniqueId(&fresh), ncclSuccess);
     EXPECT(hcomm_nccl_GroupStart(), ncclSuccess);
-    EXPECT(hcomm_nccl_CommInitRank(&a, 2, id, 0), ncclSuccess);
-    EXPECT(hcomm_nccl_CommInitRank(&b, 2, other, 1), ncclSuccess);
-    CHECK(hcomm_nccl_GroupEnd() != ncclSuccess, "a group whose ranks never meet succeeded");
+    EXPECT(hcomm_nccl_CommInitRank(&a, 1, fresh, 0), ncclSuccess);
+    EXPECT(hcomm_nccl_CommInitRank(&b, 2, id, 1), ncclSuccess);
+    CHECK(hcomm_nccl_GroupEnd() != ncclSuccess, "a group with a used id succeeded");
     CHECK(a == NULL && b == NULL, "a failed group left communicators %p %p", (void *)a, (void *)b);
-    unsetenv("HCOMM_TIMEOUT");
-    hc_params_reload();
 }
 
 /* A destroyed handle is refused (ncclInvalidArgument, one line) by every

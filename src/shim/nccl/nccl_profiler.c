@@ -60,7 +60,7 @@ static void nprof_log(int level, unsigned long flags, const char *file, int line
                        : level == HC_NLOG_ABORT ? HC_LOG_ERROR
                        : level == HC_NLOG_TRACE ? HC_LOG_TRACE
                                                 : HC_LOG_INFO;
-    if (l <= hc_log_level_g && (hc_log_subsys_g & HC_SUBSYS(INIT)))
+    if (l <= hc_log_level() && (hc_log_subsys() & HC_SUBSYS(INIT)))
         hc_log_emit(l, HC_SUBSYS(INIT), file ? file : "profiler", line, "profiler plugin: %s", msg);
 }
 
@@ -260,16 +260,18 @@ void hc_nccl_prof_comm_init(ncclComm_t comm, const char *name)
     pthread_mutex_lock(&nprof_lock);
     if (nprof_state == 0)
         nprof_load();
-    pthread_mutex_unlock(&nprof_lock);
-    if (nprof_state != 1)
+    struct hc_nccl_prof *p = nprof_state == 1 ? calloc(1, sizeof(*p)) : NULL;
+    if (p == NULL) {
+        pthread_mutex_unlock(&nprof_lock);
         return;
-    struct hc_nccl_prof *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        return;
+    }
     uint64_t id     = hc_hash_bytes(HC_HASH_FNV_SEED, hc->cookie, sizeof(hc->cookie));
     int      nnodes = hc->plans.cluster != NULL ? hc->plans.cluster->nnodes : 1;
+    /* one init at a time, as NCCL's: it writes the shared activation mask
+     * (communicators made together in a group come from several threads) */
     int err = nprof->init(&p->ctx, id, &nprof_mask, name ? name : "", nnodes, hc->nranks, hc->rank,
                           nprof_log);
+    pthread_mutex_unlock(&nprof_lock);
     if (err != 0 || p->ctx == NULL) {
         hc_info(INIT, "NCCL profiler plugin: init failed (%d); this communicator goes without",
                 err);
