@@ -10,6 +10,7 @@
 # docs/devices.md).
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$top/.devcarry/nccl-tests/bin"
+hang="$top/tests/gpu/hang_bt.sh" # a hang comes back with its backtraces
 if [ ! -x "$bin/all_reduce_perf" ]; then
     echo "SKIP: no nccl-tests build in $bin"
     exit 77
@@ -22,19 +23,19 @@ rc=0
 # shellcheck disable=SC2086 # args: several words
 for t in $tests; do
     echo "== ${t}_perf, 1 rank"
-    timeout -k 5 60 "$bin/${t}_perf" $args || rc=1
+    sh "$hang" 60 "$bin/${t}_perf" $args || rc=1
     echo "== ${t}_perf, 2 processes"
     rm -f "$tmp/id"
     NCCL_TESTS_ID_FILE="$tmp/id" NCCL_TESTS_NRANKS=2 NCCL_TESTS_RANK=1 \
         timeout -k 5 60 "$bin/${t}_perf" $args > "$tmp/rank1" 2>&1 &
     NCCL_TESTS_ID_FILE="$tmp/id" NCCL_TESTS_NRANKS=2 NCCL_TESTS_RANK=0 \
-        timeout -k 5 60 "$bin/${t}_perf" $args || rc=1
+        sh "$hang" 60 "$bin/${t}_perf" $args || rc=1
     wait $! || { rc=1; echo "rank 1 failed:"; tail -5 "$tmp/rank1"; }
 done
 for ranks in "-t 2 -p 1" "-g 2"; do
     echo "== all_reduce_perf $ranks, NULL stream"
     # shellcheck disable=SC2086 # args, ranks: words
-    timeout -k 5 60 "$bin/all_reduce_perf" $args $ranks -y 1 || rc=1
+    sh "$hang" 60 "$bin/all_reduce_perf" $args $ranks -y 1 || rc=1
 done
 rm -rf "$tmp"
 exit $rc
