@@ -35,8 +35,7 @@ ncclResult_t hc_nccl_init_defer(ncclComm_t *comm, int nranks, ncclUniqueId id, i
         pending = p, cap = ncap;
     }
     pending_init_t *q = &pending[npending++];
-    memset(q, 0, sizeof(*q));
-    *q = (pending_init_t){.out = comm, .nranks = nranks, .rank = rank, .id = id};
+    *q                = (pending_init_t){.out = comm, .nranks = nranks, .rank = rank, .id = id};
     if (config != NULL) { /* read_config took its size; NCCL's callers pass the full struct */
         size_t n = config->size < sizeof(q->cfg) ? config->size : sizeof(q->cfg);
         memcpy(&q->cfg, config, n);
