@@ -23,6 +23,12 @@ unset HCOMM_RANK HCOMM_NRANKS HCOMM_ROOT HCOMM_ROOT_FD HCOMM_COOKIE HCOMM_COOKIE
 export HCOMM_TIMEOUT=30 HCOMM_LOG_LEVEL=info
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 port=$((20000 + $$ % 20000))
+# each case its own ports: a listener of the case before may still hold its
+# port (a rank not yet gone), and a bind there fails with EADDRINUSE
+case_result() {
+    result "$@"
+    port=$((port + 2))
+}
 cookie=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 
 # ranks N CMD...: ranks 0..N-1 of CMD at once, rank R with the variables
@@ -62,29 +68,29 @@ torch_env() { echo "RANK=$1 WORLD_SIZE=3 LOCAL_RANK=$1 MASTER_ADDR=$addr MASTER_
 rank_env() { torch_env "$1"; }
 addr=127.0.0.1
 ranks 3 "$ex" && ok 3 torchrun && has "root 127.0.0.1:$((port + 1))"
-result "torchrun's variables, loopback MASTER_ADDR: root on MASTER_PORT+1, no cookie" $?
+case_result "torchrun's variables, loopback MASTER_ADDR: root on MASTER_PORT+1, no cookie" $?
 ip=$(hostname -I 2> /dev/null | tr ' ' '\n' | grep -v -e : -e '^127\.' -e '^$' | head -n 1)
 if [ -n "$ip" ]; then
     addr=$ip
     rank_env() { echo "$(torch_env "$1") HCOMM_COOKIE=$cookie"; }
     ranks 3 "$ex" && ok 3 torchrun
-    result "torchrun's variables, MASTER_ADDR=$ip, HCOMM_COOKIE set" $?
+    case_result "torchrun's variables, MASTER_ADDR=$ip, HCOMM_COOKIE set" $?
 else
-    result "torchrun's variables, remote root with HCOMM_COOKIE: no non-loopback IPv4 here" 77
+    case_result "torchrun's variables, remote root with HCOMM_COOKIE: no non-loopback IPv4 here" 77
 fi
 addr=192.0.2.1 # TEST-NET-1: nothing is sent there
 rank_env() { torch_env "$1"; }
 ranks 3 "$ex"
 refused 3 "HCOMM_COOKIE is not set and the root 192.0.2.1:$((port + 1)) (torchrun: "
-result "torchrun's variables, remote root without HCOMM_COOKIE: refused" $?
+case_result "torchrun's variables, remote root without HCOMM_COOKIE: refused" $?
 
 # ---- an IPv6 root: every listener a rank opens takes its address ----
 if ip -6 addr show dev lo 2> /dev/null | grep -q '::1/128'; then
     rank_env() { echo "HCOMM_RANK=$1 HCOMM_NRANKS=3 HCOMM_ROOT=[::1]:$port"; }
     ranks 3 "$ex" && ok 3 hcomm-run
-    result "HCOMM_ROOT=[::1]:$port: 3 ranks over IPv6 loopback" $?
+    case_result "HCOMM_ROOT=[::1]:$port: 3 ranks over IPv6 loopback" $?
 else
-    result "an IPv6 root: no ::1 on lo" 77
+    case_result "an IPv6 root: no ::1 on lo" 77
 fi
 
 # ---- srun's variables by hand (no PMI plugin) ----
@@ -95,27 +101,27 @@ slurm_env() {
 rank_env() { slurm_env "$1"; }
 nodes='localhost,node[2-3]'
 ranks 3 "$ex" && ok 3 Slurm && has 'root localhost:[0-9]'
-result "srun's variables, nodes $nodes: root on the first, no cookie" $?
+case_result "srun's variables, nodes $nodes: root on the first, no cookie" $?
 nodes='node[07-09,12]'
 ranks 3 "$ex"
 refused 3 'HCOMM_COOKIE is not set and the root node07:[0-9]* (Slurm: the first host'
-result "srun's variables, nodes $nodes without HCOMM_COOKIE: refused" $?
+case_result "srun's variables, nodes $nodes without HCOMM_COOKIE: refused" $?
 rank_env() { echo "$(slurm_env "$1") HCOMM_ROOT=127.0.0.1:$port"; }
 ranks 3 "$ex" && ok 3 Slurm
-result "srun's variables with HCOMM_ROOT: it overrides the derived root" $?
+case_result "srun's variables with HCOMM_ROOT: it overrides the derived root" $?
 
 # ---- torchrun inside srun: the outer launcher's variables are there too ----
 nodes='localhost,node[2-3]'
 rank_env() { echo "$(slurm_env 0) $(torch_env "$1") TORCHELASTIC_RUN_ID=$$"; }
 addr=127.0.0.1
 ranks 3 "$ex" && ok 3 torchrun
-result "torchrun's agent under srun (SLURM_PROCID 0 on every worker): torchrun's ranks" $?
+case_result "torchrun's agent under srun (SLURM_PROCID 0 on every worker): torchrun's ranks" $?
 
 # ---- the mispairing of old: PMIx's rank, PMI-1's size ----
 rank_env() { echo "PMIX_RANK=$1 PMI_SIZE=3"; }
 ranks 3 "$ex"
 refused 3 'no launcher found: .*set without the rest of their launcher.s: PMIX_RANK, PMI_SIZE'
-result "PMIX_RANK with PMI_SIZE: no launcher, the line names both" $?
+case_result "PMIX_RANK with PMI_SIZE: no launcher, the line names both" $?
 
 # ---- a rank that joins twice: every rank refused at once, not at the timeout;
 # rank 2 starts only once the root refused everyone (rank 0's process, whose
@@ -140,7 +146,7 @@ cat "$tmp"/rank* > "$out"
 rm -f "$tmp"/rank*
 [ "$(grep -c 'init_env: hcomm_comm_init_env: invalid root, peer or rank' "$out")" -eq 4 ] &&
     has 'a rank was refused (invalid root, peer or rank): refusing every rank'
-result "rank 1 twice, rank 2 after the refusals: all 4 refused within 30 s (HCOMM_TIMEOUT=120)" $?
+case_result "rank 1 twice, rank 2 after the refusals: all 4 refused within 30 s (HCOMM_TIMEOUT=120)" $?
 
 # ---- a rank with a /dev/shm of its own (a container on the host's network):
 # not one host to shared memory, so tcp, not a shm connect that times out ----
@@ -158,36 +164,36 @@ if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null &&
     cat "$tmp"/rank* > "$out"
     rm -f "$tmp"/rank*
     [ $rc = 0 ] && [ "$(grep -c 'allreduce ok' "$out")" -eq 2 ]
-    result "rank 1 with a /dev/shm of its own: the pair talks tcp" $?
+    case_result "rank 1 with a /dev/shm of its own: the pair talks tcp" $?
 else
-    result "a rank with a /dev/shm of its own: needs root and unshare -m" 77
+    case_result "a rank with a /dev/shm of its own: needs root and unshare -m" 77
 fi
 
 # ---- real launchers, nothing set by hand ----
 if [ -z "${HC_TEST_MPIRUN:-}" ] || ! mpirun=$(command -v "$HC_TEST_MPIRUN"); then
-    result "Open MPI's mpirun: HC_TEST_MPIRUN unset or not found (make check sets it)" 77
+    case_result "Open MPI's mpirun: HC_TEST_MPIRUN unset or not found (make check sets it)" 77
 else
     try 120 "$mpirun" --oversubscribe -np 3 "$ex" && ok 3 PMIx
-    result "mpirun -np 3 init_env: the id through PMIx" $?
+    case_result "mpirun -np 3 init_env: the id through PMIx" $?
     try 120 "$mpirun" --oversubscribe -np 2 "$perf" all_reduce -b 8 -e 64K -f 8 -n 2 -w 1 &&
         perf_ok
-    result "mpirun -np 2 hcomm-perf" $?
+    case_result "mpirun -np 2 hcomm-perf" $?
 fi
 if mpich=$(command -v mpirun.mpich); then
     try 120 "$mpich" -np 3 "$ex" && ok 3 PMI-1
-    result "mpirun.mpich -np 3 init_env: the id through PMI-1" $?
+    case_result "mpirun.mpich -np 3 init_env: the id through PMI-1" $?
     try 120 "$mpich" -np 2 "$perf" all_reduce -b 8 -e 64K -f 8 -n 2 -w 1 && perf_ok &&
         has 'launcher PMI-1:'
-    result "mpirun.mpich -np 2 hcomm-perf" $?
+    case_result "mpirun.mpich -np 2 hcomm-perf" $?
 else
-    result "MPICH's mpirun: mpirun.mpich not installed (apt-get install mpich)" 77
+    case_result "MPICH's mpirun: mpirun.mpich not installed (apt-get install mpich)" 77
 fi
 # Debian's torchrun (torch 1.13) fails on Python 3.11 before it starts a
 # worker (its Std.from_str finds no member for "0"): patched here, only that
 trun=$(command -v torchrun) && py=$(sed -n '1s/^#!//p' "$trun") &&
     "$py" -c 'import torch.distributed.run' 2> /dev/null
 if [ $? -ne 0 ]; then
-    result "torchrun: not installed (python3-torch)" 77
+    case_result "torchrun: not installed (python3-torch)" 77
 else
     try 120 "$py" -c '
 import sys
@@ -198,7 +204,7 @@ if api.Std.from_str("0") is None:
 from torch.distributed.run import main
 sys.argv[0] = "torchrun"
 main()' --nproc_per_node=3 --master_port="$port" --no_python "$ex" && ok 3 torchrun
-    result "torchrun --nproc_per_node=3 init_env" $?
+    case_result "torchrun --nproc_per_node=3 init_env" $?
 fi
 
 # ---- hcomm-run: a rank that fails ends the job, with what the others started
@@ -214,5 +220,5 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
 done
 echo "hcomm-run returned $rc; rank children left behind: $left" >> "$out"
 [ $rc = 3 ] && [ $left = 0 ]
-result "hcomm-run: a failed rank's job leaves no rank's children behind" $?
+case_result "hcomm-run: a failed rank's job leaves no rank's children behind" $?
 finish
