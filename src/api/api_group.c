@@ -100,7 +100,8 @@ hcomm_status_t hcomm_group_end(void)
     const hc_group_call_t *calls = hc_group_calls(&n);
     int                    mixed;
     hcomm_stream_t         stream = group_stream(calls, n, &mixed);
-    hcomm_request_t       *reqs   = calloc(n ? n : 1, sizeof(*reqs));
+    hcomm_request_t        reqs_here[4]; /* a request per communicator of the group */
+    hcomm_request_t       *reqs   = n <= 4 ? reqs_here : calloc(n, sizeof(*reqs));
     hc_stream_task_t      *task   = NULL;
     hcomm_status_t         bad    = HCOMM_SUCCESS;
     if (mixed) {
@@ -116,7 +117,8 @@ hcomm_status_t hcomm_group_end(void)
     if (bad != HCOMM_SUCCESS) {
         first = first != HCOMM_SUCCESS ? first : bad;
         hc_group_reset();
-        free(reqs);
+        if (reqs != reqs_here)
+            free(reqs);
         return first;
     }
     size_t nreqs = group_issue(calls, n, stream, reqs, &first);
@@ -135,6 +137,7 @@ hcomm_status_t hcomm_group_end(void)
         hc_stream_leave(stream); /* nothing queued */
     }
     hc_stream_task_free(task);
-    free(reqs);
+    if (reqs != reqs_here)
+        free(reqs);
     return first;
 }

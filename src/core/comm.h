@@ -21,6 +21,18 @@
 #define HC_TLS_FAST __attribute__((tls_model("initial-exec")))
 #define HC_SCHED_CACHE_MAX 64
 #define HC_REQ_FREE_MAX    8 /* spare requests: enough for a window of nonblocking calls */
+#define HC_GROUP_CACHE_MAX 4 /* fused group schedules kept (comm_cache.c) */
+#define HC_GROUP_KEY_MAX 8   /* calls of the largest group whose fused schedule is kept */
+
+/* A group's fused schedule, by its calls' schedules in fused order: each
+ * one the cache's, so equal pointers mean equal schedules while the cache
+ * keeps them (any eviction from the cache empties this one). */
+typedef struct hc_group_cache_entry {
+    hc_sched_t *member[HC_GROUP_KEY_MAX];
+    size_t      nmember;
+    hc_sched_t *merged;
+    uint64_t    last_use;
+} hc_group_cache_entry_t;
 
 typedef struct hc_sched_cache_entry {
     hc_coll_args_t args;
@@ -74,6 +86,8 @@ struct hcomm_comm {
     hc_algo_t           timing;             /* timed by calibration, else HC_ALGO_AUTO */
     int                 cache_mru;          /* checked first: loops repeat one call */
     uint64_t            cache_clock;
+    hc_group_cache_entry_t  group_cache[HC_GROUP_CACHE_MAX];
+    int                     ngroup_cache;
     void               *scratch;
     size_t              scratch_size;
     void               *stage_spare; /* the largest host copy block freed (stage.c) */
@@ -176,6 +190,13 @@ hcomm_status_t hc_comm_get_sched(hcomm_comm_t comm, const hc_coll_args_t *args,
                                  hc_sched_t **sched_p, int *owned_p);
 /* Destroys every cached schedule (no request may still hold one). */
 void           hc_comm_cache_clear(hcomm_comm_t comm);
+/* The fused schedule kept for a group whose calls' schedules, in fused order,
+ * are members[0..n), or NULL. */
+hc_sched_t *hc_comm_group_sched_find(hcomm_comm_t comm, hc_sched_t *const *members, size_t n);
+/* Keeps merged as that group's: 1 if the cache took it, 0 if the caller keeps
+ * owning it (members not all cached, too many, or the cache full and busy). */
+int hc_comm_group_sched_keep(hcomm_comm_t comm, hc_sched_t *const *members, size_t n,
+                             hc_sched_t *merged);
 /* Makes sure comm->scratch holds at least size bytes. */
 hcomm_status_t hc_comm_reserve_scratch(hcomm_comm_t comm, size_t size);
 

@@ -1,6 +1,8 @@
 /* comm_cache.c - a communicator's schedules, cached per call shape (selection
- * and building run once per shape), and the scratch buffer its requests share. */
+ * and building run once per shape), a group's fused ones by their calls'
+ * schedules, and the scratch buffer its requests share. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "algorithms/select.h"
 #include "base/dtype.h"
@@ -30,12 +32,60 @@ static int cache_match(const hc_sched_cache_entry_t *e, const hc_coll_args_t *a,
            e->args.root == a->root && e->args.in_place == a->in_place;
 }
 
+static void group_cache_clear(hcomm_comm_t comm)
+{
+    for (int i = 0; i < comm->ngroup_cache; i++)
+        hc_sched_destroy(comm->group_cache[i].merged);
+    comm->ngroup_cache = 0;
+}
+
 void hc_comm_cache_clear(hcomm_comm_t comm)
 {
+    group_cache_clear(comm);
     for (int i = 0; i < comm->ncache; i++)
         hc_sched_destroy(comm->cache[i].sched);
     comm->ncache    = 0;
     comm->cache_mru = 0;
+}
+
+hc_sched_t *hc_comm_group_sched_find(hcomm_comm_t comm, hc_sched_t *const *members, size_t n)
+{
+    for (int i = 0; i < comm->ngroup_cache; i++) {
+        hc_group_cache_entry_t *e = &comm->group_cache[i];
+        if (e->nmember == n && memcmp(e->member, members, n * sizeof(*members)) == 0) {
+            e->last_use = ++comm->cache_clock;
+            return e->merged;
+        }
+    }
+    return NULL;
+}
+
+int hc_comm_group_sched_keep(hcomm_comm_t comm, hc_sched_t *const *members, size_t n,
+                             hc_sched_t *merged)
+{
+    int victim = 0;
+
+    if (n > HC_GROUP_KEY_MAX)
+        return 0;
+    for (size_t k = 0; k < n; k++)
+        if (members[k] == NULL)
+            return 0;
+    if (comm->ngroup_cache < HC_GROUP_CACHE_MAX) {
+        victim = comm->ngroup_cache++;
+    } else if (comm->req_head == NULL) {
+        for (int i = 1; i < comm->ngroup_cache; i++)
+            if (comm->group_cache[i].last_use < comm->group_cache[victim].last_use)
+                victim = i;
+        hc_sched_destroy(comm->group_cache[victim].merged);
+    } else {
+        return 0; /* a queued request may hold the victim */
+    }
+    hc_group_cache_entry_t *e = &comm->group_cache[victim];
+    memcpy(e->member, members, n * sizeof(*members));
+    e->nmember  = n;
+    e->merged   = merged;
+    e->last_use = ++comm->cache_clock;
+    return 1;
 }
 
 /* Selects, finds or builds: everything but a repeat of the last call, kept
@@ -47,6 +97,20 @@ cache_lookup(hcomm_comm_t comm, const hc_coll_args_t *args, hc_sched_t **sched_p
     int                victim = 0;
     /* alltoallv's schedule follows its counts: built for each call, not cached */
     int             cacheable = args->coll != HC_COLL_ALLTOALLV;
+    /* a shape seen under these parameters selects what it selected then (as
+     * the last call's fast path assumes): calls that alternate, such as a
+     * group's send and receive, skip selection too */
+    for (int i = 0; i < comm->ncache && cacheable; i++) {
+        hc_sched_cache_entry_t *e = &comm->cache[i];
+        if (cache_match(e, args, e->algo, e->chunk_bytes) && e->algo_setting == p->algo &&
+            (comm->timing == HC_ALGO_AUTO || comm->timing == e->algo)) {
+            e->last_use     = ++comm->cache_clock;
+            comm->cache_mru = i;
+            *sched_p        = e->sched;
+            *owned_p        = 0;
+            return HCOMM_SUCCESS;
+        }
+    }
     hc_select_ctx_t sc = {.nranks = comm->nranks, .plans = &comm->plans, .params = p,
                           .timing = comm->timing};
     hc_choice_t     choice = hc_select(&sc, args);
@@ -83,6 +147,9 @@ cache_lookup(hcomm_comm_t comm, const hc_coll_args_t *args, hc_sched_t **sched_p
     if (comm->ncache < HC_SCHED_CACHE_MAX) {
         victim = comm->ncache++;
     } else if (comm->req_head == NULL) {
+        /* the fused schedules are keyed by their calls' schedule pointers:
+         * one freed here could come back at its address as another */
+        group_cache_clear(comm);
         hc_sched_destroy(comm->cache[victim].sched);
     } else {
         /* a queued request may hold the victim: this one owns its schedule instead */

@@ -54,7 +54,7 @@ hcomm_status_t hc_exec_reserve(hcomm_request_t req, uint32_t nsteps, int nranks,
     if (req->bufs != NULL && req->bufs != req->bufs_inline)
         free(req->bufs);
     req->bufs = req->bufs_inline;
-    if (nbufs > HC_BUF_PER_OP) {
+    if (nbufs > HC_REQ_BUFS_INLINE) {
         req->bufs = malloc(nbufs * sizeof(void *));
         if (req->bufs == NULL)
             goto err_nomem;

@@ -72,12 +72,13 @@ hcomm_status_t hc_group_add(hcomm_comm_t comm, const hc_coll_args_t *args, const
 
 size_t hc_group_drop_stale(void)
 {
-    size_t kept = 0, n = group_len;
+    hc_group_call_t *q    = group_calls; /* one thread-local lookup, not one a call */
+    size_t           kept = 0, n = group_len;
     for (size_t i = 0; i < n; i++) {
-        hc_group_call_t *c = &group_calls[i];
+        hc_group_call_t *c = &q[i];
         /* liveness first: a dead one's serial is in freed memory */
         if (hc_comm_is_live(c->comm) && c->comm->serial == c->serial)
-            group_calls[kept++] = *c;
+            q[kept++] = *c;
     }
     group_len = kept;
     return n - kept;
@@ -150,85 +151,130 @@ static hcomm_status_t group_stage(hcomm_comm_t comm, void **bufs, size_t ncalls,
     return st;
 }
 
-hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t *req_p)
+/* The fused schedule of the calls whose schedules are members[0..n) (owned[k]:
+ * the caller's, destroyed here): the one kept for them, or built (and kept
+ * where it can be). *kept: the cache holds it, not the request. */
+static hcomm_status_t group_fuse(hcomm_comm_t comm, hc_sched_t **members, const int *owned,
+                                 size_t n, hc_sched_t **merged_p, int *kept)
 {
+    int any_owned = 0;
+    for (size_t k = 0; k < n; k++)
+        any_owned |= owned[k];
+    *kept     = 0;
+    *merged_p = any_owned ? NULL : hc_comm_group_sched_find(comm, members, n);
+    if (*merged_p != NULL) {
+        *kept = 1;
+        return HCOMM_SUCCESS;
+    }
     /* the merged schedule starts as one empty call (buffers 0-2); hc_sched_append
      * renumbers each call's buffers after it and shifts its TMP offsets into one
      * scratch area, so every TMP base pointer is the scratch itself (offset 0) */
     hc_sched_t    *merged = hc_sched_create(comm->nranks, comm->rank);
-    size_t         nbufs  = HC_BUF_PER_OP;
-    void         **bufs   = calloc(HC_BUF_PER_OP, sizeof(void *));
-    hcomm_status_t st     = merged && bufs ? HCOMM_SUCCESS : HCOMM_ERR_NO_MEMORY;
-    size_t         ncalls = 0, bytes = 0;
-    /* the calls, for profilers registered now (ops_prof.c); none: NULL */
-    hcomm_prof_call_t *calls = hc_prof_on() ? calloc(group_len, sizeof(*calls)) : NULL;
-    /* the calls' arguments in fused order, where buffers may be of other kinds */
-    const hc_coll_args_t **cargs = NULL;
-    hc_stage_t            *stage = NULL;
-    if (hc_mem_maybe_other() && (cargs = malloc(group_len * sizeof(*cargs))) == NULL)
-        st = HCOMM_ERR_NO_MEMORY;
-
-    /* collectives first, then sends and receives, each in call order: ranks
-     * that interleave the two differently (NCCL allows it) still post each
-     * pair's messages alike, which carry no operation number */
-    for (size_t k = 0; k < 2 * group_len && st == HCOMM_SUCCESS; k++) {
-        hc_group_call_t *c   = &group_calls[k % group_len];
-        int              p2p = c->args.coll == HC_COLL_SEND || c->args.coll == HC_COLL_RECV;
-        if (c->comm != comm || p2p != (k >= group_len))
-            continue;
-        hc_sched_t *s;
-        int         owned;
-        st = hc_comm_get_sched(comm, &c->args, &s, &owned);
-        if (st != HCOMM_SUCCESS)
-            break;
-        if (calls != NULL)
-            hc_prof_call_fill(&calls[ncalls], &c->args, s->algo, c->sendbuf, c->recvbuf);
-        if (cargs != NULL)
-            cargs[ncalls] = &c->args;
-        ncalls++;
-        bytes += c->args.count * hc_dtype_size(c->args.dtype);
-        st = hc_sched_append(merged, s);
-        if (owned)
-            hc_sched_destroy(s);
-        void **nb = realloc(bufs, (nbufs + HC_BUF_PER_OP) * sizeof(void *));
-        if (nb == NULL) {
-            st = HCOMM_ERR_NO_MEMORY;
-            break;
-        }
-        bufs            = nb;
-        bufs[nbufs]     = (void *)c->sendbuf;
-        bufs[nbufs + 1] = c->recvbuf;
-        bufs[nbufs + 2] = (void *)0;
-        nbufs += HC_BUF_PER_OP;
+    hcomm_status_t st     = merged != NULL ? HCOMM_SUCCESS : HCOMM_ERR_NO_MEMORY;
+    size_t         bytes  = 0;
+    for (size_t k = 0; k < n; k++) {
+        bytes += members[k]->bytes;
+        if (st == HCOMM_SUCCESS)
+            st = hc_sched_append(merged, members[k]);
+        if (owned[k])
+            hc_sched_destroy(members[k]);
     }
-    if (st == HCOMM_SUCCESS && cargs != NULL)
-        st = group_stage(comm, bufs, ncalls, cargs, &stage);
-    free(cargs);
     if (st == HCOMM_SUCCESS)
         st = group_pair_self(merged);
     if (st == HCOMM_SUCCESS)
         st = hc_sched_finalize(merged);
+    if (st != HCOMM_SUCCESS) {
+        if (merged != NULL)
+            hc_sched_destroy(merged);
+        return st;
+    }
+    merged->coll  = HC_OP_GROUP; /* what its record says (core/ops.h) */
+    merged->peer  = -1;
+    merged->count = n;
+    merged->bytes = bytes;
+    *kept         = !any_owned && hc_comm_group_sched_keep(comm, members, n, merged);
+    *merged_p     = merged;
+    return HCOMM_SUCCESS;
+}
+
+hcomm_status_t hc_group_issue_comm(hcomm_comm_t comm, int gated, hcomm_request_t *req_p)
+{
+    /* a group of a few calls (a send and a receive) allocates nothing here */
+    const hc_group_call_t *q   = group_calls; /* one thread-local lookup each */
+    size_t                 len = group_len;
+    void                  *bufs_here[(HC_GROUP_KEY_MAX + 1) * HC_BUF_PER_OP];
+    hc_sched_t            *members_here[HC_GROUP_KEY_MAX];
+    int                    owned_here[HC_GROUP_KEY_MAX];
+    int                    small = len <= HC_GROUP_KEY_MAX;
+    void         **bufs   = small ? bufs_here : calloc(len + 1, HC_BUF_PER_OP * sizeof(void *));
+    hc_sched_t   **member = small ? members_here : calloc(len, sizeof(*member));
+    int           *owned  = small ? owned_here : calloc(len, sizeof(*owned));
+    hcomm_status_t st     = bufs && member && owned ? HCOMM_SUCCESS : HCOMM_ERR_NO_MEMORY;
+    size_t         ncalls = 0;
+    /* the calls, for profilers registered now (ops_prof.c); none: NULL */
+    hcomm_prof_call_t *calls = hc_prof_on() ? calloc(len, sizeof(*calls)) : NULL;
+    /* the calls' arguments in fused order, where buffers may be of other kinds */
+    const hc_coll_args_t **cargs = NULL;
+    hc_stage_t            *stage = NULL;
+    hc_sched_t            *merged = NULL;
+    int                    kept   = 0;
+    if (hc_mem_maybe_other() && (cargs = malloc(len * sizeof(*cargs))) == NULL)
+        st = HCOMM_ERR_NO_MEMORY;
+    if (bufs != NULL) /* the empty first call's: no buffers, TMP at offset 0 */
+        bufs[0] = bufs[1] = bufs[2] = NULL;
+
+    /* collectives first, then sends and receives, each in call order: ranks
+     * that interleave the two differently (NCCL allows it) still post each
+     * pair's messages alike, which carry no operation number */
+    for (size_t k = 0; k < 2 * len && st == HCOMM_SUCCESS; k++) {
+        const hc_group_call_t *c   = &q[k % len];
+        int              p2p = c->args.coll == HC_COLL_SEND || c->args.coll == HC_COLL_RECV;
+        if (c->comm != comm || p2p != (k >= len))
+            continue;
+        st = hc_comm_get_sched(comm, &c->args, &member[ncalls], &owned[ncalls]);
+        if (st != HCOMM_SUCCESS)
+            break;
+        if (calls != NULL)
+            hc_prof_call_fill(&calls[ncalls], &c->args, member[ncalls]->algo, c->sendbuf,
+                              c->recvbuf);
+        if (cargs != NULL)
+            cargs[ncalls] = &c->args;
+        ncalls++;
+        bufs[ncalls * HC_BUF_PER_OP]     = (void *)c->sendbuf;
+        bufs[ncalls * HC_BUF_PER_OP + 1] = c->recvbuf;
+        bufs[ncalls * HC_BUF_PER_OP + 2] = (void *)0;
+    }
+    if (st != HCOMM_SUCCESS) {
+        for (size_t k = 0; k < ncalls; k++)
+            if (owned[k])
+                hc_sched_destroy(member[k]);
+    } else {
+        st = group_fuse(comm, member, owned, ncalls, &merged, &kept);
+    }
+    if (st == HCOMM_SUCCESS && cargs != NULL)
+        st = group_stage(comm, bufs, ncalls, cargs, &stage);
+    free(cargs);
     hcomm_request_t req = NULL;
     if (st == HCOMM_SUCCESS && (req = hc_request_alloc(comm)) == NULL)
         st = HCOMM_ERR_NO_MEMORY;
     if (st == HCOMM_SUCCESS)
         st = hc_exec_prepare(req, comm, merged, bufs, merged->tmp_bytes);
-    free(bufs);
+    if (!small) {
+        free(bufs);
+        free(member);
+        free(owned);
+    }
     if (st != HCOMM_SUCCESS) {
         hc_stage_free(comm, stage);
         if (req != NULL)
             hc_request_recycle(comm, req);
-        if (merged != NULL)
+        if (merged != NULL && !kept)
             hc_sched_destroy(merged);
         free(calls);
         return st;
     }
-    req->own_sched = 1;
+    req->own_sched = !kept;
     req->stage     = stage;
-    merged->coll   = HC_OP_GROUP; /* what its record says (core/ops.h) */
-    merged->peer   = -1;
-    merged->count  = ncalls;
-    merged->bytes  = bytes;
     hc_ops_issue(comm, req, 0);
     req->prof_calls  = calls;
     req->prof_ncalls = calls != NULL ? ncalls : 0;

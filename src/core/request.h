@@ -15,6 +15,9 @@
 #include "hcomm.h"
 #include "hcomm_profiler.h"
 
+/* a call's buffers, or a group of two calls' after its empty first one */
+#define HC_REQ_BUFS_INLINE (3 * HC_BUF_PER_OP)
+
 struct hcomm_request {
     hcomm_request_t   next;
     struct hcomm_comm *comm;
@@ -40,7 +43,7 @@ struct hcomm_request {
     void            **bufs;      /* sched->nbufs base pointers; TMP ones hold offsets
                                     into the comm's scratch until it starts */
     size_t            tmp_total; /* scratch bytes it needs */
-    void             *bufs_inline[HC_BUF_PER_OP];
+    void             *bufs_inline[HC_REQ_BUFS_INLINE];
     /* per step */
     struct hc_tl_req *tl_reqs;
     struct hc_exec_sink *sinks;

@@ -362,6 +362,67 @@ static void group_mixed_order(ct_ctx_t *ctx)
     }
 }
 
+/* One group of two sends (a and b elements) to the next rank and two receives
+ * from the one before, and with self, a copy of a + b to itself; its values
+ * name the round. 1 when every value came right. */
+static int group_round(ct_ctx_t *ctx, int round, size_t a, size_t b, int self, hcomm_status_t *st)
+{
+    int     n = ctx->nranks, r = ctx->rank, to = (r + 1) % n, from = (r + n - 1) % n;
+    int32_t snd[64], rcv[64], self_in[64], self_out[64];
+    size_t  k;
+
+    for (k = 0; k < a + b; k++)
+        snd[k] = 1000000 * round + 1000 * r + (int32_t)k, rcv[k] = -1, self_in[k] = -snd[k],
+        self_out[k] = 0;
+    *st = hcomm_group_start();
+    if (*st == HCOMM_SUCCESS)
+        *st = hcomm_send(snd, a, HCOMM_INT32, to, ctx->comm, NULL);
+    if (*st == HCOMM_SUCCESS)
+        *st = hcomm_send(snd + a, b, HCOMM_INT32, to, ctx->comm, NULL);
+    if (*st == HCOMM_SUCCESS)
+        *st = hcomm_recv(rcv, a, HCOMM_INT32, from, ctx->comm, NULL);
+    if (*st == HCOMM_SUCCESS)
+        *st = hcomm_recv(rcv + a, b, HCOMM_INT32, from, ctx->comm, NULL);
+    if (*st == HCOMM_SUCCESS && self)
+        *st = hcomm_send(self_in, a + b, HCOMM_INT32, r, ctx->comm, NULL);
+    if (*st == HCOMM_SUCCESS && self)
+        *st = hcomm_recv(self_out, a + b, HCOMM_INT32, r, ctx->comm, NULL);
+    hcomm_status_t end = hcomm_group_end();
+    *st                = *st != HCOMM_SUCCESS ? *st : end;
+    for (k = 0; k < a + b && *st == HCOMM_SUCCESS; k++)
+        if (rcv[k] != 1000000 * round + 1000 * from + (int32_t)k ||
+            (self && self_out[k] != -snd[k]))
+            return 0;
+    return *st == HCOMM_SUCCESS;
+}
+
+/* Groups whose fused schedules are kept per shape (their calls' schedules):
+ * first 100 rounds over 4 shapes that differ only after their first call (a
+ * fixed, b 1-4, the fourth with a copy to self), found again and again; then
+ * 200 rounds over many shapes (a 1-2, b 1-31, every third shape with a copy
+ * to self; each shape twice, alternating with the next), whose single calls
+ * overflow the schedule cache, whose evictions must drop the fused ones. */
+static void group_repeats(ct_ctx_t *ctx)
+{
+    hcomm_status_t st  = HCOMM_SUCCESS;
+    int            bad = -1;
+    if (ctx->broken || ctx->nranks < 2)
+        return;
+    for (int i = 0; i < 100 && bad < 0; i++)
+        if (!group_round(ctx, i, 3, 1 + (size_t)i % 4, i % 4 == 3, &st))
+            bad = i;
+    for (int i = 100; i < 300 && bad < 0; i++) {
+        size_t shape = (size_t)(i / 4 * 2 + i % 2); /* s, s+1, s, s+1, s+2, ... */
+        if (!group_round(ctx, i, 1 + shape % 2, 1 + shape * 5 % 31, shape % 3 == 0, &st))
+            bad = i;
+    }
+    check(ctx, bad < 0, "300 groups of two sends and two receives in repeating shapes");
+    if (bad >= 0) {
+        printf("  rank %d: %s, first wrong group %d\n", ctx->rank, hcomm_status_name(st), bad);
+        ctx->broken = 1;
+    }
+}
+
 /* A barrier must not return before its last rank entered. The ranks share one
  * host (hcomm-run), hence one CLOCK_MONOTONIC: the late root broadcasts when it
  * entered, and every rank checks that its barrier returned after that. */
@@ -435,6 +496,7 @@ void ct_run_extras(ct_ctx_t *ctx)
     nb_exchange(ctx);
     group_colls(ctx);
     group_mixed_order(ctx);
+    group_repeats(ctx);
     ct_run_split(ctx);
     ct_run_overlap(ctx);
     ct_run_disagree(ctx);
