@@ -1,4 +1,4 @@
-/* proc.c - whether a process on this host is gone (proc.h). */
+/* proc.c - whether a process on this host is gone, where a thread runs (proc.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -23,26 +23,52 @@ int hc_proc_open(pid_t pid)
     return -1;
 }
 
-/* The state letter in /proc/<pid>/stat ("pid (comm) S ..."; comm may hold
- * spaces and parentheses, so it is found after the last ')'), or 0 when it
- * cannot be read. */
-static char proc_state(pid_t pid)
+/* What follows "pid (comm) " in the stat file at path (comm may hold spaces
+ * and parentheses, so it ends at the last ')'): the fields from the state on,
+ * in buf; NULL when it cannot be read. */
+static const char *proc_stat(const char *path, char *buf, size_t size)
 {
-    char    path[32], buf[512];
     ssize_t n;
-    int     fd;
+    int     fd = open(path, O_RDONLY | O_CLOEXEC);
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) /* no /proc here: kill(2)'s answer stands */
-        return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
+    if (fd < 0) /* no /proc here */
+        return NULL;
+    n = read(fd, buf, size - 1);
     close(fd);
     if (n <= 0)
-        return 0;
+        return NULL;
     buf[n]      = '\0';
     char *close = strrchr(buf, ')');
-    return close != NULL && close[1] == ' ' ? close[2] : 0;
+    return close != NULL && close[1] == ' ' ? close + 2 : NULL;
+}
+
+/* The state letter in /proc/<pid>/stat, or 0 when it cannot be read. */
+static char proc_state(pid_t pid)
+{
+    char        path[32], buf[512];
+    const char *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = proc_stat(path, buf, sizeof(buf));
+    return f != NULL ? f[0] : 0; /* none: kill(2)'s answer stands */
+}
+
+int hc_proc_cpu(pid_t pid, pid_t tid)
+{
+    char        path[64], buf[1024];
+    const char *f;
+    int         cpu = -1;
+
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    f = proc_stat(path, buf, sizeof(buf));
+    /* the state is field 3 of proc(5)'s list, the processor field 39 */
+    for (int field = 3; f != NULL && field < 39; field++) {
+        f = strchr(f, ' ');
+        f = f != NULL ? f + 1 : NULL;
+    }
+    if (f == NULL || sscanf(f, "%d", &cpu) != 1)
+        return -1;
+    return cpu;
 }
 
 int hc_proc_gone(pid_t pid, int pidfd)

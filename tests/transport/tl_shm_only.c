@@ -282,6 +282,56 @@ static void case_cma_close(const hc_tlt_variant_t *v)
     hc_tlt_expect(v, &w);
 }
 
+/* A message of at most HC_SHM_WHOLE_MAX bytes is found by its header's stamp,
+ * not by the ring's head: rank 0 puts head back where it was before each send
+ * once the send is written, and rank 1, receiving only after all are sent,
+ * still gets every one right. */
+static int body_stamps(hc_tlt_env_t *env, void *arg)
+{
+    const size_t sizes[] = {0, 8, 40, 41, 1000, 4096, HC_SHM_WHOLE_MAX - 1, HC_SHM_WHOLE_MAX};
+    enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+    hc_tl_ep_t *ep = env->eps[1 - env->rank];
+    uint8_t    *buf[N];
+    hc_tl_req_t req[N];
+
+    (void)arg;
+    hc_tlt_sync(env);
+    for (int i = 0; i < N; i++) {
+        buf[i] = hc_tlt_alloc(HC_SHM_WHOLE_MAX);
+        HC_TLT_CHK(buf[i] != NULL);
+    }
+    if (env->rank == 0) {
+        uint64_t head = atomic_load(&ep->tx.ctl->head);
+        for (int i = 0; i < N; i++) {
+            hc_tlt_fill(buf[i], 0, sizes[i], hc_tlt_seed(0, 1, i));
+            HC_TLT_CHK_ST(env->ops->isend(ep, buf[i], sizes[i], &req[i]), HCOMM_SUCCESS);
+            hc_tlt_wait_ok(env, &req[i], 1, 10);
+            atomic_store(&ep->tx.ctl->head, head);
+        }
+        hc_tlt_post(env, 0, 1);
+        hc_tlt_await(env, 1, 0, 30);
+    } else {
+        hc_tlt_await(env, 0, 0, 30);
+        for (int i = 0; i < N; i++)
+            HC_TLT_CHK_ST(env->ops->irecv(ep, buf[i], sizes[i], NULL, NULL, &req[i]),
+                          HCOMM_SUCCESS);
+        hc_tlt_wait_ok(env, req, N, 10);
+        for (int i = 0; i < N; i++)
+            HC_TLT_CHK(hc_tlt_check(buf[i], 0, sizes[i], hc_tlt_seed(0, 1, i)) == sizes[i]);
+        hc_tlt_post(env, 0, 1);
+    }
+    for (int i = 0; i < N; i++)
+        hc_tlt_free(buf[i], HC_SHM_WHOLE_MAX);
+    return 0;
+}
+
+static void case_stamps(const hc_tlt_variant_t *v)
+{
+    hc_params_t    prm = shm_params(v, 1 * MIB, 0);
+    hc_tlt_world_t w   = {.nranks = 2, .params = &prm, .body = body_stamps};
+    hc_tlt_expect(v, &w);
+}
+
 /* ---- inside one process: two contexts play both ranks ---- */
 
 static void local_info(hc_peer_info_t *info)
@@ -572,5 +622,6 @@ const hc_tlt_case_t hc_tlt_shm_cases[] = {
     {"shm_closed_unopened", case_closed_unopened},
     {"shm_same_key_comms", case_same_key_comms},
     {"shm_ring_size_changes", case_ring_size_changes},
+    {"shm_stamps", case_stamps},
     {NULL, NULL},
 };

@@ -1,9 +1,10 @@
 /* test_proc.c - hc_proc_gone tells a running process from a dead one, also a
  * zombie (which kill(pid, 0) still finds), through a pidfd and through
- * /proc alike. */
+ * /proc alike; hc_proc_cpu says where a thread runs. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -57,10 +58,32 @@ static void test_states(void **state)
     assert_int_equal(hc_proc_gone(getpid(), -1), 0);
 }
 
+/* This thread, pinned to each CPU of its mask in turn, is found there; a
+ * thread that does not exist is -1. */
+static void test_cpu(void **state)
+{
+    cpu_set_t mask, one;
+
+    (void)state;
+    assert_int_equal(sched_getaffinity(0, sizeof(mask), &mask), 0);
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &mask))
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+        assert_int_equal(hc_proc_cpu(getpid(), gettid()), c);
+    }
+    assert_int_equal(sched_setaffinity(0, sizeof(mask), &mask), 0);
+    assert_int_equal(hc_proc_cpu(getpid(), -5), -1);
+    assert_int_equal(hc_proc_cpu(0, 0), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_states),
+        cmocka_unit_test(test_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,6 +33,7 @@
 #define HC_SHM_MSG_CMA 1u    /* header is a descriptor: read the payload from addr */
 #define HC_SHM_MSG_INLINE 2u /* the payload sits in the header's line (small messages) */
 #define HC_SHM_MSG_REWIND 4u /* no message: the next one is at the ring's start */
+#define HC_SHM_MSG_WHOLE 8u  /* the payload follows, all written before the header */
 #define HC_SHM_INLINE_MAX 40u
 #define HC_SHM_NAME_MAX 64
 #define HC_SHM_NAME_NONCE 6                /* bytes of the lower rank's nonce in a segment's name */
@@ -42,7 +43,10 @@
 #define HC_SHM_CHUNK_MAX ((uint64_t)128 << 10)    /* publish head/tail this often */
 #define HC_SHM_CHECK_MS 50                        /* peer liveness check period */
 #define HC_SHM_HOT_BYTES ((uint64_t)16 << 10)     /* small messages keep to the ring's start */
+#define HC_SHM_WHOLE_MAX HC_SHM_HOT_BYTES         /* padded payloads sent whole */
 #define HC_SHM_UNSTACK_MS 100                     /* at most one move off a shared CPU per this */
+#define HC_SHM_STACKED_NS 500000u                 /* seen stacked this long before a move */
+#define HC_SHM_UNSTACK_RECHECK_MS 10              /* after the kernel said a peer is elsewhere */
 
 /* The segment header; side 0 is the lower rank. */
 typedef struct hc_shm_seg {
@@ -55,6 +59,7 @@ typedef struct hc_shm_seg {
     _Atomic uint32_t  attached;  /* hi mapped the segment and unlinked its name */
     _Atomic uint32_t  closed[2]; /* that side finished with the segment */
     _Atomic int32_t   cpu[2];    /* the CPU that side last polled on, + 1 (shm_cpu.c) */
+    _Atomic int32_t   tid[2];    /* the thread that polled there */
     hc_shm_ring_ctl_t ctl[2];    /* [0]: lo->hi, [1]: hi->lo */
 } hc_shm_seg_t;
 
@@ -62,11 +67,14 @@ _Static_assert(sizeof(hc_shm_seg_t) <= HC_SHM_HDR_BYTES, "segment header too lar
 
 /* One message header in the ring: a whole cache line, so payloads stay aligned. */
 typedef struct hc_shm_msg {
+    uint64_t stamp; /* its ring position ^ the ring's key, stored last (shm_ring.h) */
     uint64_t len;
     uint32_t magic;
     uint32_t flags;
-    uint64_t addr;                   /* HC_SHM_MSG_CMA: the sender's buffer */
-    uint8_t  inl[HC_SHM_INLINE_MAX]; /* HC_SHM_MSG_INLINE: the payload */
+    union {
+        uint64_t addr;                   /* HC_SHM_MSG_CMA: the sender's buffer */
+        uint8_t  inl[HC_SHM_INLINE_MAX]; /* HC_SHM_MSG_INLINE: the payload */
+    };
 } hc_shm_msg_t;
 
 _Static_assert(sizeof(hc_shm_msg_t) == HC_SHM_LINE, "message header is one line");
@@ -137,6 +145,7 @@ struct hc_tl_ctx {
     int             cma_logged;
     int             unstack;         /* HCOMM_SHM_UNSTACK (shm_cpu.c) */
     uint64_t        next_unstack_ms; /* no move before this coarse time */
+    uint64_t        stacked_ns;      /* when first seen stacked (ns); 0: not stacked */
     uint64_t        n_unstack;       /* moves made, for tests */
     int             nlocal;          /* ranks of this host, once counted (0: not yet) */
 };

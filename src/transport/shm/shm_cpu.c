@@ -8,18 +8,28 @@
  * from the peer it waits for (perf/RESULTS.md). Each rank publishes the CPU
  * it polls on in each pair's segment; where the host has no more ranks than
  * the mask has CPUs, the highest rank of those stacked on one CPU moves to a
- * CPU where no connected peer polls, at most once per HC_SHM_UNSTACK_MS. A
- * move sets the thread's affinity to the one CPU, which migrates it at once,
+ * CPU where no connected peer polls, at most once per HC_SHM_UNSTACK_MS,
+ * once it has seen them stacked for HC_SHM_STACKED_NS and the kernel agrees
+ * that the peer's polling thread is on this CPU: a peer publishes its CPU
+ * only while it polls, so one busy elsewhere (hcomm-perf's ranks touching
+ * their buffers) may have been moved off the CPU it published; a move on
+ * that stacked the two for the next 100 ms (32 KiB allreduces 6x slower in
+ * half the launches of `hcomm-perf --ranks 2 -b 32K -e 32M`, perf/RESULTS.md).
+ * A move sets the thread's affinity to the one CPU, which migrates it at once,
  * and gives the mask back: nothing stays pinned, and the scheduler balances
  * as before. */
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "transport/shm/shm.h"
+
+static __thread pid_t cpu_tid; /* gettid() is a system call: once per thread */
 
 /* Connected peers that last polled on cpu (published values are cpu + 1). */
 static int cpu_peers(const hc_tl_ctx_t *ctx, int cpu)
@@ -53,25 +63,45 @@ void hc_shm_cpu_check(hc_tl_ctx_t *ctx)
     int cpu = sched_getcpu();
     if (cpu < 0 || ctx->nlist == 0)
         return;
-    int stacked = -1, higher = 0;
+    if (cpu_tid == 0)
+        cpu_tid = gettid();
+    int         stacked = -1, higher = 0;
+    hc_tl_ep_t *with = NULL;
     for (int i = 0; i < ctx->nlist; i++) {
         hc_tl_ep_t *ep = ctx->list[i];
-        if (atomic_load_explicit(&ep->seg->cpu[ep->side], memory_order_relaxed) != cpu + 1)
+        if (atomic_load_explicit(&ep->seg->cpu[ep->side], memory_order_relaxed) != cpu + 1 ||
+            atomic_load_explicit(&ep->seg->tid[ep->side], memory_order_relaxed) != cpu_tid) {
+            atomic_store_explicit(&ep->seg->tid[ep->side], cpu_tid, memory_order_relaxed);
             atomic_store_explicit(&ep->seg->cpu[ep->side], cpu + 1, memory_order_relaxed);
+        }
         if (ep->status != HCOMM_SUCCESS || ep->peer_gone ||
             atomic_load_explicit(&ep->seg->cpu[1 - ep->side], memory_order_relaxed) != cpu + 1)
             continue;
         if (ep->peer > ctx->rank)
             higher = 1;
         else
-            stacked = ep->peer;
+            stacked = ep->peer, with = ep;
     }
     if (!ctx->unstack)
         return;
     uint64_t  now = hc_clock_coarse_ms();
     cpu_set_t mask;
-    if (stacked < 0 || higher || now < ctx->next_unstack_ms)
+    if (stacked < 0 || higher) {
+        ctx->stacked_ns = 0;
         return;
+    }
+    uint64_t ns = hc_clock_now_ns();
+    if (ctx->stacked_ns == 0)
+        ctx->stacked_ns = ns;
+    if (ns - ctx->stacked_ns < HC_SHM_STACKED_NS || now < ctx->next_unstack_ms)
+        return;
+    ctx->stacked_ns = 0;
+    int32_t tid     = atomic_load_explicit(&with->seg->tid[1 - with->side], memory_order_relaxed);
+    int     at      = tid > 0 ? hc_proc_cpu(with->peer_pid, tid) : -1;
+    if (at >= 0 && at != cpu) { /* published before the scheduler moved it */
+        ctx->next_unstack_ms = now + HC_SHM_UNSTACK_RECHECK_MS;
+        return;
+    }
     ctx->next_unstack_ms = now + HC_SHM_UNSTACK_MS;
     if (ctx->nlocal == 0) { /* the host's ranks: all known once init chose transports */
         ctx->nlocal = 1;

@@ -408,7 +408,7 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
     hc_tl_ep_t     at, *ep; /* the segment is made or found first, then the endpoint */
     hcomm_status_t st;
     uint8_t       *rings;
-    uint64_t       ring;
+    uint64_t       ring, key[2];
 
     (void)addr;
     (void)len;
@@ -438,9 +438,13 @@ static hcomm_status_t shm_connect(hc_tl_ctx_t *ctx, const hc_peer_info_t *peer, 
     /* the mapping's size, checked when it was made (not the header's word,
      * which the peer may have changed since: out of bounds at once) */
     ring = (ep->map_bytes - HC_SHM_HDR_BYTES) / 2;
-    hc_shm_ring_attach(&ep->tx, &ep->seg->ctl[ep->side], rings + ep->side * ring, ring, 1);
+    /* the segment's tag (a MAC over its fresh name), checked when it was
+     * opened, keys the rings' header stamps: a word per direction */
+    memcpy(key, ep->seg->tag, sizeof(key));
+    hc_shm_ring_attach(&ep->tx, &ep->seg->ctl[ep->side], rings + ep->side * ring, ring,
+                       key[ep->side], 1);
     hc_shm_ring_attach(&ep->rx, &ep->seg->ctl[1 - ep->side], rings + (1 - ep->side) * ring, ring,
-                       0);
+                       key[1 - ep->side], 0);
     shm_warm(ep);
     /* Small steps keep both copies of the pipeline busy; a quarter ring at most. */
     ep->chunk = ring / 4 < ctx->chunk ? ring / 4 : ctx->chunk;

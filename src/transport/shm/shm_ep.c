@@ -106,13 +106,17 @@ static int shm_ep_fail_gone(hc_tl_ep_t *ep)
     return shm_ep_fail(ep, HCOMM_ERR_REMOTE);
 }
 
-/* Writes req's header. Returns 1 if it is a single-copy descriptor: the payload
- * stays in the sender's buffer and the send only awaits its ack. */
+/* Writes req's header. Returns 1 if the message is all written (inline, or
+ * whole: the payload before the header, so that the receiver finds all of it by
+ * the header's stamp, without head's line), or is a single-copy descriptor
+ * (the payload stays in the sender's buffer and the send only awaits its ack). */
 static int shm_send_header(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, hc_tl_req_t *req)
 {
-    hc_shm_msg_t msg = {.len = req->len, .magic = HC_SHM_MSG_MAGIC};
-    int          cma = ctx->cma_min > 0 && req->len >= ctx->cma_min &&
-              atomic_load_explicit(&ep->tx.ctl->cma_ok, memory_order_relaxed) == HC_SHM_CMA_YES;
+    hc_shm_ring_t *tx     = &ep->tx;
+    hc_shm_msg_t   msg    = {.len = req->len, .magic = HC_SHM_MSG_MAGIC};
+    uint64_t       padded = shm_pad(req->len);
+    int            cma    = ctx->cma_min > 0 && req->len >= ctx->cma_min &&
+              atomic_load_explicit(&tx->ctl->cma_ok, memory_order_relaxed) == HC_SHM_CMA_YES;
 
     if (cma) {
         msg.flags    = HC_SHM_MSG_CMA;
@@ -124,8 +128,18 @@ static int shm_send_header(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, hc_tl_req_t *req)
         msg.flags = HC_SHM_MSG_INLINE;
         if (req->len != 0)
             memcpy(msg.inl, req->sbuf, req->len);
+    } else if (padded <= HC_SHM_WHOLE_MAX &&
+               hc_shm_ring_space(tx, HC_SHM_LINE + padded) >= HC_SHM_LINE + padded) {
+        uint64_t at = tx->pos;
+        msg.flags   = HC_SHM_MSG_WHOLE;
+        tx->pos     = at + HC_SHM_LINE;
+        hc_shm_ring_write(tx, req->sbuf, req->len);
+        tx->pos = at;
+        hc_shm_ring_write_hdr(tx, &msg);
+        tx->pos = at + HC_SHM_LINE + padded;
+        return 1;
     }
-    hc_shm_ring_write(&ep->tx, &msg, sizeof(msg));
+    hc_shm_ring_write_hdr(tx, &msg);
     return msg.flags != 0;
 }
 
@@ -210,7 +224,7 @@ static void shm_rewind(hc_tl_ep_t *ep, const hc_tl_req_t *next)
         tx->peer = atomic_load_explicit(&tx->ctl->tail, memory_order_acquire);
     if (tx->peer < lap + need || hc_shm_ring_space(tx, HC_SHM_LINE) < HC_SHM_LINE)
         return;
-    hc_shm_ring_write(tx, &mark, sizeof(mark));
+    hc_shm_ring_write_hdr(tx, &mark);
     tx->pos = lap + tx->size;
     ep->n_rewind++;
 }
@@ -244,13 +258,11 @@ static int shm_send_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
     return shm_send_complete(ep);
 }
 
-static hcomm_status_t shm_recv_header(hc_tl_ep_t *ep, hc_tl_req_t *req)
+/* The header at the read position, found by its stamp and copied out. */
+static hcomm_status_t shm_recv_header(hc_tl_ep_t *ep, hc_tl_req_t *req, const uint8_t *line)
 {
-    uint64_t run;
-
-    /* Positions stay line-aligned, so a header never wraps. */
-    memcpy(&ep->rx_msg, hc_shm_ring_peek(&ep->rx, HC_SHM_LINE, &run), sizeof(ep->rx_msg));
-    ep->rx.pos += HC_SHM_LINE;
+    memcpy(&ep->rx_msg, line, sizeof(ep->rx_msg));
+    hc_shm_ring_skip_to(&ep->rx, ep->rx.pos + HC_SHM_LINE);
     if (ep->rx_msg.magic != HC_SHM_MSG_MAGIC) {
         hc_error(SHM, "peer %d: corrupt message header in the ring", ep->peer);
         return HCOMM_ERR_PROTOCOL;
@@ -263,6 +275,11 @@ static hcomm_status_t shm_recv_header(hc_tl_ep_t *ep, hc_tl_req_t *req)
     if ((ep->rx_msg.flags & HC_SHM_MSG_INLINE) && ep->rx_msg.len > sizeof(ep->rx_msg.inl)) {
         hc_error(SHM, "peer %d: inline message of %llu bytes (at most %zu)", ep->peer,
                  (unsigned long long)ep->rx_msg.len, sizeof(ep->rx_msg.inl));
+        return HCOMM_ERR_PROTOCOL;
+    }
+    if ((ep->rx_msg.flags & HC_SHM_MSG_WHOLE) && ep->rx_msg.len > HC_SHM_WHOLE_MAX) {
+        hc_error(SHM, "peer %d: whole message of %llu bytes (at most %llu)", ep->peer,
+                 (unsigned long long)ep->rx_msg.len, (unsigned long long)HC_SHM_WHOLE_MAX);
         return HCOMM_ERR_PROTOCOL;
     }
     /* A payload past the pages read so far: read the rest of the ring now. */
@@ -373,14 +390,13 @@ static int shm_recv_cma(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep, hc_tl_req_t *req)
 }
 
 /* Consumer, between messages: follows a rewind header to the ring's start; 1 if there was one. */
-static int shm_follow_rewind(hc_shm_ring_t *rx)
+static int shm_follow_rewind(hc_shm_ring_t *rx, const uint8_t *line)
 {
-    uint64_t            run;
-    const hc_shm_msg_t *m = (const hc_shm_msg_t *)hc_shm_ring_peek(rx, HC_SHM_LINE, &run);
+    const hc_shm_msg_t *m = (const hc_shm_msg_t *)(const void *)line;
 
     if (m->flags != HC_SHM_MSG_REWIND || m->magic != HC_SHM_MSG_MAGIC)
         return 0;
-    rx->pos = rx->pos - (rx->pos & rx->mask) + rx->size;
+    hc_shm_ring_skip_to(rx, rx->pos - (rx->pos & rx->mask) + rx->size);
     return 1;
 }
 
@@ -394,11 +410,12 @@ static int shm_recv_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
 
     while ((req = ep->rq_head) != NULL) {
         if (!ep->rx_hdr_done) {
-            if (hc_shm_ring_avail(rx, HC_SHM_LINE) < HC_SHM_LINE)
+            const uint8_t *line = hc_shm_ring_hdr(rx);
+            if (line == NULL)
                 break;
-            if (shm_follow_rewind(rx))
+            if (shm_follow_rewind(rx, line))
                 continue;
-            rc = shm_recv_header(ep, req);
+            rc = shm_recv_header(ep, req, line);
             if (rc != HCOMM_SUCCESS) {
                 hc_shm_ring_release(rx);
                 return n + shm_ep_fail(ep, (hcomm_status_t)rc);
@@ -413,6 +430,12 @@ static int shm_recv_step(hc_tl_ctx_t *ctx, hc_tl_ep_t *ep)
                 req->sink(req->sink_arg, 0, ep->rx_msg.inl, req->len);
             else if (req->len != 0)
                 memcpy(req->rbuf, ep->rx_msg.inl, req->len);
+            req->done = req->len;
+            rc        = 1;
+        } else if (ep->rx_msg.flags & HC_SHM_MSG_WHOLE) {
+            if (req->len != 0)
+                shm_deliver(req, rx, 0, req->len);
+            hc_shm_ring_skip_to(rx, rx->pos + shm_pad(req->len));
             req->done = req->len;
             rc        = 1;
         } else {

@@ -16,13 +16,14 @@ uint64_t hc_shm_ring_size(size_t want)
 }
 
 void hc_shm_ring_attach(hc_shm_ring_t *r, hc_shm_ring_ctl_t *ctl, uint8_t *data, uint64_t size,
-                        int producer)
+                        uint64_t key, int producer)
 {
     r->ctl  = ctl;
     r->data = data;
     r->size = size;
     r->mask = size - 1;
     r->cold     = 0;
+    r->key      = key;
     r->producer = producer;
     if (producer) {
         r->pos  = atomic_load_explicit(&ctl->head, memory_order_relaxed);
@@ -46,6 +47,20 @@ void hc_shm_ring_write(hc_shm_ring_t *r, const void *src, size_t n)
         memcpy(r->data, (const uint8_t *)src + first, n - first);
     }
     r->pos += n;
+}
+
+void hc_shm_ring_write_hdr(hc_shm_ring_t *r, const void *line)
+{
+    uint64_t off = r->pos & r->mask;
+    uint8_t *p   = r->data + off;
+    uint64_t first;
+
+    if (__builtin_expect(off + HC_SHM_LINE > r->cold, 0))
+        hc_shm_ring_warm(r, r->size);
+    memcpy(p + sizeof(first), (const uint8_t *)line + sizeof(first), HC_SHM_LINE - sizeof(first));
+    first = r->pos ^ r->key;
+    __atomic_store_n((uint64_t *)(void *)p, first, __ATOMIC_RELEASE);
+    r->pos += HC_SHM_LINE;
 }
 
 void hc_shm_ring_warm(hc_shm_ring_t *r, uint64_t upto)
