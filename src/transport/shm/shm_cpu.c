@@ -14,7 +14,7 @@
  * only while it polls, so one busy elsewhere (hcomm-perf's ranks touching
  * their buffers) may have been moved off the CPU it published; a move on
  * that stacked the two for the next 100 ms (32 KiB allreduces 6x slower in
- * half the launches of `hcomm-perf --ranks 2 -b 32K -e 32M`, perf/RESULTS.md).
+ * 1 to 7 of 14 launches of `hcomm-perf --ranks 2 -b 32K -e 32M`, perf/RESULTS.md).
  * A move sets the thread's affinity to the one CPU, which migrates it at once,
  * and gives the mask back: nothing stays pinned, and the scheduler balances
  * as before. */
