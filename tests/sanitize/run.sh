@@ -26,6 +26,9 @@ asan)
     export ASAN_OPTIONS=abort_on_error=0:exitcode=86:detect_leaks=1
     export LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitize/lsan.supp" # the tree's top (cd above)
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
+    # run_slow_link.sh: as under TSan, the ranks' CPU paces 300 Mbit/s links
+    # (two CI runs named link 2->3 on even links), so slower wires
+    export RATE=80mbit SLOW_RATE=24mbit BYTES=524288
     ;;
 tsan)
     san=thread
