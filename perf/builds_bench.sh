@@ -27,10 +27,7 @@ for round in $(seq 1 "$LAUNCHES"); do
         for top in $order; do
             "$top/perf/hcomm-perf" "$@" --ranks "$n" > "$tmp/out" 2>&1 ||
                 { cat "$tmp/out"; exit 1; }
-            # the time from the algbw column where it has more digits (small
-            # sizes: 0.27 us has two, 0.0327 GB/s of 8 B three)
-            awk -v t="$top" -v n="$n" -v r="$round" '!/^#/ && NF > 6 {
-                    print t, n, $1, r, ($7 > 0 && $1 > 0 ? $1 / $7 / 1e3 : $6) }' \
+            awk -v t="$top" -v n="$n" -v r="$round" -f "$(dirname "$0")/time_digits.awk" \
                 "$tmp/out" >> "$tmp/rows"
         done
     done
