@@ -4,7 +4,7 @@
  * step both write the step's number into their own line and spin until the
  * peer's line shows it, as two ranks exchanging 8 bytes do. Prints ns per step
  * (the best of 7 runs of STEPS), unpinned (where the scheduler puts them, as
- * hcomm-perf runs) and pinned to CPUs 0 and 1.
+ * hcomm-perf runs) and pinned to the first two CPUs of the process's mask.
  *   make perf/bench_line && perf/bench_line [STEPS]
  */
 #include <sched.h>
@@ -28,6 +28,15 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The n-th CPU of mask (from 0), or -1. */
+static int nth_cpu(const cpu_set_t *mask, int n)
+{
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, mask) && n-- == 0)
+            return c;
+    return -1;
 }
 
 static void pin(int cpu)
@@ -61,8 +70,9 @@ static double side_run(lines_t *l, int me, uint64_t base, long n)
     return (double)(now_ns() - t0) / (double)n;
 }
 
-/* The best of 7 runs; -1 when a side failed. */
-static double measure(lines_t *l, long n, int pinned)
+/* The best of 7 runs; -1 when a side failed. pinned: each side on its CPU
+ * of mask (the parent's mask is given back after). */
+static double measure(lines_t *l, long n, int pinned, const cpu_set_t *mask)
 {
     l->step[0][0] = l->step[1][0] = 0;
     pid_t pid     = fork();
@@ -73,7 +83,7 @@ static double measure(lines_t *l, long n, int pinned)
     int    me   = pid == 0;
     double best = 1e30;
     if (pinned)
-        pin(me);
+        pin(nth_cpu(mask, me));
     for (int r = 0; r < 7; r++) {
         double ns = side_run(l, me, (uint64_t)r * (uint64_t)n, n);
         if (ns < 0) {
@@ -87,13 +97,8 @@ static double measure(lines_t *l, long n, int pinned)
     int st = 0;
     if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return -1;
-    if (pinned) { /* back to every CPU for the next measure */
-        cpu_set_t all;
-        CPU_ZERO(&all);
-        for (int c = 0; c < CPU_SETSIZE; c++)
-            CPU_SET(c, &all);
-        sched_setaffinity(0, sizeof(all), &all);
-    }
+    if (pinned && sched_setaffinity(0, sizeof(*mask), mask) != 0)
+        perror("bench_line: giving the mask back");
     return best;
 }
 
@@ -104,8 +109,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_line: STEPS must be a positive count, not '%s'\n", argv[1]);
         return 2;
     }
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
-        fprintf(stderr, "bench_line: needs 2 CPUs\n");
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof(mask), &mask) != 0 || CPU_COUNT(&mask) < 2) {
+        fprintf(stderr, "bench_line: needs 2 CPUs in this process's mask\n");
         return 2;
     }
     lines_t *l = mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -118,7 +124,7 @@ int main(int argc, char **argv)
            n);
     int rc = 0;
     for (int pinned = 0; pinned < 2; pinned++) {
-        double ns = measure(l, n, pinned);
+        double ns = measure(l, n, pinned, &mask);
         if (ns < 0) {
             fprintf(stderr, "bench_line: a side failed (%s)\n", pinned ? "pinned" : "unpinned");
             rc = 1;
