@@ -10,7 +10,10 @@
 # FACTORS (a list), SWEEP trials each: the smallest slowdown still caught.
 # Needs root.
 #   perf/slow_link_campaign.sh [TRIALS] [SEED]     (defaults 20, 1)
-# From the build tree; STEPS (150), FACTORS ("1.3 1.5 2"), SWEEP (5).
+# From the build tree; STEPS (150), FACTORS ("1.3 1.5 2"), SWEEP (5), CHUNK
+# (HCOMM_CHUNK_BYTES, 0: schedules not pipelined, as in run_slow_link.sh; 256K,
+# the library's default, pipelines Rabenseifner's rounds, which halves links
+# that no wire slows: docs/resilience.md, "What it cannot see").
 trials=${1:-20}
 RANDOM=${2:-1}
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +24,8 @@ NODES=4 PPN=1 RATE=300mbit BURST=64kb
 # shellcheck source=tests/netns/netns_lib.sh
 . "$top/tests/netns/netns_lib.sh"
 netns_setup
-export LD_LIBRARY_PATH="$top/.libs" HCOMM_TIMEOUT=60 HCOMM_TRANSPORT=tcp HCOMM_HEALTH_PERIOD=0.2
+export LD_LIBRARY_PATH="$top/.libs" HCOMM_TIMEOUT=60 HCOMM_TRANSPORT=tcp HCOMM_HEALTH_PERIOD=0.2 \
+    HCOMM_CHUNK_BYTES=${CHUNK:-0}
 
 rate() { # rate NODE RATE
     # shellcheck disable=SC2154 # tag: set by netns_lib.sh

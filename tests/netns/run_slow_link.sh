@@ -8,9 +8,12 @@
 # and none but in one run of steps (a noisy machine slows a link for a
 # moment: docs/resilience.md's accuracy bound, no clean trial flagging anyone
 # more than once). Rank 0 judges every 0.2 s here (1 s
-# by default). RATE, SLOW_RATE, STEPS and BYTES can be set: a slow link is
-# only found where the wire, not the CPU, paces the ranks (sanitizers: slower
-# wires). Skips without root or ip.
+# by default). Schedules are not pipelined here (HCOMM_CHUNK_BYTES=0): a
+# sender that feeds two peers at once halves each link, and Rabenseifner's
+# pipelined rounds read 0->1 and 2->3 at 0.45-0.5x the median on even links
+# (docs/resilience.md, "What it cannot see"). RATE, SLOW_RATE, STEPS and
+# BYTES can be set: a slow link is only found where the wire, not the CPU,
+# paces the ranks (sanitizers: slower wires). Skips without root or ip.
 # shellcheck source=tests/test_lib.sh
 . "$(dirname "$0")/../test_lib.sh"
 prog="$top/tests/netns/.libs/slow_link"
@@ -24,7 +27,7 @@ NODES=4 PPN=1 BURST=64kb
 . "$(dirname "$0")/netns_lib.sh"
 netns_setup
 export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_TIMEOUT=60 \
-    HCOMM_TRANSPORT=tcp HCOMM_HEALTH_PERIOD=0.2
+    HCOMM_TRANSPORT=tcp HCOMM_HEALTH_PERIOD=0.2 HCOMM_CHUNK_BYTES=0
 dir=$netns_dir
 on_fail() { tail -n 5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -n 40; }
 
