@@ -47,9 +47,11 @@ static void tune_candidates(int ci)
         if (hc_algo_implements(coll, (hc_algo_t)a))
             tune_cands[ci].algos[n++] = hc_algo_name((hc_algo_t)a);
 }
-static const char *const tune_chunks[] = {"64K", "256K", "1M"};
-static const size_t      tune_chunk_bytes[] = {64 << 10, 256 << 10, 1 << 20};
-#define TUNE_NCHUNKS 3
+/* HCOMM_CHUNK_BYTES of each run, and the tuning file's word for it; "0" (not
+ * pipelined) can win where a wire paces the ranks (perf/netns_chunk.sh) */
+static const char *const tune_chunks[]     = {"64K", "256K", "1M", "0"};
+static const char *const tune_chunk_file[] = {"65536", "262144", "1048576", "none"};
+#define TUNE_NCHUNKS 4
 
 /* Runs argv with the given env; parses (size, out-of-place time) rows. */
 static int tune_run(char **argv, const char *algo, const char *chunk, size_t *sizes,
@@ -127,8 +129,8 @@ static int tune_write(const perf_args_t *a, const tune_best_t *best, int nsizes,
         if (!last && best[i + 1].algo == best[i].algo && best[i + 1].chunk == best[i].chunk)
             continue; /* merged with the next size */
         size_t hi = last ? SIZE_MAX : best[i].bytes / per;
-        fprintf(f, "%s %d %zu %zu %s %zu\n", tune_cands[ci].coll, a->fork_ranks, lo, hi,
-                tune_cands[ci].algos[best[i].algo], tune_chunk_bytes[best[i].chunk]);
+        fprintf(f, "%s %d %zu %zu %s %s\n", tune_cands[ci].coll, a->fork_ranks, lo, hi,
+                tune_cands[ci].algos[best[i].algo], tune_chunk_file[best[i].chunk]);
         lo = hi + 1;
     }
     fclose(f);

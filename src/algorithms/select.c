@@ -99,7 +99,11 @@ hc_choice_t hc_select(const hc_select_ctx_t *in, const hc_coll_args_t *a)
     if (a->coll != HC_COLL_ALLTOALLV &&
         hc_tuning_lookup(a->coll, sc.nranks, bytes, &tuned, &tchunk) == 0) {
         if (hc_algo_serves(a->coll, tuned, sc.plans))
-            return (hc_choice_t){tuned, tchunk != 0 ? tchunk : choice.chunk, HC_CHOSEN_TUNED};
+            return (hc_choice_t){tuned,
+                                 tchunk == HC_TUNING_CHUNK_NONE ? 0
+                                 : tchunk != 0                  ? tchunk
+                                                                : choice.chunk,
+                                 HC_CHOSEN_TUNED};
         select_pass_over("HCOMM_TUNING_FILE", a, tuned);
     }
     /* 4. the cost model, across nodes */

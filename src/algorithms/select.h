@@ -15,6 +15,7 @@
 #ifndef HC_ALGO_SELECT_H
 #define HC_ALGO_SELECT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "algorithms/algo.h"
@@ -51,8 +52,11 @@ const char *hc_chosen_by_name(hc_chosen_by_t by);
  * coll wins over a bare name. Parts it cannot use are warned about once. */
 hc_algo_t hc_select_forced(const char *spec, hc_coll_t coll);
 
+/* A tuning entry's chunk "none": schedules not pipelined (HCOMM_CHUNK_BYTES=0). */
+#define HC_TUNING_CHUNK_NONE SIZE_MAX
 /* The tuning file's choice for coll on nranks ranks at bytes: 0 with *algo and
- * *chunk set (chunk 0: the default), -1 when it has none. Read once. */
+ * *chunk set (0: the default; HC_TUNING_CHUNK_NONE), -1 when it has none. Read
+ * once. */
 int hc_tuning_lookup(hc_coll_t coll, int nranks, size_t bytes, hc_algo_t *algo, size_t *chunk);
 /* Parses a tuning file (path for messages); the number of entries, or -1
  * after logging the first bad line. For tests. */

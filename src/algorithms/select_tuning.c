@@ -31,14 +31,32 @@ static tuning_entry_t  tuning[TUNING_MAX];
 static int             ntuning;
 static pthread_once_t  tuning_once = PTHREAD_ONCE_INIT;
 
+/* A chunk column: bytes (0 keeps HCOMM_CHUNK_BYTES), or "none"; 0 on success. */
+static int tuning_chunk(const char *s, size_t *chunk)
+{
+    char *end;
+    if (strcmp(s, "none") == 0) {
+        *chunk = HC_TUNING_CHUNK_NONE;
+        return 0;
+    }
+    if (*s < '0' || *s > '9')
+        return -1; /* strtoull would take "-1" */
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0' || v >= HC_TUNING_CHUNK_NONE)
+        return -1;
+    *chunk = (size_t)v;
+    return 0;
+}
+
 /* One "coll nranks min max algo chunk" line into *e; 0 on success. */
 static int tuning_line(const char *line, tuning_entry_t *e)
 {
-    char               coll[32], algo[32];
-    unsigned long long lo, hi, chunk;
+    char               coll[32], algo[32], chunk[32];
+    unsigned long long lo, hi;
     int                nranks, used = 0;
-    if (sscanf(line, " %31s %d %llu %llu %31s %llu %n", coll, &nranks, &lo, &hi, algo, &chunk,
-               &used) != 6 || line[used] != '\0')
+    if (sscanf(line, " %31s %d %llu %llu %31s %31s %n", coll, &nranks, &lo, &hi, algo, chunk,
+               &used) != 6 ||
+        line[used] != '\0' || tuning_chunk(chunk, &e->chunk) != 0)
         return -1;
     e->coll = hc_coll_parse_n(coll, strlen(coll));
     if (e->coll == HC_COLL_COUNT || nranks < 1 || lo > hi)
@@ -49,7 +67,6 @@ static int tuning_line(const char *line, tuning_entry_t *e)
     e->nranks = nranks;
     e->lo     = (size_t)lo;
     e->hi     = hi > SIZE_MAX ? SIZE_MAX : (size_t)hi;
-    e->chunk  = (size_t)chunk;
     return 0;
 }
 
@@ -103,7 +120,8 @@ int hc_tuning_parse(FILE *f, const char *path)
             continue;
         if (n == TUNING_MAX || tuning_line(p, &tuning[n]) != 0) {
             why = n == TUNING_MAX ? "too many entries"
-                                  : "expected: coll nranks min max algo chunk, algo one of coll's";
+                                  : "expected: coll nranks min max algo chunk (bytes or none), "
+                                    "algo one of coll's";
             break;
         }
         n++;

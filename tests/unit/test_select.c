@@ -173,6 +173,34 @@ static int tune_bytes(const char *text, size_t len)
     return n;
 }
 
+/* A tuning entry's chunk: bytes, 0 (HCOMM_CHUNK_BYTES's) or "none" (not
+ * pipelined: chunk 0 downstream, as HCOMM_CHUNK_BYTES=0); anything else
+ * refuses the file. */
+static void test_tuning_chunks(void **state)
+{
+    static const int two_nodes[] = {4, 4};
+    hc_params_t      prm         = *hc_params_get();
+    hc_plans_t       p;
+    (void)state;
+    prm.algo        = "";
+    prm.chunk_bytes = 1 << 20;
+    plans_on_hosts(two_nodes, 2, &p);
+    tune("allreduce 8 0 99 ring none\n"
+         "allreduce 8 100 199 ring 0\n"
+         "allreduce 8 200 299 ring 4096\n");
+    assert_int_equal(pick(&p, 8, &prm, HC_ALGO_AUTO, HC_COLL_ALLREDUCE, 50).chunk, 0);
+    assert_int_equal(pick(&p, 8, &prm, HC_ALGO_AUTO, HC_COLL_ALLREDUCE, 150).chunk, 1 << 20);
+    assert_int_equal(pick(&p, 8, &prm, HC_ALGO_AUTO, HC_COLL_ALLREDUCE, 250).chunk, 4096);
+    static const char *const bad[] = {"-1", "12x", "None", "18446744073709551615", "0x100"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char line[64];
+        snprintf(line, sizeof(line), "allreduce 8 0 99 ring %s\n", bad[i]);
+        assert_int_equal(tune_bytes(line, strlen(line)), -1);
+    }
+    tune("");
+    hc_plans_free(&p);
+}
+
 /* Lines the tuning file refuses whole: one past 255 characters (its tail was
  * read as a line of its own, so a long comment could end in an entry), a NUL
  * byte (the rest of its line went unseen), more than 1 MiB, and /dev/zero
@@ -253,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_stages_in_order),  cmocka_unit_test(test_unservable_never_chosen),
         cmocka_unit_test(test_without_plans),    cmocka_unit_test(test_table),
         cmocka_unit_test(test_tuning_bad_lines), cmocka_unit_test(test_tuning_digest),
+        cmocka_unit_test(test_tuning_chunks),
     };
     (void)hc_params_get();
     if (getenv("HCOMM_LOG_LEVEL") == NULL)
