@@ -10,7 +10,7 @@
 # more than once). Rank 0 judges every 0.2 s here (1 s
 # by default). Schedules are not pipelined here (HCOMM_CHUNK_BYTES=0): a
 # sender that feeds two peers at once halves each link, and Rabenseifner's
-# pipelined rounds read 0->1 and 2->3 at 0.45-0.5x the median on even links
+# pipelined rounds read 0->1 and 2->3 at about half the median on even links
 # (docs/resilience.md, "What it cannot see"). RATE, SLOW_RATE, STEPS and
 # BYTES can be set: a slow link is only found where the wire, not the CPU,
 # paces the ranks (sanitizers: slower wires). Skips without root or ip.
