@@ -22,7 +22,9 @@ unset HCOMM_RANK HCOMM_NRANKS HCOMM_ROOT HCOMM_ROOT_FD HCOMM_COOKIE HCOMM_COOKIE
     WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT TORCHELASTIC_RUN_ID OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
 export HCOMM_TIMEOUT=30 HCOMM_LOG_LEVEL=info
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-port=$((20000 + $$ % 20000))
+# below the kernel's ephemeral ports (32768 up by default): there any
+# connection's local end may hold the port (seen: 40010, EADDRINUSE)
+port=$((20000 + $$ % 10000))
 # each case its own ports: a listener of the case before may still hold its
 # port (a rank not yet gone), and a bind there fails with EADDRINUSE
 case_result() {
