@@ -29,7 +29,8 @@ trial() {
 right=0 clean_right=0
 for ((i = 1; i <= trials; i++)); do
     n=$((4 + RANDOM % 5)) r=$((RANDOM % n))
-    f=$(awk -v x=$RANDOM 'BEGIN { printf "%.2f", 1.3 + 1.7 * x / 32767 }')
+    x=$RANDOM # drawn here: a command substitution's shell draws from a new seed
+    f=$(awk -v x="$x" 'BEGIN { printf "%.2f", 1.3 + 1.7 * x / 32767 }')
     v=$(trial $n $r "$f")
     echo "slowed $i: $n ranks, rank $r ${f}x: $v"
     [ "${v%% *}" = right ] && right=$((right + 1))

@@ -45,7 +45,8 @@ trial() {
 right=0 clean_right=0
 for ((i = 1; i <= trials; i++)); do
     r=$((RANDOM % NODES))
-    f=$(awk -v x=$RANDOM 'BEGIN { printf "%.2f", 1.5 + 1.5 * x / 32767 }')
+    x=$RANDOM # drawn here: a command substitution's shell draws from a new seed
+    f=$(awk -v x="$x" 'BEGIN { printf "%.2f", 1.5 + 1.5 * x / 32767 }')
     v=$(trial $r "$f")
     echo "slowed $i: node $r ${f}x: $v"
     [ "${v%% *}" = right ] && right=$((right + 1))

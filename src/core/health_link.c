@@ -13,6 +13,8 @@
 
 #define LINK_MIN_MSGS 8          /* messages timed since a link was last judged, to judge it */
 #define LINK_SLOWER 2.0          /* a slow link is this many times below its class's median */
+#define LINK_SHARED 3.0          /* ... or this many, where its ends are healthy elsewhere */
+#define LINK_HEALTHY 0.75        /* a healthy link carries at least this share of its median */
 #define LINK_STREAK 3            /* evaluations that flag a link before it is named */
 #define LINK_TRACKED  64         /* flagged or named links rank 0 follows */
 #define LINK_KEPT 8              /* evaluations a link's last rate stands in the median */
@@ -64,6 +66,7 @@ typedef struct link_row {
     double   rate;   /* bytes/s */
     double   median; /* of its class */
     double   score;
+    double   gate; /* slow at or below median / gate */
     int      flag;
     int      fresh; /* measured this time; else its last rate, for the median only */
 } link_row_t;
@@ -163,7 +166,7 @@ static int links_rows(hc_links_t *l, link_row_t **rows_p)
                     l->prev[(size_t)r * HC_LINKS_REPORTED + l->nprev[r]++] = (link_prev_t){.r = *e};
                 continue;
             }
-            link_row_t row = {.src = e->peer, .dst = r, .cls = e->cls};
+            link_row_t row = {.src = e->peer, .dst = r, .cls = e->cls, .gate = LINK_SLOWER};
             d.n -= p->r.n, d.bytes -= p->r.bytes, d.ns -= p->r.ns;
             if (d.n >= LINK_MIN_MSGS && d.ns > 0) {
                 row.rate = (double)d.bytes / (double)d.ns * 1e9, row.fresh = 1;
@@ -205,6 +208,47 @@ static void links_test_class(link_row_t *rows, int m, double alpha)
             rows[idx[i]].flag  = 1;
             rows[idx[i]].score = score[i];
         }
+}
+
+static int links_healthy(const link_row_t *r)
+{
+    return r->median > 0 && r->rate >= LINK_HEALTHY * r->median;
+}
+
+/* r is slow while its sender is healthy elsewhere (healthy: per sender, its
+ * healthy links): a sign that r's receiver is slow on the way in. */
+static int links_slow_in(const link_row_t *r, const int *healthy)
+{
+    return r->median > 0 && !links_healthy(r) && healthy[r->src] > 0;
+}
+
+/* A sender that feeds two peers at once (a pipelined schedule's next round
+ * beside the last one's tail) gives each half its wire, and the receiver of
+ * one reads half: a slow link to the test. A slow sender slows its other
+ * links too, a slow receiver its other ways in. So a link whose sender sends
+ * to another peer at a healthy rate, into a receiver with no other way in
+ * slow by links_slow_in, must read LINK_SHARED below the median, beyond
+ * what sharing with two peers explains, to be slow. */
+static void links_hold_shared(const hc_links_t *l, link_row_t *rows, int n)
+{
+    int *healthy = calloc((size_t)l->nranks * 2, sizeof(int)); /* per sender */
+    if (healthy == NULL)
+        return;                         /* the plain gate for this evaluation */
+    int *slow_in = healthy + l->nranks; /* per receiver */
+    for (int i = 0; i < n; i++)
+        healthy[rows[i].src] += links_healthy(&rows[i]);
+    for (int i = 0; i < n; i++)
+        slow_in[rows[i].dst] += links_slow_in(&rows[i], healthy);
+    for (int i = 0; i < n; i++) {
+        link_row_t *r              = &rows[i];
+        int         sender_healthy = healthy[r->src] - links_healthy(r) > 0;
+        int         receiver_slow  = slow_in[r->dst] - links_slow_in(r, healthy) > 0;
+        if (r->median > 0 && sender_healthy && !receiver_slow)
+            r->gate = LINK_SHARED;
+        if (r->flag && r->rate * r->gate > r->median)
+            r->flag = 0;
+    }
+    free(healthy);
 }
 
 static link_track_t *links_track(hc_links_t *l, int src, int dst, int add)
@@ -270,6 +314,7 @@ void hc_links_judge(hc_links_t *l, struct hcomm_comm *c, hcomm_health_t *v)
         if (b - a >= 3 && fresh > 0)
             links_test_class(rows + a, b - a, hc_params_get()->health_alpha), judged += b - a;
     }
+    links_hold_shared(l, rows, n);
     if (HC_LOG_DEBUG <= hc_log_level() && (hc_log_subsys() & HC_SUBSYS(COLL)))
         links_log(rows, n);
     for (int i = 0; i < n; i++) /* an earlier rate was counted when it was measured */
@@ -288,7 +333,7 @@ void hc_links_judge(hc_links_t *l, struct hcomm_comm *c, hcomm_health_t *v)
             t->rate = row->rate, t->median = row->median;
         if (row != NULL && row->flag)
             t->streak = t->streak > 0 ? t->streak + 1 : 1, t->score = row->score;
-        else if (row != NULL && row->rate * LINK_SLOWER > row->median)
+        else if (row != NULL && row->rate * row->gate > row->median)
             t->streak = t->streak < 0 ? t->streak - 1 : -1;
         int was = t->named;
         if (t->streak >= LINK_STREAK)

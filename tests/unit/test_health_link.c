@@ -230,6 +230,87 @@ static void test_slow_among_earlier_rates(void **state)
     hc_links_free(l);
 }
 
+/* Pipelined Rabenseifner on 4 ranks over even wires, as measured
+ * (docs/resilience.md): 0 -> 1 and 2 -> 3 at under half the median, while
+ * their senders' other links and their receivers' other links are healthy.
+ * Flagged by the test, held by the sharing gate: not named. A path that slow
+ * to a quarter is named. */
+static link_t shared8[] = {
+    {0, 1, 2, 13.0}, {2, 3, 2, 13.5}, {3, 2, 2, 26.5}, {1, 0, 2, 27.6},
+    {0, 2, 2, 28.8}, {3, 1, 2, 29.4}, {1, 3, 2, 29.7}, {2, 0, 2, 30.2},
+};
+
+static void test_shared_sender_held(void **state)
+{
+    (void)state;
+    hc_links_t    *l = hc_links_create(NR);
+    hcomm_health_t v;
+    for (int s = 1; s <= 10; s++) {
+        evaluate(l, shared8, 8, s, &v);
+        assert_int_equal(v.nlinks, s > 1 ? 8 : 0);
+        assert_int_equal(v.nslow_links, 0);
+    }
+    hc_links_free(l);
+}
+
+/* The verdict on links[0..8) after `evaluations` evaluations at their rates. */
+static hcomm_health_t verdict_after(const link_t *links, int evaluations)
+{
+    hc_links_t    *l = hc_links_create(NR);
+    hcomm_health_t v;
+    assert_non_null(l);
+    for (int s = 1; s <= evaluations; s++)
+        evaluate(l, links, 8, s, &v);
+    hc_links_free(l);
+    return v;
+}
+
+static void test_slow_path_named(void **state)
+{
+    (void)state;
+    link_t links[8];
+    memcpy(links, shared8, sizeof(links));
+    links[0].mbs = 7.0, links[1].mbs = 27.0; /* 0 -> 1 alone, at a quarter */
+    hcomm_health_t v = verdict_after(links, 4);
+    assert_int_equal(v.nslow_links, 1);
+    assert_int_equal(v.slow_link_src[0], 0);
+    assert_int_equal(v.slow_link_dst[0], 1);
+}
+
+/* Two links named after `evaluations`, both from rank `rank` (by_src) or
+ * both into it. */
+static void expect_two_named(const link_t *links, int evaluations, int by_src, int rank)
+{
+    hcomm_health_t v = verdict_after(links, evaluations);
+    assert_int_equal(v.nslow_links, 2);
+    for (int i = 0; i < v.nslow_links; i++)
+        assert_int_equal(by_src ? v.slow_link_src[i] : v.slow_link_dst[i], rank);
+}
+
+/* Rank 0 sends slowly; 3 -> 2 reads under half too, into the receiver of a
+ * slow link whose sender is slow elsewhere: only rank 0's links named. */
+static void test_slow_sender_beside_shared(void **state)
+{
+    (void)state;
+    link_t links[] = {
+        {0, 1, 2, 8.0},  {0, 2, 2, 10.0}, {3, 2, 2, 12.5}, {1, 0, 2, 27.6},
+        {3, 1, 2, 29.4}, {1, 3, 2, 29.7}, {2, 0, 2, 30.2}, {2, 3, 2, 28.0},
+    };
+    expect_two_named(links, 6, 1, 0);
+}
+
+/* Rank 2 takes slowly from senders that are healthy elsewhere: its way in
+ * is slow, and both links into it are named. */
+static void test_slow_receiver_named(void **state)
+{
+    (void)state;
+    link_t links[] = {
+        {0, 2, 2, 11.0}, {3, 2, 2, 12.0}, {0, 1, 2, 28.8}, {1, 0, 2, 27.6},
+        {3, 1, 2, 29.4}, {1, 3, 2, 29.7}, {2, 0, 2, 30.2}, {2, 3, 2, 28.0},
+    };
+    expect_two_named(links, 4, 0, 2);
+}
+
 static void test_note_and_read(void **state)
 {
     (void)state;
@@ -258,6 +339,10 @@ int main(void)
         cmocka_unit_test_setup(test_named_then_cleared, setup),
         cmocka_unit_test_setup(test_few_messages_not_judged, setup),
         cmocka_unit_test_setup(test_slow_among_earlier_rates, setup),
+        cmocka_unit_test_setup(test_shared_sender_held, setup),
+        cmocka_unit_test_setup(test_slow_path_named, setup),
+        cmocka_unit_test_setup(test_slow_sender_beside_shared, setup),
+        cmocka_unit_test_setup(test_slow_receiver_named, setup),
         cmocka_unit_test_setup(test_note_and_read, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
