@@ -32,21 +32,21 @@ export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HCOMM_T
 dir=$netns_dir
 on_fail() { tail -n 5 "$dir"/out.* "$dir"/log.* 2>/dev/null | head -n 40; }
 
-netns_launch timeout 300 "$prog" "$STEPS" "$BYTES" -1
-rc=$?
-cp "$dir/out.0" "$out"
-test $rc = 0 && [ "$(grep -c 'WARN.* slow link' "$dir/log.0")" -le 1 ]
-result "4 nodes, every link $RATE: no link named ($(sed -n 's/^slow_link: //p' "$out"))" $?
-
+# clean_trial WHAT: every link alike; rank 0 names none at the end, and
+# none but in one run of steps
+clean_trial() {
+    rm -f "$dir"/log.* # the library appends: this run's lines alone
+    netns_launch timeout 300 "$prog" "$STEPS" "$BYTES" -1
+    rc=$?
+    cp "$dir/out.0" "$out"
+    test $rc = 0 && [ "$(grep -c 'WARN.* slow link' "$dir/log.0")" -le 1 ]
+    result "4 nodes, every link $RATE$1: no link named ($(sed -n 's/^slow_link: //p' "$out"))" $?
+}
+clean_trial ""
 # pipelined as by default: senders that feed two peers at once are not named
-rm -f "$dir"/log.*
 unset HCOMM_CHUNK_BYTES
-netns_launch timeout 300 "$prog" "$STEPS" "$BYTES" -1
-rc=$?
+clean_trial ", pipelined"
 export HCOMM_CHUNK_BYTES=0
-cp "$dir/out.0" "$out"
-test $rc = 0 && [ "$(grep -c 'WARN.* slow link' "$dir/log.0")" -le 1 ]
-result "4 nodes, every link $RATE, pipelined: no link named ($(sed -n 's/^slow_link: //p' "$out"))" $?
 
 rm -f "$dir"/log.* # the library appends: this run's lines alone
 # shellcheck disable=SC2154 # tag: set by netns_lib.sh
