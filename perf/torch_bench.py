@@ -14,12 +14,16 @@ so that both see the same machine:
              allreduces, SGD) of a 21 M parameter MLP, 25 MiB buckets, batches
              of 1 and 8 per rank: the median step time of 3 rounds of 10
              steps, beside the same step without DDP (the compute alone);
-  small      an 8 B all_reduce through torch (mean of 2000 calls), beside
-             hcomm_allreduce of 8 B from C (hcomm-perf -b 8 -e 8 -z 1 on as
-             many ranks), the same torch call on a group of one rank, which
-             moves nothing, and on a backend that does nothing (torch_null.cpp,
-             built by torch.utils.cpp_extension: its Work is complete at
-             once): torch's own cost per call, the floor under any backend.
+  small      an 8 B all_reduce through torch on hcomm and on gloo, beside
+             the same call on a group of one rank, which moves nothing, on a
+             backend that does nothing (torch_null.cpp, built by
+             torch.utils.cpp_extension: its Work is complete at once; torch's
+             own cost per call, the floor under any backend), and blocking
+             8 B hcomm_allreduce calls from C++ on the group's communicator;
+             all interleaved, in 31 chunks of 1000 calls (gloo: 100), so that
+             each chunk sees every variant in one state of the machine. The
+             bound's reading, (hcomm - null) / C, is taken per chunk; then
+             hcomm-perf -b 8 -e 8 -z 1 by itself, the figure earlier runs used.
 Rank 0 prints the tables. One thread of torch per rank (torch.set_num_threads),
 as ranks share this machine's cores.
 """
@@ -27,14 +31,12 @@ import argparse
 import contextlib
 import datetime
 import io
-import json
 import os
 import re
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 SIZES = [1 << k for k in range(10, 27)]  # 1 KiB .. 64 MiB
@@ -131,7 +133,14 @@ def load_null():
     return cpp_extension.load("hcomm_bench_null", [src], extra_cflags=["-O2"])
 
 
+SMALL_CHUNKS, SMALL_CALLS = 31, 1000  # gloo's chunks are a tenth as long (its call: 0.2-0.5 ms)
+C_NAME, NULL_NAME = "hcomm_allreduce from C, same communicator", "null backend (torch's floor)"
+
+
 def bench_small(groups, rank, n):
+    """Every variant's 8 B call time in each of SMALL_CHUNKS chunks, the variants
+    interleaved in a rotating order so that each chunk sees them all in one
+    state of the machine: {name: [seconds per call, a chunk each]}."""
     import torch
     import torch.distributed as dist
     null = load_null()
@@ -139,27 +148,58 @@ def bench_small(groups, rank, n):
         dist.Backend.register_backend("null", lambda store, r, size, timeout:
                                       null.NullGroup(r, size))
     t = torch.zeros(2)
-    out, solo = {}, None
+    solo = None
     for r in range(n):  # every rank makes every one-rank group, in the same order
         g = dist.new_group([r], backend="hcomm")
         if r == rank:
             solo = g
-    extra = [("hcomm, 1 rank", solo), ("null backend (torch's floor)", dist.new_group(backend="null"))]
-    hc = groups["hcomm"]
+    hc, gloo = groups["hcomm"], groups["gloo"]
+    nullg = dist.new_group(backend="null")
+
+    def torch_calls(g):
+        def run(k):
+            t0 = time.perf_counter()
+            for _ in range(k):
+                dist.all_reduce(t, group=g)
+            return (time.perf_counter() - t0) / k
+        return run
+    variants = [("gloo", torch_calls(gloo)), ("hcomm", torch_calls(hc)),
+                ("hcomm, 1 rank", torch_calls(solo)), (NULL_NAME, torch_calls(nullg))]
+    if hasattr(hc, "_time_c_allreduce"):  # hcomm_allreduce from C++, between the torch calls
+        variants.append((C_NAME, hc._time_c_allreduce))
     counts = getattr(hc, "_inline_counts", lambda: (0, 0))
     before, calls = counts(), 0
-    for rnd in range(3):
-        for name, g in list(groups.items()) + extra:
-            for _ in range(200):
-                dist.all_reduce(t, group=g)
-            dist.barrier(group=groups["gloo"])
-            sec = slowest(timed(lambda: dist.all_reduce(t, group=g), 2000), groups["gloo"])
-            out[name] = min(out.get(name, sec), sec)
-            calls += 2200 if g is hc else 0
+    out = {name: [] for name, _ in variants}
+    for chunk in range(SMALL_CHUNKS):
+        k = chunk % len(variants)
+        for name, run in variants[k:] + variants[:k]:
+            m = SMALL_CALLS // 10 if name == "gloo" else SMALL_CALLS
+            run(m // 10)  # warm
+            dist.barrier(group=gloo)
+            out[name].append(slowest(run(m), gloo))
+            calls += m + m // 10 if name == "hcomm" else 0
     after = counts()
     # how rank 0's calls on hcomm ran (pg_inline.cpp): on the caller's thread,
     # handed to the stream unfinished, or queued on it
     return out, (after[0] - before[0], after[1] - before[1], calls) if hasattr(hc, "_inline_counts") else None
+
+
+def small_report(chunks):
+    """Rank 0's lines on the 8 B calls: each variant's median over the chunks,
+    and the bound's reading per chunk: (hcomm - null) / C."""
+    print("(us per call: the median of %d chunks, and their range)" % SMALL_CHUNKS)
+    for name, secs in chunks.items():
+        print("- %s: %.2f (%.2f-%.2f)" % (name, statistics.median(secs) * 1e6, min(secs) * 1e6,
+                                          max(secs) * 1e6))
+    if C_NAME not in chunks:
+        return
+    own = [h - z for h, z in zip(chunks["hcomm"], chunks[NULL_NAME])]
+    ratio = [o / c for o, c in zip(own, chunks[C_NAME])]
+    print("- the backend's own cost, hcomm - null: %.2f us (median of the chunks'), "
+          "%.2fx the C call (median of the chunks' ratios; range %.2f-%.2f; bound: 2x; "
+          "at most 2x in %d of %d chunks)"
+          % (statistics.median(own) * 1e6, statistics.median(ratio), min(ratio), max(ratio),
+             sum(r <= 2 for r in ratio), len(ratio)))
 
 
 def rank_main():
@@ -187,14 +227,11 @@ def rank_main():
             print("| %s | %.1f | %.3f | %.1f | %.3f | %.2f |"
                   % (human(size), gt * 1e6, gb, ht * 1e6, hb, ratio))
     if rank == 0 and small:
-        print("\n## %d ranks: 8 B dist.all_reduce (us per call)" % n)
-        for name, sec in small.items():
-            print("- %s: %.1f" % (name, sec * 1e6))
+        print("\n## %d ranks: 8 B dist.all_reduce" % n)
+        small_report(small)
         if how is not None:
             print("- hcomm's %d calls on rank 0: %d on the caller's thread, %d handed over "
                   "unfinished, %d queued" % (how[2], how[0], how[1], how[2] - how[0] - how[1]))
-        with open(os.environ["HC_BENCH_SMALL"], "w") as f:  # for the launcher's bound
-            json.dump(small, f)
     if rank == 0 and ddp:
         print("\n## %d ranks: DDP step, %.1f M parameters, 25 MiB buckets (ms, median)"
               % (n, ddp[0][1] / 1e6))
@@ -234,26 +271,15 @@ def c_small(args, n):
 def launch(args, n):
     if "small" in args.parts:
         load_null()  # compiled here once, not by every rank at once
-    fd, small_out = tempfile.mkstemp(prefix="torch_bench.")
-    os.close(fd)
     env = dict(os.environ, WORLD_SIZE=str(n), HC_BENCH_INIT="tcp://127.0.0.1:%d" % free_port(),
                HC_BENCH_QUICK="1" if args.quick else "0", HC_BENCH_PARTS=args.parts,
-               HC_BENCH_MAX=str(args.max_size), HC_BENCH_MIN=str(args.min_size),
-               HC_BENCH_SMALL=small_out)
+               HC_BENCH_MAX=str(args.max_size), HC_BENCH_MIN=str(args.min_size))
     procs = [subprocess.Popen([sys.executable, "-W", "ignore", __file__],
                               env=dict(env, RANK=str(r))) for r in range(n)]
     codes = [p.wait(timeout=1800) for p in procs]
     c = c_small(args, n) if "small" in args.parts else None
-    with open(small_out) as f:
-        small = json.loads(f.read() or "{}")
-    os.unlink(small_out)
-    if c is not None:
-        print("- hcomm_allreduce from C (hcomm-perf -b 8 -e 8 -z 1, best of 3 runs): %.2f" % c)
-    floor = small.get("null backend (torch's floor)")
-    if c and floor is not None and "hcomm" in small:
-        own = small["hcomm"] * 1e6 - floor * 1e6
-        print("- the backend's own cost, hcomm - null: %.1f us, %.1fx the C call (bound: 2x)"
-              % (own, own / c))
+    if c is not None:  # the figure earlier runs compared with, for reference
+        print("- hcomm-perf by itself after the run (-b 8 -e 8 -z 1, best of 3 runs): %.2f us" % c)
     print()
     return 0 if all(x == 0 for x in codes) else 1
 

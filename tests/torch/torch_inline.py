@@ -17,6 +17,8 @@ Each rank (this file again, with RANK set):
    result, copied back through the view.
 3. a completed Work: an inline operation's Work is complete when it returns,
    and its Future holds the output (value(), then()).
+4. the benchmark's blocking C calls on the group's communicator
+   (_time_c_allreduce): a time, a refusal of no calls, and right sums after.
 Checks 1 and 2 also require that operations did run inline and were handed
 over (_inline_counts, summed over the ranks): otherwise they tested nothing.
 """
@@ -95,7 +97,7 @@ def rank_main():
     c0 = counts((hc,))
     for i in range(ROUNDS):
         if rank == 0 and i % 3 == 1:
-            time.sleep(0.003)  # the others' inline spins (50 us) run out
+            time.sleep(0.003)  # the others' inline spins (50 us; 1 ms on 4 ranks here) run out
         s1 = torch.full((4,), val(i, 1, rank))
         big = torch.full((BIG,), val(i, 2, rank))
         s2 = torch.full((3,), val(i, 3, rank))
@@ -158,6 +160,21 @@ def rank_main():
     doubled = fut.then(lambda f: f.value()[0] * 2).wait()
     check("then() on it", torch.equal(doubled, t * 2))
     check("wait() returns True", w.wait(timeout))
+
+    # 4. the benchmark's C timing (perf/torch_bench.py) on the group's
+    # communicator, between torch calls that still give the right sums
+    try:
+        hc._time_c_allreduce(0)
+        check("a C timing of no calls is refused", False)
+    except RuntimeError as e:
+        check("a C timing of no calls is refused, naming n", "n > 0" in str(e), str(e))
+    dist.barrier(group=gloo)
+    sec = hc._time_c_allreduce(200)
+    check("a C timing gives a time", 0 < sec < 1, str(sec))
+    t = torch.full((3,), float(rank + 1))
+    dist.all_reduce(t, group=hc)
+    check("an allreduce after the C timing", torch.equal(t, torch.full((3,), n * (n + 1) / 2.0)),
+          str(t))
 
     dist.barrier(group=gloo)
     dist.destroy_process_group()

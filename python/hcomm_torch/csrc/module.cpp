@@ -48,6 +48,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
             py::arg("layout") = 0, py::call_guard<py::gil_scoped_release>())
         .def("_compression_states", &ProcessGroupHcomm::compressionStates)
         // (operations finished on the caller's thread, operations handed to the stream)
-        .def("_inline_counts", &ProcessGroupHcomm::inlineCounts);
+        .def("_inline_counts", &ProcessGroupHcomm::inlineCounts)
+        // perf/torch_bench.py: seconds per 8 B hcomm_allreduce from C, n calls
+        .def("_time_c_allreduce", &ProcessGroupHcomm::timeAllreduceFromC, py::arg("n"),
+             py::call_guard<py::gil_scoped_release>());
     m.def("hcomm_version", [] { return std::string(hcomm_version_str()); });
 }

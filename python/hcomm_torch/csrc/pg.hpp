@@ -120,6 +120,9 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     // Small operations run on the caller's thread: how many finished there,
     // and how many were handed to the stream unfinished (tests).
     std::pair<uint64_t, uint64_t> inlineCounts();
+    // Seconds per blocking 8 B hcomm_allreduce from C on this group's
+    // communicator, n of them on the caller's thread (perf/torch_bench.py).
+    double timeAllreduceFromC(int64_t n);
 
   private:
     // launch calls them before it returns: references, no copy on the heap

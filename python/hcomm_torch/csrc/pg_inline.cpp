@@ -41,12 +41,16 @@ static uint64_t envCount(const char *name, uint64_t dflt, uint64_t max)
 // TORCH_HCOMM_*, not HCOMM_*: hcomm warns of HCOMM_ variables it does not know.
 void ProcessGroupHcomm::readInlineSettings()
 {
-    inlineBytes_ = envCount("TORCH_HCOMM_INLINE_BYTES", 65536, uint64_t(1) << 40);
-    inlineSpin_  = std::chrono::microseconds(envCount("TORCH_HCOMM_INLINE_US", 50, 1000000));
-    // more ranks than CPUs: a spinning caller holds the CPU a peer needs
+    // more ranks than CPUs: a spinning caller holds the CPU a peer needs, so
+    // it yields between tests; and a late peer is a scheduler slice late, not
+    // microseconds, where a hand-over to the stream costs two more (4 ranks
+    // on 2 cores, perf/RESULTS.md: 50 us handed over a quarter of the calls)
     cpu_set_t set;
     int       ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
     inlineYield_   = ncpu > 0 && size_ > ncpu;
+    inlineBytes_   = envCount("TORCH_HCOMM_INLINE_BYTES", 65536, uint64_t(1) << 40);
+    inlineSpin_    = std::chrono::microseconds(
+           envCount("TORCH_HCOMM_INLINE_US", inlineYield_ ? 1000 : 50, 1000000));
 }
 
 bool ProcessGroupHcomm::canInline(size_t bytes)
@@ -175,6 +179,29 @@ ProcessGroupHcomm::WorkPtr ProcessGroupHcomm::launchP2P(const c10::intrusive_ptr
     TORCH_CHECK(st == HCOMM_SUCCESS, "hcomm backend: ", w->name(), " on rank ", rank_,
                 " failed: ", statusText(st));
     return w;
+}
+
+// perf/torch_bench.py's C figure, taken between its torch calls on the same
+// communicator, so that both see the machine in the same state (this one's
+// speed drifts by 2x over seconds): n blocking hcomm_allreduce calls of 8 B
+// on the caller's thread, as a C program makes them. Every rank calls it at
+// once, with none of the group's operations outstanding.
+double ProcessGroupHcomm::timeAllreduceFromC(int64_t n)
+{
+    IssueLock lock(*this);
+    TORCH_CHECK(stream_ != nullptr, "hcomm backend: the group is shut down");
+    TORCH_CHECK(n > 0 && !coalescing_ && pending_.load(std::memory_order_acquire) == 0,
+                "hcomm backend: timing hcomm_allreduce needs n > 0 (got ", n,
+                ") and none of the group's operations outstanding");
+    float      buf[2] = {0.0f, 0.0f};
+    const auto t0     = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; i++) {
+        hcomm_status_t st = hcomm_allreduce(buf, buf, 2, HCOMM_FLOAT32, HCOMM_SUM, comm_, nullptr);
+        TORCH_CHECK(st == HCOMM_SUCCESS, "hcomm backend: hcomm_allreduce on rank ", rank_,
+                    " failed: ", statusText(st));
+    }
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+    return took.count() / static_cast<double>(n);
 }
 
 std::pair<uint64_t, uint64_t> ProcessGroupHcomm::inlineCounts()
