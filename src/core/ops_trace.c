@@ -8,9 +8,13 @@
  * destroyed or aborted, or the process exits) the records are formatted and
  * appended, and the file ends in a whole {"traceEvents":[...]} document
  * again. A process killed between flush points leaves the file as the last
- * one wrote it. Where the kernel keeps time with the TSC, records are stamped
- * in its ticks and turned into CLOCK_MONOTONIC ns when formatted, against
- * readings of both clocks at open and at the flush. */
+ * one wrote it. Where the TSC counts at one rate whatever the CPU does (the
+ * kernel's clocksource, or an invariant TSC under a hypervisor's clock, where
+ * CLOCK_MONOTONIC costs a serialised TSC read and more), records are stamped
+ * in its ticks and turned into CLOCK_MONOTONIC ns when formatted: each span
+ * between spills by readings of both clocks at its ends, so that a jump of
+ * the TSC (a virtual machine restored elsewhere) spoils one span, not the
+ * trace. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -30,6 +34,15 @@
 #define TRACE_EVENT_MAX 1024u        /* room one operation's events need */
 #define TRACE_QUEUED_NS 1000u        /* a wait in the queue this long gets its own slice */
 
+/* Both clocks at one moment, and the last record number then. */
+typedef struct {
+    uint64_t seq, tk, ns;
+} trace_anchor_t;
+
+#define TRACE_ANCHORS_MIN 16u
+#define TRACE_SPAN_CHECKED_NS 1000000u /* a span this long is timed by its ends */
+#define TRACE_SLOPE_TOLERANCE 0.02     /* ... when their rate is this near the nominal one */
+
 struct hc_trace {
     hc_op_rec_t       *ring;        /* the communicator's ring while it is traced */
     uint32_t           half;        /* records per half (comm->ops_spill) */
@@ -37,8 +50,15 @@ struct hc_trace {
     uint64_t           written;     /* records up to this number are in the trace */
     uint64_t           spilled;     /* ... or in the spill files */
     uint64_t           lost;        /* records a failed spill or read dropped */
-    uint64_t           ns0, tk0;    /* both clocks at open */
-    double             ns_per_tick; /* at the flush */
+    /* ticks: both clocks at open, at each spill since, and at the flush
+     * (after a flush, its reading starts the list); the comm's lock held */
+    trace_anchor_t *anchors;
+    size_t          nanchors, cap;
+    size_t          span;       /* formatting: the anchor that starts the record's span */
+    double          span_slope; /* ... and its ns per tick */
+    uint64_t        jumped;     /* formatting: a record in a span whose rate was off */
+    /* the last anchor for other threads (hc_trace_ticks_ns): odd ver while written */
+    uint64_t           base_ver, base_tk, base_ns;
     int                tid;         /* the communicator's track */
     struct hcomm_comm *comm;
     struct hc_trace   *next; /* the live ones, for the exit flush */
@@ -53,6 +73,7 @@ static struct {
     pid_t            owner;
     int              ntid;
     uint8_t          clock;         /* HC_OP_CLOCK_TICKS where the TSC keeps time, else _NS */
+    double           ns_per_tick;   /* ticks: measured over 2 ms at open */
     char             dir[PATH_MAX]; /* spill files go beside the trace */
     struct hc_trace *live;
 } tf = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
@@ -102,26 +123,85 @@ static void trace_clocks(uint64_t *ns, uint64_t *tk)
     *tk        = a + (hc_clock_ticks() - a) / 2;
 }
 
-static double trace_slope(const struct hc_trace *t)
+/* ticks as ns by the nominal rate from the anchor a. */
+static uint64_t trace_from(uint64_t tk, uint64_t ns, double slope, uint64_t ticks)
 {
-    uint64_t ns, tk;
-    trace_clocks(&ns, &tk);
-    return tk > t->tk0 ? (double)(ns - t->ns0) / (double)(tk - t->tk0) : 1.0;
+    return ns + (uint64_t)(int64_t)((double)(int64_t)(ticks - tk) * slope);
+}
+
+/* Adds both clocks now, after record seq, to t's anchors and publishes
+ * them; an anchor that finds no room is skipped (its span joins the next). */
+static void trace_anchor(struct hc_trace *t, uint64_t seq)
+{
+    if (tf.clock != HC_OP_CLOCK_TICKS)
+        return;
+    if (t->nanchors == t->cap) {
+        trace_anchor_t *a = realloc(t->anchors, 2 * t->cap * sizeof(*a));
+        if (a == NULL)
+            return;
+        t->anchors = a;
+        t->cap *= 2;
+    }
+    trace_anchor_t *a = &t->anchors[t->nanchors++];
+    a->seq            = seq;
+    trace_clocks(&a->ns, &a->tk);
+    __atomic_store_n(&t->base_ver, t->base_ver + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&t->base_tk, a->tk, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->base_ns, a->ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->base_ver, t->base_ver + 1, __ATOMIC_RELEASE);
 }
 
 uint64_t hc_trace_ticks_ns(const struct hcomm_comm *c, uint64_t ticks)
 {
-    const struct hc_trace *t = c->trace;
+    struct hc_trace *t = c->trace;
     if (t == NULL)
         return ticks;
-    return t->ns0 + (uint64_t)((double)(int64_t)(ticks - t->tk0) * trace_slope(t));
+    for (;;) { /* any thread: the last anchor, read whole */
+        uint64_t v  = __atomic_load_n(&t->base_ver, __ATOMIC_ACQUIRE);
+        uint64_t tk = __atomic_load_n(&t->base_tk, __ATOMIC_RELAXED);
+        uint64_t ns = __atomic_load_n(&t->base_ns, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if ((v & 1) == 0 && __atomic_load_n(&t->base_ver, __ATOMIC_RELAXED) == v)
+            return trace_from(tk, ns, tf.ns_per_tick, ticks);
+    }
+}
+
+/* Formatting record seq (in order): the span it was stamped in, between the
+ * anchor before it and the one its spill (or the flush) took. Timed by its
+ * ends where it is long enough and their rate near the nominal one; else by
+ * the nominal rate from its start, and counted in jumped when off. */
+static void trace_span(struct hc_trace *t, uint64_t seq)
+{
+    if (tf.clock != HC_OP_CLOCK_TICKS)
+        return;
+    size_t k = t->span;
+    while (k + 2 < t->nanchors && t->anchors[k + 1].seq < seq)
+        k++;
+    if (k == t->span && t->span_slope != 0)
+        return;
+    t->span                 = k;
+    t->span_slope           = tf.ns_per_tick;
+    const trace_anchor_t *a = &t->anchors[k];
+    if (k + 1 >= t->nanchors)
+        return;
+    const trace_anchor_t *b = a + 1;
+    if (b->ns - a->ns < TRACE_SPAN_CHECKED_NS)
+        return;
+    double slope = b->tk > a->tk ? (double)(b->ns - a->ns) / (double)(b->tk - a->tk) : 0;
+    if (slope > tf.ns_per_tick * (1 - TRACE_SLOPE_TOLERANCE) &&
+        slope < tf.ns_per_tick * (1 + TRACE_SLOPE_TOLERANCE))
+        t->span_slope = slope;
+    else
+        t->jumped++;
 }
 
 static uint64_t trace_ns(const struct hc_trace *t, const hc_op_rec_t *r, uint64_t v)
 {
     if (v == 0 || r->clock != HC_OP_CLOCK_TICKS)
         return v;
-    return t->ns0 + (uint64_t)((double)(int64_t)(v - t->tk0) * t->ns_per_tick);
+    const trace_anchor_t *a = &t->anchors[t->span];
+    return trace_from(a->tk, a->ns, t->span_slope, v);
 }
 
 /* ns as microseconds with three decimals (Chrome's unit). */
@@ -176,10 +256,11 @@ static size_t trace_format(char *p, const struct hc_trace *t, const hc_op_rec_t 
 }
 
 /* Formats recs into out, writing it out as it fills; returns what is left in it. */
-static size_t trace_format_all(char *out, size_t len, const struct hc_trace *t,
-                               const hc_op_rec_t *recs, size_t n)
+static size_t trace_format_all(char *out, size_t len, struct hc_trace *t, const hc_op_rec_t *recs,
+                               size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        trace_span(t, recs[i].seq);
         if (len + TRACE_EVENT_MAX > TRACE_OUT_BYTES) {
             trace_append(out, len);
             len = 0;
@@ -197,6 +278,7 @@ void hc_trace_spill(struct hcomm_comm *c, uint64_t seq)
         lo = t->spilled + 1;
     if (hc_spill_put(&t->spill, tf.dir, t->ring, 2 * t->half - 1, lo, seq) == 0) {
         t->spilled = seq;
+        trace_anchor(t, seq);
         return;
     }
     if (t->lost == 0)
@@ -224,7 +306,9 @@ static void trace_flush_locked(struct hc_trace *t)
         free(recs);
         return;
     }
-    t->ns_per_tick = trace_slope(t);
+    trace_anchor(t, last);
+    t->span       = 0;
+    t->span_slope = 0;
     for (uint64_t s = t->written + 1; s <= t->spilled;) { /* the oldest: the spill files */
         long k = hc_spill_get(&t->spill, recs, t->half, &s);
         if (k <= 0) {
@@ -243,6 +327,17 @@ static void trace_flush_locked(struct hc_trace *t)
     }
     t->written = t->spilled = last > t->spilled ? last : t->spilled;
     hc_spill_reset(&t->spill);
+    if (t->nanchors > 1) { /* the flush's reading starts the next spans */
+        t->anchors[0] = t->anchors[t->nanchors - 1];
+        t->nanchors   = 1;
+    }
+    if (t->jumped > 0) {
+        hc_warn(INIT,
+                "HCOMM_TRACE_FILE: the TSC's rate was off in spans holding %llu operations (did "
+                "it jump?); their times are the nominal rate's, from each span's start",
+                (unsigned long long)t->jumped);
+        t->jumped = 0;
+    }
     if (t->lost > 0) { /* say so in the trace itself */
         len += (size_t)snprintf(out + len, TRACE_OUT_BYTES - len,
                                 ",\n{\"name\":\"records lost\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,"
@@ -352,21 +447,42 @@ static int trace_file_open(const char *pattern, int rank)
     return 0;
 }
 
-/* Whether the kernel keeps time with the TSC: then its ticks are a clock. */
+/* Whether the TSC's ticks are a clock: the kernel keeps time with them, or
+ * the CPU says they count at one rate in every power state (constant_tsc and
+ * nonstop_tsc), as under a hypervisor whose clock the kernel uses instead. */
 static int trace_tsc_keeps_time(void)
 {
 #if defined(__x86_64__)
-    char  src[32] = "";
-    FILE *f       = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    char  line[4096] = "";
+    FILE *f      = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    int   steady = 0;
     if (f != NULL) {
-        if (fgets(src, sizeof(src), f) == NULL)
-            src[0] = '\0';
+        steady = fgets(line, sizeof(line), f) != NULL && strncmp(line, "tsc", 3) == 0;
         fclose(f);
     }
-    return strncmp(src, "tsc", 3) == 0;
+    if (steady || (f = fopen("/proc/cpuinfo", "r")) == NULL)
+        return steady;
+    while (fgets(line, sizeof(line), f) != NULL) /* the first CPU's flags */
+        if (strncmp(line, "flags", 5) == 0) {
+            steady = strstr(line, " constant_tsc") != NULL && strstr(line, " nonstop_tsc") != NULL;
+            break;
+        }
+    fclose(f);
+    return steady;
 #else
     return 0;
 #endif
+}
+
+/* ns per tick of the TSC, over 2 ms; 0 when it does not move. */
+static double trace_tsc_rate(void)
+{
+    uint64_t        ns0, tk0, ns1, tk1;
+    struct timespec nap = {0, 2000000};
+    trace_clocks(&ns0, &tk0);
+    nanosleep(&nap, NULL);
+    trace_clocks(&ns1, &tk1);
+    return tk1 > tk0 && ns1 > ns0 ? (double)(ns1 - ns0) / (double)(tk1 - tk0) : 0;
 }
 
 /* t with c's ring, grown to two halves of at least TRACE_HALF_MIN; tf.lock held. */
@@ -376,11 +492,16 @@ static struct hc_trace *trace_new(struct hcomm_comm *c)
     uint32_t         half = TRACE_HALF_MIN;
     while (half < c->ops_mask + 1)
         half <<= 1;
-    if (t != NULL)
-        t->ring = calloc(2 * (size_t)half, sizeof(*t->ring)); /* its pages, now */
-    if (t == NULL || t->ring == NULL || hc_spill_init(&t->spill, half) != 0) {
-        if (t != NULL)
+    if (t != NULL) {
+        t->ring    = calloc(2 * (size_t)half, sizeof(*t->ring)); /* its pages, now */
+        t->anchors = malloc(TRACE_ANCHORS_MIN * sizeof(*t->anchors));
+        t->cap     = TRACE_ANCHORS_MIN;
+    }
+    if (t == NULL || t->ring == NULL || t->anchors == NULL || hc_spill_init(&t->spill, half) != 0) {
+        if (t != NULL) {
             free(t->ring);
+            free(t->anchors);
+        }
         free(t);
         return NULL;
     }
@@ -388,7 +509,7 @@ static struct hc_trace *trace_new(struct hcomm_comm *c)
         t->ring[s & (2 * half - 1)] = c->ops_ring[s & c->ops_mask]; /* none yet at init */
     t->half    = half;
     t->written = t->spilled = c->ops_seq;
-    trace_clocks(&t->ns0, &t->tk0);
+    trace_anchor(t, c->ops_seq);
     t->tid  = ++tf.ntid;
     t->comm = c;
     return t;
@@ -400,8 +521,10 @@ void hc_trace_open(struct hcomm_comm *c)
     if (pattern == NULL || pattern[0] == '\0')
         return;
     pthread_mutex_lock(&tf.lock);
-    if (tf.fd == -1 && trace_file_open(pattern, c->rank) == 0)
-        tf.clock = trace_tsc_keeps_time() ? HC_OP_CLOCK_TICKS : HC_OP_CLOCK_NS;
+    if (tf.fd == -1 && trace_file_open(pattern, c->rank) == 0) {
+        tf.ns_per_tick = trace_tsc_keeps_time() ? trace_tsc_rate() : 0;
+        tf.clock       = tf.ns_per_tick > 0 ? HC_OP_CLOCK_TICKS : HC_OP_CLOCK_NS;
+    }
     struct hc_trace *t = tf.fd >= 0 ? trace_new(c) : NULL;
     if (t != NULL) {
         char meta[256];
@@ -438,6 +561,7 @@ void hc_trace_close(struct hcomm_comm *c)
         }
     pthread_mutex_unlock(&tf.lock);
     hc_spill_fini(&t->spill);
+    free(t->anchors);
     /* the ring goes with the communicator (hc_ops_fini) */
     c->ops_spill = 0;
     c->ops_clock = HC_OP_CLOCK_COARSE;

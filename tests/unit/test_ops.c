@@ -138,9 +138,35 @@ static int count_in(const char *path, const char *needle)
     return n;
 }
 
+/* The operations (ph X) in the file at path that start in [lo, hi] us, and
+ * in *out those that start outside it; one of over long_us is not counted. */
+static int count_between(const char *path, double lo, double hi, double long_us, int *out)
+{
+    FILE *f = fopen(path, "r");
+    char  line[4096];
+    int   n = 0;
+    assert_non_null(f);
+    *out = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        const char *x = strstr(line, "\"ph\":\"X\""), *ts = strstr(line, "\"ts\":"),
+                   *dur = strstr(line, "\"dur\":");
+        if (x == NULL || ts == NULL || dur == NULL || strtod(dur + 6, NULL) > long_us)
+            continue;
+        double t = strtod(ts + 5, NULL);
+        if (t >= lo && t <= hi)
+            n++;
+        else
+            (*out)++;
+    }
+    fclose(f);
+    return n;
+}
+
 /* Enough operations for the ring's halves to go to the spill files, some of
  * which do not pack (groups, one of 4e9 ticks), then a flush: every one is in
- * the file, in a whole JSON document. */
+ * the file, in a whole JSON document, at the time it ran (TSC ticks turned
+ * into CLOCK_MONOTONIC by the spans between spills: a nap now and then makes
+ * spans of over 1 ms, which are timed by their ends). */
 static void test_trace_file(void **st)
 {
     char dir[] = "/tmp/test_ops.XXXXXX", pattern[64], path[96], tail[8];
@@ -154,7 +180,12 @@ static void test_trace_file(void **st)
     hc_trace_open(&comm);
     assert_non_null(comm.trace);
     assert_int_not_equal(comm.ops_clock, HC_OP_CLOCK_COARSE);
+    double t0 = (double)hc_clock_now_ns() / 1e3;
     for (int i = 0; i < NOPS; i++) {
+        if (i % 1000 == 999) {
+            struct timespec nap = {0, 1500000};
+            nanosleep(&nap, NULL);
+        }
         hcomm_request_t r = &reqs[i % NREQ];
         if (i % 100 == 99) {
             r->sched = &group;
@@ -168,9 +199,13 @@ static void test_trace_file(void **st)
             r->op.t_start -= 4000000000ull; /* a long one */
         end_head(HCOMM_SUCCESS);
     }
+    double t1 = (double)hc_clock_now_ns() / 1e3;
     hc_trace_flush(&comm);
     snprintf(path, sizeof(path), "%s/t.%d.1.json", dir, (int)getpid());
     assert_int_equal(count_in(path, "\"ph\":\"X\""), NOPS);
+    int outside = 0; /* all but the long one, within 100 us of when they ran */
+    assert_int_equal(count_between(path, t0 - 100, t1 + 100, 1e6, &outside), NOPS - 1);
+    assert_int_equal(outside, 0);
     assert_int_equal(count_in(path, "\"calls\":3,\"bytes\":96,"), NOPS / 100);
     assert_int_equal(count_in(path, "\"seq\":5000,"), 1);
     assert_int_equal(count_in(path, "records lost"), 0);
