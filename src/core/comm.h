@@ -108,8 +108,7 @@ struct hcomm_comm {
     int              ops_uncounted; /* 1: init's own: not numbered as a collective */
     hc_ops_pub_t     ops_pub;       /* for other threads: where this comm is (op_rec.h) */
     hc_op_rec_t     *ops_ring; /* ended operations at seq & ops_mask */
-    uint32_t         ops_mask;
-    uint32_t         ops_spill; /* a trace's: its ring goes to disk every this many */
+    uint32_t          ops_mask;
     uint8_t          ops_clock; /* what operations are stamped with, no profiler on */
     uint64_t         ops_coarse; /* the executor's last coarse clock reading (ns) */
     struct hc_trace *trace;

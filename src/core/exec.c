@@ -514,8 +514,11 @@ hcomm_status_t hc_exec_progress(hcomm_request_t req)
         req->poll_tick     = 0;
         comm->ops_coarse   = hc_clock_ts_ns(CLOCK_MONOTONIC_COARSE);
         req->last_progress = (double)comm->ops_coarse * 1e-9;
-    } else if (++req->poll_tick % EXEC_CHECK_EVERY == 0) {
-        exec_check_health(req);
+    } else {
+        if (comm->trace != NULL && req->nposted == posted) /* waiting: code its records */
+            hc_trace_idle(comm);
+        if (++req->poll_tick % EXEC_CHECK_EVERY == 0)
+            exec_check_health(req);
     }
     return req->status;
 }

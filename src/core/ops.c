@@ -55,8 +55,8 @@ void hc_ops_rec(const struct hcomm_request *req, hc_op_rec_t *o)
         o->status = HCOMM_IN_PROGRESS;
 }
 
-/* Takes the ring's last ops_spill records to the trace's spill file (ops_trace.c). */
-void hc_trace_spill(struct hcomm_comm *c, uint64_t seq);
+/* Notes that record seq ended, for the trace's spill files (ops_trace.c). */
+void hc_trace_end(struct hcomm_comm *c, uint64_t seq);
 
 /* The payload req handed to transports since it started. A send or receive
  * may run beside others (comm_queue.c), whose bytes the counter's difference
@@ -108,8 +108,8 @@ void hc_ops_end(struct hcomm_comm *c, hcomm_request_t req)
     __atomic_store_n(&c->ops_pub.ended, q->seq, __ATOMIC_RELAXED);
     __atomic_store_n(&c->ops_pub.waiting, -1, __ATOMIC_RELAXED);
     hc_ops_pub_end(&c->ops_pub);
-    if (c->ops_spill != 0 && (r->seq & (c->ops_spill - 1)) == 0)
-        hc_trace_spill(c, r->seq);
+    if (c->trace != NULL)
+        hc_trace_end(c, r->seq);
     if (hc_prof_on() || req->prof_seen)
         hc_prof_end(req, r);
 }

@@ -159,6 +159,9 @@ void hc_trace_open(struct hcomm_comm *c);
 void hc_trace_flush(struct hcomm_comm *c);
 /* Flushes and detaches (hc_comm_free). */
 void hc_trace_close(struct hcomm_comm *c);
+/* Codes the records that ended for the file, when an operation of comm waits
+ * on its peers and nothing moved (exec.c): comm->trace set, its lock held. */
+void hc_trace_idle(struct hcomm_comm *c);
 /* A tick of hc_clock_ticks() as CLOCK_MONOTONIC ns, by comm's trace. */
 uint64_t hc_trace_ticks_ns(const struct hcomm_comm *c, uint64_t ticks);
 

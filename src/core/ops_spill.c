@@ -1,9 +1,13 @@
 /* ops_spill.c - a trace's records on disk until they are formatted (see
- * ops_spill.h). A record packs into 32 bytes when its times come from a
- * precise clock and its spans, count and bytes sent fit 32 bits, its peer 16
- * and its status 8; otherwise a packed marker stands in its place and the
- * whole record goes to the second file. The files are unlinked at once: a
- * killed process leaves nothing behind. */
+ * ops_spill.h). A record is coded against the one coded before it: a header
+ * byte, its start's difference from that one's, its wait and its length, all
+ * as varints (7 bits a byte), then what it does (collective, datatype,
+ * algorithm, count, bytes, ...) only where that differs. A record the code
+ * does not carry (one stamped by the coarse clock, one that never started)
+ * is a header byte alone here and goes whole to the second file. Both are
+ * gathered in memory and written in blocks, the coded ones in blocks of
+ * SPILL_MEM_BYTES by default. The files are unlinked at once: a killed process leaves
+ * nothing behind. */
 #include "core/ops_spill.h"
 
 #include "hcomm.h"
@@ -11,32 +15,51 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
-#define SPILL_FULL 0xfeu /* the packed coll of a record kept whole */
+#define SPILL_FULL 0x01u /* header: the record is in the second file */
+#define SPILL_DESC 0x02u /* header: what it does follows (else as the one before) */
+#define SPILL_GAP 0x04u  /* header alone: no record has this number */
+/* header: a blocking call like the one before, whose start is less than 2^16
+ * ticks (or ns) after that one's and which lasted less: two 16-bit numbers
+ * follow, little-endian, and nothing else */
+#define SPILL_SHORT 0x08u
+/* What a record does, from count to clock, lies in one run of bytes; the
+ * short form's test compares it whole with the one before's. */
+#define SPILL_WHAT_AT offsetof(hc_op_rec_t, count)
+#define SPILL_WHAT_LEN (offsetof(hc_op_rec_t, clock) + 1 - SPILL_WHAT_AT)
+_Static_assert(SPILL_WHAT_LEN == sizeof(hc_spill_what_t), "what a record does: no padding");
+/* header 1, three times 10, coll, dtype and clock, algo 3, status and peer
+ * 5 each, nsteps 5, count, bytes and sent 10 each */
+#define SPILL_CODE_MAX 79u
+/* Coded bytes gathered in memory before they go to the file by default (about
+ * 5 million like operations): reserved, and given pages as it fills, huge ones where
+ * the kernel allows. Writing them costs a file system's buffered write (an
+ * ext4 file here: some us a page, 6 ns an operation, and a rank that writes
+ * holds up its peers); memory costs a page fault now and then. */
+#define SPILL_MEM_BYTES (32u << 20)
+#define SPILL_FULL_BUF 256u /* whole records gathered per write */
 
-typedef struct {
-    uint64_t start;     /* t_start, in the record's clock */
-    uint32_t wait, dur; /* t_start - t_issue, t_end - t_start */
-    uint32_t count, sent;
-    int16_t  peer;
-    uint16_t nsteps;
-    uint8_t  coll;  /* or SPILL_FULL */
-    uint8_t  dtype; /* and the clock in the high four bits */
-    uint8_t  algo;
-    int8_t   status;
-} spill_small_t;
-
-_Static_assert(sizeof(spill_small_t) == 32, "a packed record is 32 bytes");
-
-int hc_spill_init(hc_spill_t *s, uint32_t cap)
+int hc_spill_init(hc_spill_t *s, uint32_t cap, size_t mem_bytes)
 {
-    *s      = (hc_spill_t){.fd_small = -1, .fd_full = -1, .cap = cap};
-    s->pack = malloc((size_t)cap * sizeof(spill_small_t));
-    s->full = malloc((size_t)cap * sizeof(hc_op_rec_t));
-    if (s->pack == NULL || s->full == NULL) {
+    *s = (hc_spill_t){
+        .fd_small = -1, .fd_full = -1, .cap = cap, .mem = mem_bytes ? mem_bytes : SPILL_MEM_BYTES};
+    if ((size_t)cap * SPILL_CODE_MAX > s->mem)
+        return -1;
+    void *mem = mmap(NULL, s->mem, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED)
+        return -1;
+    (void)madvise(mem, s->mem, MADV_HUGEPAGE); /* fewer faults where allowed */
+    s->code = mem;
+    s->full = malloc(SPILL_FULL_BUF * sizeof(hc_op_rec_t));
+    s->rbuf = malloc((size_t)cap * SPILL_CODE_MAX);
+    if (s->full == NULL || s->rbuf == NULL) {
         hc_spill_fini(s);
         return -1;
     }
@@ -49,9 +72,13 @@ void hc_spill_fini(hc_spill_t *s)
         close(s->fd_small);
     if (s->fd_full >= 0)
         close(s->fd_full);
-    free(s->pack);
+    if (s->code != NULL)
+        munmap(s->code, s->mem);
     free(s->full);
-    s->pack = s->full = NULL;
+    free(s->rbuf);
+    s->code     = NULL;
+    s->full     = NULL;
+    s->rbuf     = NULL;
     s->fd_small = s->fd_full = -1;
 }
 
@@ -82,104 +109,283 @@ static int spill_write(int fd, const void *p, size_t len, off_t off)
     return 0;
 }
 
-/* Packs r into p; 0, or -1 when it does not fit. */
-static int spill_pack(const hc_op_rec_t *r, spill_small_t *p)
+static size_t spill_varint(uint8_t *p, uint64_t v)
 {
-    uint64_t wait = r->t_start - r->t_issue, dur = r->t_end - r->t_start;
-    if (r->clock == HC_OP_CLOCK_COARSE || r->t_issue == 0 || r->t_start < r->t_issue ||
-        r->t_end < r->t_start || wait > UINT32_MAX || dur > UINT32_MAX || r->count > UINT32_MAX ||
-        r->sent > UINT32_MAX || r->peer < INT16_MIN || r->peer > INT16_MAX ||
-        r->nsteps > UINT16_MAX || r->status < INT8_MIN || r->status > INT8_MAX ||
-        r->coll >= SPILL_FULL || r->dtype > 15 || r->clock > 15)
-        return -1;
-    *p = (spill_small_t){.start  = r->t_start,
-                         .wait   = (uint32_t)wait,
-                         .dur    = (uint32_t)dur,
-                         .count  = (uint32_t)r->count,
-                         .sent   = (uint32_t)r->sent,
-                         .peer   = (int16_t)r->peer,
-                         .nsteps = (uint16_t)r->nsteps,
-                         .coll   = r->coll,
-                         .dtype  = (uint8_t)(r->dtype | r->clock << 4),
-                         .algo   = r->algo,
-                         .status = (int8_t)r->status};
+    size_t n = 0;
+    for (; v >= 0x80u; v >>= 7)
+        p[n++] = (uint8_t)(v | 0x80u);
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* Signed values as varints: 0, -1, 1, -2, ... as 0, 1, 2, 3, ... */
+static uint64_t spill_zig(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static int64_t spill_unzig(uint64_t v)
+{
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1u);
+}
+
+/* Whether the code carries r whole (but for op and cseq). */
+static int spill_codable(const hc_op_rec_t *r)
+{
+    return r->clock != HC_OP_CLOCK_COARSE && r->clock <= 15 && r->t_issue != 0 &&
+           r->t_start >= r->t_issue && r->t_end >= r->t_start && r->dtype <= 15 &&
+           r->state == (r->status == HCOMM_SUCCESS ? HC_OP_DONE : HC_OP_FAILED);
+}
+
+static int spill_same(const hc_op_rec_t *r, const hc_spill_prev_t *p)
+{
+    return r->count == p->count && r->bytes == p->bytes && r->sent == p->sent &&
+           r->peer == p->peer && r->status == p->status && r->nsteps == p->nsteps &&
+           r->coll == p->coll && r->dtype == p->dtype && r->algo == p->algo && r->clock == p->clock;
+}
+
+/* Codes r against *p into out, and makes it the one before; its length. */
+static size_t spill_code(const hc_op_rec_t *r, hc_spill_prev_t *p, uint8_t *out)
+{
+    size_t n = 1;
+    /* no coded record has the coarse clock: there, p is no record yet */
+    int desc = !spill_same(r, p) || p->clock == HC_OP_CLOCK_COARSE;
+    out[0]   = desc ? SPILL_DESC : 0;
+    n += spill_varint(out + n, spill_zig((int64_t)(r->t_start - p->start)));
+    n += spill_varint(out + n, r->t_start - r->t_issue);
+    n += spill_varint(out + n, r->t_end - r->t_start);
+    p->start = r->t_start;
+    if (!desc)
+        return n;
+    out[n++] = r->coll;
+    out[n++] = (uint8_t)(r->dtype | r->clock << 4);
+    out[n++] = r->algo;
+    n += spill_varint(out + n, spill_zig(r->status));
+    n += spill_varint(out + n, spill_zig(r->peer));
+    n += spill_varint(out + n, r->nsteps);
+    n += spill_varint(out + n, r->count);
+    n += spill_varint(out + n, r->bytes);
+    n += spill_varint(out + n, r->sent);
+    *p = (hc_spill_prev_t){.start  = r->t_start,
+                           .count  = r->count,
+                           .bytes  = r->bytes,
+                           .sent   = r->sent,
+                           .peer   = r->peer,
+                           .status = r->status,
+                           .nsteps = r->nsteps,
+                           .coll   = r->coll,
+                           .dtype  = r->dtype,
+                           .algo   = r->algo,
+                           .clock  = r->clock};
+    return n;
+}
+
+/* Writes what is gathered; 0, or -1 (errno set). */
+static int spill_drain(hc_spill_t *s)
+{
+    if (s->fill > 0) {
+        if (spill_write(s->fd_small, s->code, s->fill, (off_t)s->wr_bytes) != 0)
+            return -1;
+        s->wr_bytes += s->fill;
+        s->fill = 0;
+    }
+    if (s->nfull_buf > 0) {
+        if (spill_write(s->fd_full, s->full, s->nfull_buf * sizeof(*s->full),
+                        (off_t)((s->nfull - s->nfull_buf) * sizeof(*s->full))) != 0)
+            return -1;
+        s->nfull_buf = 0;
+    }
     return 0;
 }
 
-static void spill_unpack(const spill_small_t *p, uint64_t seq, hc_op_rec_t *r)
+/* Makes the files at the first put; 0, or -1 (errno set). */
+static int spill_ready(hc_spill_t *s, const char *dir, int full)
 {
-    *r = (hc_op_rec_t){.seq     = seq,
-                       .t_issue = p->start - p->wait,
-                       .t_start = p->start,
-                       .t_end   = p->start + p->dur,
-                       .count   = p->count,
-                       .bytes   = p->count * hcomm_dtype_size((hcomm_dtype_t)(p->dtype & 15u)),
-                       .sent    = p->sent,
-                       .peer    = p->peer,
-                       .status  = p->status,
-                       .nsteps  = p->nsteps,
-                       .coll    = p->coll,
-                       .dtype   = p->dtype & 15u,
-                       .algo    = p->algo,
-                       .state   = p->status == 0 ? HC_OP_DONE : HC_OP_FAILED,
-                       .clock   = p->dtype >> 4};
-}
-
-int hc_spill_put(hc_spill_t *s, const char *dir, const hc_op_rec_t *ring, uint32_t mask,
-                 uint64_t lo, uint64_t hi)
-{
-    spill_small_t *pack = s->pack;
-    size_t         n = 0, nfull = 0;
-    if (hi < lo)
-        return 0;
-    if (hi - lo + 1 > s->cap) {
-        errno = EINVAL;
-        return -1;
-    }
     if (s->fd_small < 0 && (s->fd_small = spill_open(dir)) < 0)
         return -1;
-    for (uint64_t q = lo; q <= hi; q++, n++) {
-        const hc_op_rec_t *r = &ring[q & mask];
-        if (spill_pack(r, &pack[n]) != 0) {
-            pack[n]          = (spill_small_t){.coll = SPILL_FULL};
-            s->full[nfull++] = *r;
+    return full && s->fd_full < 0 && (s->fd_full = spill_open(dir)) < 0 ? -1 : 0;
+}
+
+static void spill_put16(uint8_t *p, uint64_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+int hc_spill_put(hc_spill_t *s, const char *dir, const hc_op_rec_t *r)
+{
+    uint64_t       dstart = r->t_start - s->put_prev.start, dur = r->t_end - r->t_start;
+    const uint8_t *what = (const uint8_t *)r + SPILL_WHAT_AT;
+    if (s->what_ok && r->t_issue == r->t_start && r->t_start != 0 && dstart < 65536 &&
+        dur < 65536 && memcmp(what, s->what.bytes, SPILL_WHAT_LEN) == 0) {
+        uint8_t *p = s->code + s->fill; /* the short form: most of a run of like calls */
+        p[0]       = SPILL_SHORT;
+        spill_put16(p + 1, dstart);
+        spill_put16(p + 3, dur);
+        s->fill += 5;
+        s->nsmall++;
+        s->put_prev.start = r->t_start;
+        return s->fill > s->mem - SPILL_CODE_MAX ? spill_drain(s) : 0;
+    }
+    int codable = spill_codable(r);
+    if (spill_ready(s, dir, !codable) != 0)
+        return -1;
+    if (codable) {
+        s->fill += spill_code(r, &s->put_prev, s->code + s->fill);
+        memcpy(s->what.bytes, what, SPILL_WHAT_LEN);
+        s->what_ok = 1;
+    } else {
+        s->code[s->fill++]      = SPILL_FULL;
+        s->full[s->nfull_buf++] = *r;
+        s->nfull++;
+    }
+    s->nsmall++;
+    return s->fill > s->mem - SPILL_CODE_MAX || s->nfull_buf == SPILL_FULL_BUF ? spill_drain(s) : 0;
+}
+
+int hc_spill_gap(hc_spill_t *s, const char *dir)
+{
+    if (spill_ready(s, dir, 0) != 0)
+        return -1;
+    s->code[s->fill++] = SPILL_GAP;
+    s->nsmall++;
+    return s->fill > s->mem - SPILL_CODE_MAX ? spill_drain(s) : 0;
+}
+
+/* Reads a varint from *p, not past end; 0, or -1 where it runs over. */
+static int spill_read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        x |= (uint64_t)(b & 0x7fu) << shift;
+        if ((b & 0x80u) == 0) {
+            *v = x;
+            return 0;
         }
     }
-    if (nfull > 0 && s->fd_full < 0 && (s->fd_full = spill_open(dir)) < 0)
+    return -1;
+}
+
+/* What the record coded at *p (its header read already) does, where it
+ * says, into prev; 0, or -1 where it is cut short. */
+static int spill_decode_what(const uint8_t **p, const uint8_t *end, hc_spill_prev_t *prev)
+{
+    uint64_t status, peer, nsteps;
+    if (end - *p < 3)
         return -1;
-    if (spill_write(s->fd_small, pack, n * sizeof(*pack), (off_t)(s->nsmall * sizeof(*pack))) !=
-            0 ||
-        (nfull > 0 && spill_write(s->fd_full, s->full, nfull * sizeof(*s->full),
-                                  (off_t)(s->nfull * sizeof(*s->full))) != 0))
+    prev->coll  = (*p)[0];
+    prev->dtype = (*p)[1] & 15u;
+    prev->clock = (*p)[1] >> 4;
+    prev->algo  = (*p)[2];
+    *p += 3;
+    if (spill_read_varint(p, end, &status) != 0 || spill_read_varint(p, end, &peer) != 0 ||
+        spill_read_varint(p, end, &nsteps) != 0 || spill_read_varint(p, end, &prev->count) != 0 ||
+        spill_read_varint(p, end, &prev->bytes) != 0 || spill_read_varint(p, end, &prev->sent) != 0)
         return -1;
-    s->nsmall += n;
-    s->nfull += nfull;
+    prev->status = (int32_t)spill_unzig(status);
+    prev->peer   = (int32_t)spill_unzig(peer);
+    prev->nsteps = (uint32_t)nsteps;
     return 0;
+}
+
+/* Decodes the coded record at *p (not past end) against *prev into r; 0, or
+ * -1 where it is cut short. */
+static int spill_decode(const uint8_t **p, const uint8_t *end, hc_spill_prev_t *prev,
+                        hc_op_rec_t *r, uint64_t seq)
+{
+    uint8_t  h = *(*p)++;
+    uint64_t dstart, wait = 0, dur;
+    if (h == SPILL_GAP) {
+        *r = (hc_op_rec_t){.seq = seq, .state = HC_OP_QUEUED};
+        return 0;
+    }
+    if (h == SPILL_SHORT) {
+        if (end - *p < 4)
+            return -1;
+        dstart = (uint64_t)(*p)[0] | (uint64_t)(*p)[1] << 8;
+        dur    = (uint64_t)(*p)[2] | (uint64_t)(*p)[3] << 8;
+        *p += 4;
+        prev->start += dstart;
+    } else {
+        if (spill_read_varint(p, end, &dstart) != 0 || spill_read_varint(p, end, &wait) != 0 ||
+            spill_read_varint(p, end, &dur) != 0)
+            return -1;
+        prev->start += (uint64_t)spill_unzig(dstart);
+        if ((h & SPILL_DESC) && spill_decode_what(p, end, prev) != 0)
+            return -1;
+    }
+    *r = (hc_op_rec_t){.seq     = seq,
+                       .t_issue = prev->start - wait,
+                       .t_start = prev->start,
+                       .t_end   = prev->start + dur,
+                       .count   = prev->count,
+                       .bytes   = prev->bytes,
+                       .sent    = prev->sent,
+                       .peer    = prev->peer,
+                       .status  = prev->status,
+                       .nsteps  = prev->nsteps,
+                       .coll    = prev->coll,
+                       .dtype   = prev->dtype,
+                       .algo    = prev->algo,
+                       .state   = prev->status == HCOMM_SUCCESS ? HC_OP_DONE : HC_OP_FAILED,
+                       .clock   = prev->clock};
+    return 0;
+}
+
+/* Whole record j (of all kept whole) into r: from the file, or from memory
+ * where it was not written yet; 0, or -1. */
+static int spill_get_full(const hc_spill_t *s, uint64_t j, hc_op_rec_t *r)
+{
+    uint64_t written = s->nfull - s->nfull_buf;
+    if (j >= s->nfull)
+        return -1;
+    if (j >= written) {
+        *r = s->full[j - written];
+        return 0;
+    }
+    ssize_t got = pread(s->fd_full, r, sizeof(*r), (off_t)(j * sizeof(*r)));
+    return got == (ssize_t)sizeof(*r) ? 0 : -1;
 }
 
 long hc_spill_get(hc_spill_t *s, hc_op_rec_t *out, size_t max, uint64_t *seq)
 {
-    spill_small_t *pack = s->pack;
-    size_t         k    = s->nsmall - s->rd_small < max ? (size_t)(s->nsmall - s->rd_small) : max;
-    k                   = k < s->cap ? k : s->cap;
+    size_t k = s->nsmall - s->rd_small < max ? (size_t)(s->nsmall - s->rd_small) : max;
+    k        = k < s->cap ? k : s->cap;
     if (k == 0)
         return 0;
-    if (pread(s->fd_small, pack, k * sizeof(*pack), (off_t)(s->rd_small * sizeof(*pack))) !=
-        (ssize_t)(k * sizeof(*pack)))
-        return -1;
-    for (size_t i = 0; i < k; i++, (*seq)++) {
-        if (pack[i].coll != SPILL_FULL) {
-            spill_unpack(&pack[i], *seq, &out[i]);
+    /* the coded records: the file's, then those in memory (a drain writes whole
+     * records: the file ends where one does) */
+    const uint8_t *p, *end;
+    if (s->rd_bytes < s->wr_bytes) {
+        /* k records fill at most this: a read that ends in the middle of one is short */
+        size_t len = (size_t)(s->wr_bytes - s->rd_bytes);
+        len        = len < k * SPILL_CODE_MAX ? len : k * SPILL_CODE_MAX;
+        if (pread(s->fd_small, s->rbuf, len, (off_t)s->rd_bytes) != (ssize_t)len)
+            return -1;
+        p = s->rbuf, end = s->rbuf + len;
+    } else {
+        p = s->code + (s->rd_bytes - s->wr_bytes), end = s->code + s->fill;
+    }
+    const uint8_t *from = p;
+    size_t         i    = 0;
+    for (; i < k && p < end; i++, (*seq)++) {
+        if (*p != SPILL_FULL) {
+            if ((*p != SPILL_GAP && *p != SPILL_SHORT && (*p & ~SPILL_DESC) != 0) ||
+                spill_decode(&p, end, &s->get_prev, &out[i], *seq) != 0)
+                return -1;
             continue;
         }
-        if (s->rd_full >= s->nfull ||
-            pread(s->fd_full, &out[i], sizeof(out[i]), (off_t)(s->rd_full * sizeof(out[i]))) !=
-                (ssize_t)sizeof(out[i]))
+        p++;
+        if (spill_get_full(s, s->rd_full, &out[i]) != 0)
             return -1;
         s->rd_full++;
     }
-    s->rd_small += k;
-    return (long)k;
+    if (i == 0) /* records counted that no byte holds */
+        return -1;
+    s->rd_bytes += (uint64_t)(p - from);
+    s->rd_small += i;
+    return (long)i;
 }
 
 void hc_spill_reset(hc_spill_t *s)
@@ -191,4 +397,7 @@ void hc_spill_reset(hc_spill_t *s)
         rc |= ftruncate(s->fd_full, 0);
     (void)rc; /* a failed truncation leaves bytes only past what later puts write */
     s->nsmall = s->nfull = s->rd_small = s->rd_full = 0;
+    s->wr_bytes = s->rd_bytes = s->fill = s->nfull_buf = 0;
+    s->put_prev = s->get_prev = (hc_spill_prev_t){0};
+    s->what_ok                = 0;
 }

@@ -2,14 +2,15 @@
  * chrome://tracing open) of every operation of the process's communicators,
  * one file per process, each communicator a track of its own.
  *
- * Nothing is formatted while operations run. A traced communicator's ring of
- * records grows to two halves; each time one fills, its records go, packed,
- * to unlinked spill files (ops_spill.c). At a flush point (the communicator fails, is
- * destroyed or aborted, or the process exits) the records are formatted and
- * appended, and the file ends in a whole {"traceEvents":[...]} document
- * again. A process killed between flush points leaves the file as the last
- * one wrote it. Where the TSC counts at one rate whatever the CPU does (the
- * kernel's clocksource, or an invariant TSC under a hypervisor's clock, where
+ * Nothing is formatted while operations run. The records of those that
+ * ended go, coded in a few bytes, to unlinked spill files (ops_spill.c), in
+ * number order, when an operation waits on its peers (so that the coding
+ * costs no time of its own) or, failing that, once they are half a ring
+ * behind. At a flush point (the communicator fails, is destroyed or
+ * aborted, or the process exits) the records are formatted and appended,
+ * and the file ends in a whole {"traceEvents":[...]} document again. A process killed between flush
+ * points leaves the file as the last one wrote it. Where the TSC counts at one rate whatever the
+ * CPU does (the kernel's clocksource, or an invariant TSC under a hypervisor's clock, where
  * CLOCK_MONOTONIC costs a serialised TSC read and more), records are stamped
  * in its ticks and turned into CLOCK_MONOTONIC ns when formatted: each span
  * between spills by readings of both clocks at its ends, so that a jump of
@@ -29,7 +30,8 @@
 #include "core/ops.h"
 #include "core/ops_spill.h"
 
-#define TRACE_HALF_MIN 2048u         /* records per half of a traced ring, at least */
+#define TRACE_HALF_MIN 256u          /* records per half of a traced ring, at least */
+#define TRACE_ANCHOR_EVERY 2048u     /* both clocks are read each time this many are coded */
 #define TRACE_OUT_BYTES (256u << 10) /* formatted bytes per write */
 #define TRACE_EVENT_MAX 1024u        /* room one operation's events need */
 #define TRACE_QUEUED_NS 1000u        /* a wait in the queue this long gets its own slice */
@@ -45,12 +47,14 @@ typedef struct {
 
 struct hc_trace {
     hc_op_rec_t       *ring;        /* the communicator's ring while it is traced */
-    uint32_t           half;        /* records per half (comm->ops_spill) */
+    uint32_t           half;        /* records wait at most this many to be coded; an
+                                       operation still running then is lost */
     hc_spill_t         spill;       /* records not formatted yet (ops_spill.h) */
     uint64_t           written;     /* records up to this number are in the trace */
-    uint64_t           spilled;     /* ... or in the spill files */
+    uint64_t           coded;       /* ... or in the spill files */
+    uint64_t           ahead;       /* the highest number that ended */
     uint64_t           lost;        /* records a failed spill or read dropped */
-    /* ticks: both clocks at open, at each spill since, and at the flush
+    /* ticks: both clocks at open, every TRACE_ANCHOR_EVERY records since, and at the flush
      * (after a flush, its reading starts the list); the comm's lock held */
     trace_anchor_t *anchors;
     size_t          nanchors, cap;
@@ -261,6 +265,10 @@ static size_t trace_format_all(char *out, size_t len, struct hc_trace *t, const 
 {
     for (size_t i = 0; i < n; i++) {
         trace_span(t, recs[i].seq);
+        if (recs[i].state == HC_OP_QUEUED) { /* a gap (hc_spill_gap) */
+            t->lost++;
+            continue;
+        }
         if (len + TRACE_EVENT_MAX > TRACE_OUT_BYTES) {
             trace_append(out, len);
             len = 0;
@@ -270,23 +278,47 @@ static size_t trace_format_all(char *out, size_t len, struct hc_trace *t, const 
     return len;
 }
 
-void hc_trace_spill(struct hcomm_comm *c, uint64_t seq)
+/* Codes t's records in number order, from the one after t->coded for as
+ * long as they have ended, and up to force whether they have or not: a number
+ * whose record is not in the ring then is lost (it never ended, or a later
+ * one's took its place). */
+static void trace_code(struct hc_trace *t, uint64_t force)
 {
-    struct hc_trace *t  = c->trace;
-    uint64_t         lo = seq > t->half ? seq - t->half + 1 : 1;
-    if (lo <= t->spilled)
-        lo = t->spilled + 1;
-    if (hc_spill_put(&t->spill, tf.dir, t->ring, 2 * t->half - 1, lo, seq) == 0) {
-        t->spilled = seq;
-        trace_anchor(t, seq);
-        return;
+    uint32_t mask = 2 * t->half - 1;
+    uint64_t last = t->ahead > force ? t->ahead : force; /* past it none ended: no need to look */
+    for (uint64_t s = t->coded + 1; s <= last; s++) {
+        const hc_op_rec_t *r   = &t->ring[s & mask];
+        int                got = r->seq == s;
+        if (!got && s > force)
+            break;
+        if ((got ? hc_spill_put(&t->spill, tf.dir, r) : hc_spill_gap(&t->spill, tf.dir)) != 0) {
+            if (t->lost == 0)
+                hc_error(INIT, "HCOMM_TRACE_FILE: cannot keep records in %s: %s; some are lost",
+                         tf.dir, strerror(errno));
+            t->lost += s - t->written; /* what was not formatted yet: the spill starts anew */
+            t->written = s;
+            hc_spill_reset(&t->spill);
+        }
+        t->coded = s;
+        if ((s & (TRACE_ANCHOR_EVERY - 1)) == 0)
+            trace_anchor(t, s);
     }
-    if (t->lost == 0)
-        hc_error(INIT, "HCOMM_TRACE_FILE: cannot keep records in %s: %s; some are lost", tf.dir,
-                 strerror(errno));
-    t->lost += seq - t->written; /* what was not formatted yet: the spill starts anew */
-    t->spilled = t->written = seq;
-    hc_spill_reset(&t->spill);
+}
+
+void hc_trace_end(struct hcomm_comm *c, uint64_t seq)
+{
+    struct hc_trace *t = c->trace;
+    if (seq > t->ahead)
+        t->ahead = seq;
+    if (seq > t->coded + t->half) /* no wait came for that long */
+        trace_code(t, seq - t->half);
+}
+
+void hc_trace_idle(struct hcomm_comm *c)
+{
+    struct hc_trace *t = c->trace;
+    if (t->ahead > t->coded)
+        trace_code(t, 0);
 }
 
 /* Formats and appends all of t's records that ended; tf.lock and the
@@ -309,23 +341,17 @@ static void trace_flush_locked(struct hc_trace *t)
     trace_anchor(t, last);
     t->span       = 0;
     t->span_slope = 0;
-    for (uint64_t s = t->written + 1; s <= t->spilled;) { /* the oldest: the spill files */
+    trace_code(t, last);
+    for (uint64_t s = t->written + 1; s <= t->coded;) {
         long k = hc_spill_get(&t->spill, recs, t->half, &s);
         if (k <= 0) {
             hc_error(INIT, "HCOMM_TRACE_FILE: reading back kept records failed");
-            t->lost += t->spilled - s + 1;
+            t->lost += t->coded - s + 1;
             break;
         }
         len = trace_format_all(out, len, t, recs, (size_t)k);
     }
-    for (uint64_t s = t->spilled + 1; s <= last; s++) { /* then the ring */
-        const hc_op_rec_t *r = &t->ring[s & (2 * t->half - 1)];
-        if (r->seq == s)
-            len = trace_format_all(out, len, t, r, 1);
-        else
-            t->lost++;
-    }
-    t->written = t->spilled = last > t->spilled ? last : t->spilled;
+    t->written = t->coded;
     hc_spill_reset(&t->spill);
     if (t->nanchors > 1) { /* the flush's reading starts the next spans */
         t->anchors[0] = t->anchors[t->nanchors - 1];
@@ -497,7 +523,8 @@ static struct hc_trace *trace_new(struct hcomm_comm *c)
         t->anchors = malloc(TRACE_ANCHORS_MIN * sizeof(*t->anchors));
         t->cap     = TRACE_ANCHORS_MIN;
     }
-    if (t == NULL || t->ring == NULL || t->anchors == NULL || hc_spill_init(&t->spill, half) != 0) {
+    if (t == NULL || t->ring == NULL || t->anchors == NULL ||
+        hc_spill_init(&t->spill, half, 0) != 0) {
         if (t != NULL) {
             free(t->ring);
             free(t->anchors);
@@ -508,7 +535,7 @@ static struct hc_trace *trace_new(struct hcomm_comm *c)
     for (uint64_t s = c->ops_seq > c->ops_mask ? c->ops_seq - c->ops_mask : 1; s <= c->ops_seq; s++)
         t->ring[s & (2 * half - 1)] = c->ops_ring[s & c->ops_mask]; /* none yet at init */
     t->half    = half;
-    t->written = t->spilled = c->ops_seq;
+    t->written = t->coded = t->ahead = c->ops_seq;
     trace_anchor(t, c->ops_seq);
     t->tid  = ++tf.ntid;
     t->comm = c;
@@ -538,7 +565,6 @@ void hc_trace_open(struct hcomm_comm *c)
         free(c->ops_ring);
         c->ops_ring  = t->ring;
         c->ops_mask  = 2 * t->half - 1;
-        c->ops_spill = t->half;
         c->ops_clock = tf.clock;
         c->trace     = t;
     } else if (tf.fd >= 0) {
@@ -563,7 +589,6 @@ void hc_trace_close(struct hcomm_comm *c)
     hc_spill_fini(&t->spill);
     free(t->anchors);
     /* the ring goes with the communicator (hc_ops_fini) */
-    c->ops_spill = 0;
     c->ops_clock = HC_OP_CLOCK_COARSE;
     c->trace     = NULL;
     free(t);

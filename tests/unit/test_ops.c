@@ -2,7 +2,8 @@
  * transport: numbers in issue order, states and times through start and end,
  * the ring of the last ones and what hc_ops_snapshot shows (ended ones, then
  * queued and running ones with the peers a running one waits for); and the
- * trace file's name (%p expanded, the rank before .json) and content. */
+ * trace file's name (%p expanded, the rank before .json) and content, and
+ * its records in number order whatever order operations end in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,8 @@
 #include "core/ops.h"
 
 #define NREQ 12
+
+static char dir[] = "/tmp/test_ops.XXXXXX"; /* the trace file, one a process */
 
 static struct hcomm_comm    comm;
 static hc_sched_t           scheds[NREQ], group;
@@ -169,10 +172,9 @@ static int count_between(const char *path, double lo, double hi, double long_us,
  * spans of over 1 ms, which are timed by their ends). */
 static void test_trace_file(void **st)
 {
-    char dir[] = "/tmp/test_ops.XXXXXX", pattern[64], path[96], tail[8];
+    char pattern[64], path[96], tail[8];
     enum { NOPS = 5000 };
     (void)st;
-    assert_non_null(mkdtemp(dir));
     snprintf(pattern, sizeof(pattern), "%s/t.%%p.json", dir);
     setenv("HCOMM_TRACE_FILE", pattern, 1);
     hc_params_reload();
@@ -222,8 +224,64 @@ static void test_trace_file(void **st)
     hc_trace_close(&comm);
     hc_ops_fini(&comm);
     assert_int_equal(count_in(path, "\"ph\":\"X\""), NOPS); /* nothing twice */
-    unlink(path);
-    rmdir(dir);
+    unsetenv("HCOMM_TRACE_FILE");
+    hc_params_reload();
+}
+
+/* Records go to the trace in number order whatever order operations end in:
+ * an operation that ends before one ahead of it waits for it (while the
+ * executor says it idles too); one still running after half a traced ring
+ * (256) of later ones has ended is lost, and counted, not waited for. */
+static void test_trace_order(void **st)
+{
+    char pattern[64], path[96];
+    (void)st;
+    snprintf(pattern, sizeof(pattern), "%s/t.%%p.json", dir); /* the process's file: */
+    setenv("HCOMM_TRACE_FILE", pattern, 1);
+    hc_params_reload();
+    comm_setup();
+    hc_trace_open(&comm);
+    assert_non_null(comm.trace);
+    for (int i = 0; i < 3; i++) { /* three sends and receives running beside */
+        hc_ops_issue(&comm, &reqs[i], 1);
+        hc_ops_start(&reqs[i], 0);
+    }
+    int order[3] = {1, 2, 0};
+    for (int i = 0; i < 3; i++) {
+        reqs[order[i]].status = HCOMM_SUCCESS;
+        hc_ops_end(&comm, &reqs[order[i]]);
+        hc_trace_idle(&comm);
+    }
+    hc_ops_issue(&comm, &reqs[3], 1); /* #4 runs on while 300 more end */
+    hc_ops_start(&reqs[3], 0);
+    for (int i = 0; i < 300; i++) {
+        hcomm_request_t r = &reqs[4 + i % 8];
+        hc_ops_issue(&comm, r, 1);
+        hc_ops_start(r, 0);
+        r->status = HCOMM_SUCCESS;
+        hc_ops_end(&comm, r);
+    }
+    reqs[3].status = HCOMM_SUCCESS;
+    hc_ops_end(&comm, &reqs[3]); /* too late */
+    hc_trace_flush(&comm);
+    hc_trace_close(&comm);
+    hc_ops_fini(&comm);
+    snprintf(path, sizeof(path), "%s/t.%d.1.json", dir, (int)getpid()); /* its second track */
+    assert_int_equal(count_in(path, "\"ph\":\"X\",\"pid\":1,\"tid\":2,"), 303); /* all but #4 */
+    assert_int_equal(count_in(path, "\"lost\":1}"), 1);
+    FILE *f = fopen(path, "r");
+    char  line[4096];
+    int   next = 1;
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) != NULL) { /* in number order: 1, 2, 3, 5, ... */
+        const char *q = strstr(line, "\"seq\":");
+        if (q == NULL || strstr(line, "\"tid\":2,") == NULL)
+            continue;
+        assert_int_equal(atoi(q + 6), next);
+        next += next == 3 ? 2 : 1;
+    }
+    fclose(f);
+    assert_int_equal(next, 305);
     unsetenv("HCOMM_TRACE_FILE");
     hc_params_reload();
 }
@@ -233,6 +291,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_records),
         cmocka_unit_test(test_trace_file),
+        cmocka_unit_test(test_trace_order),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    char path[96];
+    if (mkdtemp(dir) == NULL)
+        return 1;
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    snprintf(path, sizeof(path), "%s/t.%d.1.json", dir, (int)getpid());
+    unlink(path);
+    rmdir(dir);
+    return rc;
 }
