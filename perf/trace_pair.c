@@ -2,13 +2,13 @@
  * trace_pair.c - what HCOMM_TRACE_FILE costs an 8-byte allreduce, read so that
  * a noisy machine's drift cancels: forks N ranks on this host; each makes two
  * communicators over the same ranks, one traced (into a scratch directory) and
- * one not, and runs blocking float32 sum allreduces of BYTES on them in
- * alternation: CHUNKS rounds of CALLS calls on each, the order turned every
- * round. Rank 0 prints each variant's median us per call and the median over
- * rounds of the round's traced / untraced ratio, which compares moments a
- * few ms apart.
- *   perf/trace_pair [-N ranks] [-b bytes] [-n calls] [-c chunks]
- *   (defaults 2, 8, 2000, 31)
+ * one not, and runs float32 sum allreduces of BYTES on them in alternation:
+ * CHUNKS rounds of CALLS calls on each, the order turned every round; blocking
+ * calls (-z 1), or nonblocking ones 8 in flight (-z 0, as hcomm-perf's). Rank 0
+ * prints each variant's median us per call and the median over rounds of the
+ * round's traced / untraced ratio, which compares moments a few ms apart.
+ *   perf/trace_pair [-N ranks] [-b bytes] [-n calls] [-c chunks] [-z 0|1]
+ *   (defaults 2, 8, 5000, 101, 1)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,10 +42,37 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+#define PAIR_WINDOW 8 /* -z 0: calls in flight */
+
+/* calls allreduces of buf on comm, blocking or PAIR_WINDOW in flight. */
+static hcomm_status_t run_calls(float *buf, size_t count, hcomm_comm_t comm, int calls,
+                                int blocking)
+{
+    hcomm_request_t req[PAIR_WINDOW];
+    hcomm_status_t  st = HCOMM_SUCCESS;
+    int             n  = 0;
+    for (int c = 0; c < calls && st == HCOMM_SUCCESS; c++) {
+        if (blocking) {
+            st = hcomm_allreduce(buf, buf, count, HCOMM_FLOAT32, HCOMM_SUM, comm, NULL);
+            continue;
+        }
+        if (n == PAIR_WINDOW) {
+            for (int k = 0; k < n && st == HCOMM_SUCCESS; k++)
+                st = hcomm_wait(&req[k]);
+            n = 0;
+        }
+        if (st == HCOMM_SUCCESS)
+            st = hcomm_iallreduce(buf, buf, count, HCOMM_FLOAT32, HCOMM_SUM, comm, &req[n++]);
+    }
+    for (int k = 0; k < n && st == HCOMM_SUCCESS; k++)
+        st = hcomm_wait(&req[k]);
+    return st;
+}
+
 /* Rank r: the communicators (untraced, then traced), then the rounds; us
  * per call into us[2 * round + traced]. */
 static int run_rank(const hcomm_unique_id_t ids[2], const char *trace, int nranks, int r,
-                    size_t count, int calls, int chunks, double *us)
+                    size_t count, int calls, int chunks, int blocking, double *us)
 {
     hcomm_comm_t comm[2];
     float       *buf = calloc(count, sizeof(float));
@@ -64,12 +91,10 @@ static int run_rank(const hcomm_unique_id_t ids[2], const char *trace, int nrank
         for (int k = 0; k < 2; k++) {
             int    v  = (i + k) % 2;
             double t0 = now_us();
-            for (int c = 0; c < calls; c++)
-                if (hcomm_allreduce(buf, buf, count, HCOMM_FLOAT32, HCOMM_SUM, comm[v], NULL) !=
-                    HCOMM_SUCCESS) {
-                    fprintf(stderr, "trace_pair: rank %d: allreduce failed\n", r);
-                    return 1;
-                }
+            if (run_calls(buf, count, comm[v], calls, blocking) != HCOMM_SUCCESS) {
+                fprintf(stderr, "trace_pair: rank %d: allreduce failed\n", r);
+                return 1;
+            }
             us[2 * i + v] = (now_us() - t0) / calls;
         }
     }
@@ -81,9 +106,9 @@ static int run_rank(const hcomm_unique_id_t ids[2], const char *trace, int nrank
 
 int main(int argc, char **argv)
 {
-    int    nranks = 2, calls = 2000, chunks = 31, opt;
+    int    nranks = 2, calls = 5000, chunks = 101, blocking = 1, opt;
     size_t bytes  = 8;
-    while ((opt = getopt(argc, argv, "N:b:n:c:")) != -1) {
+    while ((opt = getopt(argc, argv, "N:b:n:c:z:")) != -1) {
         if (opt == 'N')
             nranks = atoi(optarg);
         else if (opt == 'b' && perf_parse_size(optarg, &bytes) == 0)
@@ -92,13 +117,17 @@ int main(int argc, char **argv)
             calls = atoi(optarg);
         else if (opt == 'c')
             chunks = atoi(optarg);
+        else if (opt == 'z')
+            blocking = atoi(optarg);
         else {
-            fprintf(stderr, "usage: %s [-N ranks] [-b bytes] [-n calls] [-c chunks]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-N ranks] [-b bytes] [-n calls] [-c chunks] [-z 0|1]\n",
+                    argv[0]);
             return 2;
         }
     }
-    if (nranks < 2 || calls < 1 || chunks < 1 || bytes < sizeof(float)) {
-        fprintf(stderr, "trace_pair: need -N >= 2, -n >= 1, -c >= 1, -b >= 4\n");
+    if (nranks < 2 || calls < 1 || chunks < 1 || bytes < sizeof(float) ||
+        (blocking != 0 && blocking != 1)) {
+        fprintf(stderr, "trace_pair: need -N >= 2, -n >= 1, -c >= 1, -b >= 4, -z 0 or 1\n");
         return 2;
     }
     char dir[] = "/tmp/trace_pair.XXXXXX", trace[64];
@@ -123,7 +152,7 @@ int main(int argc, char **argv)
             return 1;
         }
         if (pid == 0) /* rank 0's figures land in us; the others' in a private copy */
-            _exit(run_rank(ids, trace, nranks, r, bytes / sizeof(float), calls, chunks,
+            _exit(run_rank(ids, trace, nranks, r, bytes / sizeof(float), calls, chunks, blocking,
                            r == 0 ? us : malloc(len)));
     }
     for (int r = 0; r < nranks; r++) {
@@ -144,8 +173,8 @@ int main(int argc, char **argv)
     double off[chunks], on[chunks], ratio[chunks];
     for (int i = 0; i < chunks; i++)
         off[i] = us[2 * i], on[i] = us[2 * i + 1], ratio[i] = on[i] / off[i];
-    printf("# trace_pair: %d ranks, %zu bytes, %d rounds of %d calls each way\n", nranks, bytes,
-           chunks, calls);
+    printf("# trace_pair: %d ranks, %zu bytes, %s, %d rounds of %d calls each way\n", nranks, bytes,
+           blocking ? "blocking" : "nonblocking, 8 in flight", chunks, calls);
     printf("untraced  %.4f us per call (median of rounds)\n", median(off, chunks));
     printf("traced    %.4f us per call\n", median(on, chunks));
     printf("traced / untraced, median of the rounds' ratios: %.4f\n", median(ratio, chunks));
