@@ -1,13 +1,13 @@
-/* ops_spill.c - a trace's records on disk until they are formatted (see
+/* ops_spill.c - a trace's records until they are formatted (see
  * ops_spill.h). A record is coded against the one coded before it: a header
  * byte, its start's difference from that one's, its wait and its length, all
  * as varints (7 bits a byte), then what it does (collective, datatype,
- * algorithm, count, bytes, ...) only where that differs. A record the code
- * does not carry (one stamped by the coarse clock, one that never started)
- * is a header byte alone here and goes whole to the second file. Both are
- * gathered in memory and written in blocks, the coded ones in blocks of
- * SPILL_MEM_BYTES by default. The files are unlinked at once: a killed process leaves
- * nothing behind. */
+ * algorithm, count, bytes, ...) only where that differs; or, for a blocking
+ * call like the one before, in 5 bytes. A record the code does not carry
+ * (one stamped by the coarse clock, one that never started) is a header byte
+ * alone here and goes whole to the second store. Both are gathered in memory
+ * and go to unlinked files in blocks, the coded ones once their memory
+ * (SPILL_MEM_BYTES by default) fills: a killed process leaves nothing behind. */
 #include "core/ops_spill.h"
 
 #include "hcomm.h"

@@ -1,9 +1,10 @@
-/* ops_spill.h - where a trace keeps its records between flush points: two
- * unlinked files beside the trace, one of records coded against the one
- * before (a run of like operations costs about 6 bytes each) and one of
- * whole records for those the code does not carry (one stamped by the
- * coarse clock, one that never started). A put costs the operation's path
- * its coding and, in blocks, what the bytes cost to land in the page cache. */
+/* ops_spill.h - where a trace keeps its records between flush points:
+ * records coded against the one before (a run of like blocking calls costs 5
+ * bytes each), and whole records for those the code does not carry (one
+ * stamped by the coarse clock, one that never started). Both stay in memory
+ * (32 MiB of coded ones by default) and go to two unlinked files beside the
+ * trace past that: a put costs the operation's path its coding, and now and
+ * then a page fault, where a file system's buffered write cost more. */
 #ifndef HC_CORE_OPS_SPILL_H
 #define HC_CORE_OPS_SPILL_H
 

@@ -3,19 +3,20 @@
  * one file per process, each communicator a track of its own.
  *
  * Nothing is formatted while operations run. The records of those that
- * ended go, coded in a few bytes, to unlinked spill files (ops_spill.c), in
- * number order, when an operation waits on its peers (so that the coding
- * costs no time of its own) or, failing that, once they are half a ring
- * behind. At a flush point (the communicator fails, is destroyed or
- * aborted, or the process exits) the records are formatted and appended,
- * and the file ends in a whole {"traceEvents":[...]} document again. A process killed between flush
- * points leaves the file as the last one wrote it. Where the TSC counts at one rate whatever the
- * CPU does (the kernel's clocksource, or an invariant TSC under a hypervisor's clock, where
- * CLOCK_MONOTONIC costs a serialised TSC read and more), records are stamped
- * in its ticks and turned into CLOCK_MONOTONIC ns when formatted: each span
- * between spills by readings of both clocks at its ends, so that a jump of
- * the TSC (a virtual machine restored elsewhere) spoils one span, not the
- * trace. */
+ * ended are coded in a few bytes (ops_spill.c: kept in memory, then in
+ * unlinked spill files), in number order, while an operation waits on its
+ * peers or, failing that, once they are half a ring behind. At a flush point
+ * (the communicator fails, is destroyed or aborted, or the process exits)
+ * the records are formatted and appended, and the file ends in a whole
+ * {"traceEvents":[...]} document again. A process killed between flush
+ * points leaves the file as the last one wrote it. Where the TSC counts at
+ * one rate whatever the CPU does (the kernel's clocksource, or an invariant
+ * TSC under a hypervisor's clock, where CLOCK_MONOTONIC costs a serialised
+ * TSC read and more), records are stamped in its ticks and turned into
+ * CLOCK_MONOTONIC ns when formatted: each span between readings of both
+ * clocks (every TRACE_ANCHOR_EVERY records coded, and each flush) by the
+ * readings at its ends, so that a jump of the TSC (a virtual machine
+ * restored elsewhere) spoils one span, not the trace. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -51,9 +52,9 @@ struct hc_trace {
                                        operation still running then is lost */
     hc_spill_t         spill;       /* records not formatted yet (ops_spill.h) */
     uint64_t           written;     /* records up to this number are in the trace */
-    uint64_t           coded;       /* ... or in the spill files */
+    uint64_t           coded;       /* ... or coded in spill */
     uint64_t           ahead;       /* the highest number that ended */
-    uint64_t           lost;        /* records a failed spill or read dropped */
+    uint64_t           lost;        /* records a failed spill or read dropped, or gaps */
     /* ticks: both clocks at open, every TRACE_ANCHOR_EVERY records since, and at the flush
      * (after a flush, its reading starts the list); the comm's lock held */
     trace_anchor_t *anchors;
@@ -172,9 +173,10 @@ uint64_t hc_trace_ticks_ns(const struct hcomm_comm *c, uint64_t ticks)
 }
 
 /* Formatting record seq (in order): the span it was stamped in, between the
- * anchor before it and the one its spill (or the flush) took. Timed by its
- * ends where it is long enough and their rate near the nominal one; else by
- * the nominal rate from its start, and counted in jumped when off. */
+ * anchor before it and the next (taken as coding passed it, or by the
+ * flush). Timed by its ends where it is long enough and their rate near the
+ * nominal one; else by the nominal rate from its start, and counted in
+ * jumped when off. */
 static void trace_span(struct hc_trace *t, uint64_t seq)
 {
     if (tf.clock != HC_OP_CLOCK_TICKS)
