@@ -10,6 +10,8 @@ Importing the package registers the backend "hcomm":
 The hcomm unique id travels through the process group's store; the group's
 timeout becomes its hcomm communicator's timeout.
 """
+import atexit
+
 import torch
 import torch.distributed as dist
 
@@ -26,6 +28,11 @@ def _create_process_group(store, rank, size, timeout):
     """The creator torch calls for each group: collective over its ranks."""
     return _C.ProcessGroupHcomm(store, rank, size, timeout)
 
+
+# Python's exit waits for the groups' queued work and its Futures' callbacks,
+# which run on hcomm's stream threads and take the GIL: once Python finalizes,
+# such a thread is ended mid-callback, and the process with it (abort).
+atexit.register(_C._quiesce_all)
 
 # register_backend refuses a name twice (a second import through another path)
 if not hasattr(dist.Backend, BACKEND.upper()):

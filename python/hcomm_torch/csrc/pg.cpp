@@ -67,6 +67,16 @@ ProcessGroupHcomm::~ProcessGroupHcomm()
     shutdown();
 }
 
+void ProcessGroupHcomm::quiesce()
+{
+    // a callback on stream_ may queue more on aux_, whose own may queue on stream_
+    withoutGil([this] {
+        for (hcomm_stream_t s : {stream_, aux_, stream_})
+            if (s != nullptr)
+                (void)hcomm_stream_synchronize(s); // its error is the works' already
+    });
+}
+
 void ProcessGroupHcomm::shutdown()
 {
     // the stream runs its queued work first, whose Futures may call Python

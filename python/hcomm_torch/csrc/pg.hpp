@@ -123,6 +123,9 @@ class ProcessGroupHcomm : public c10d::ProcessGroup
     // Seconds per blocking 8 B hcomm_allreduce from C on this group's
     // communicator, n of them on the caller's thread (perf/torch_bench.py).
     double timeAllreduceFromC(int64_t n);
+    // Waits until the work queued on the group's streams so far has ended,
+    // the Futures' callbacks with it (Python's exit: hcomm_torch's atexit).
+    void quiesce();
 
   private:
     // launch calls them before it returns: references, no copy on the heap
