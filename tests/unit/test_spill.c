@@ -29,7 +29,8 @@ static uint64_t rnd(void)
 
 /* Records seq 1..n: mostly the same 8-byte allreduce a little later each
  * time; now and then another call, extreme values, one the code cannot carry
- * (the coarse clock, never started) or no record at all (a gap: seq 0). */
+ * (the coarse clock, never started) or no record at all (a gap: seq 0), or
+ * one like the others that waited in the queue. */
 static void make_recs(int n, int plain)
 {
     uint64_t t = 1ull << 40;
@@ -66,6 +67,8 @@ static void make_recs(int n, int plain)
             r->t_start = 0, r->status = HCOMM_ERR_REMOTE, r->state = HC_OP_FAILED, r->op = 2;
         } else if (kind == 5) {
             r->seq = 0; /* a gap */
+        } else if (kind == 6 || kind == 7) { /* like the others, but queued a while */
+            r->t_issue -= 1 + (uint64_t)(random() % (kind == 6 ? 60000 : 1000000));
         }
     }
 }
