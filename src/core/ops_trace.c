@@ -340,10 +340,10 @@ static void trace_flush_locked(struct hc_trace *t)
         free(recs);
         return;
     }
+    trace_code(t, last); /* its readings before the flush's, which ends the list */
     trace_anchor(t, last);
     t->span       = 0;
     t->span_slope = 0;
-    trace_code(t, last);
     for (uint64_t s = t->written + 1; s <= t->coded;) {
         long k = hc_spill_get(&t->spill, recs, t->half, &s);
         if (k <= 0) {
