@@ -69,11 +69,21 @@ ProcessGroupHcomm::~ProcessGroupHcomm()
 
 void ProcessGroupHcomm::quiesce()
 {
-    // a callback on stream_ may queue more on aux_, whose own may queue on stream_
+    // a callback on stream_ may queue more on aux_ (made then), whose own may
+    // queue on stream_: twice round. Read under mu_, where an issue from a
+    // callback swaps them (ReentrantIssue), not held while waiting: the
+    // callbacks issue too.
     withoutGil([this] {
-        for (hcomm_stream_t s : {stream_, aux_, stream_})
-            if (s != nullptr)
-                (void)hcomm_stream_synchronize(s); // its error is the works' already
+        for (int round = 0; round < 2; round++) {
+            hcomm_stream_t streams[2];
+            {
+                std::lock_guard<std::mutex> g(mu_);
+                streams[0] = stream_, streams[1] = aux_;
+            }
+            for (hcomm_stream_t s : streams)
+                if (s != nullptr)
+                    (void)hcomm_stream_synchronize(s); // its error is the works' already
+        }
     });
 }
 
