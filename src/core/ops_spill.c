@@ -37,11 +37,11 @@ _Static_assert(SPILL_WHAT_LEN == sizeof(hc_spill_what_t), "what a record does: n
 /* header 1, three times 10, coll, dtype and clock, algo 3, status and peer
  * 5 each, nsteps 5, count, bytes and sent 10 each */
 #define SPILL_CODE_MAX 79u
-/* Coded bytes gathered in memory before they go to the file by default (about
- * 5 million like operations): reserved, and given pages as it fills, huge ones where
- * the kernel allows. Writing them costs a file system's buffered write (an
- * ext4 file here: some us a page, 6 ns an operation, and a rank that writes
- * holds up its peers); memory costs a page fault now and then. */
+/* Coded bytes gathered in memory before they go to the file by default (over
+ * 6 million like blocking calls): reserved, and given pages as it fills, huge
+ * ones where the kernel allows. Writing them as they came, to an ext4 file,
+ * cost 2-4% of an 8-byte allreduce on 2 ranks (a rank that writes holds up
+ * its peer; perf/RESULTS.md); memory costs a page fault now and then. */
 #define SPILL_MEM_BYTES (32u << 20)
 #define SPILL_FULL_BUF 256u /* whole records gathered per write */
 
