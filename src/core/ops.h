@@ -164,5 +164,8 @@ void hc_trace_close(struct hcomm_comm *c);
 void hc_trace_idle(struct hcomm_comm *c);
 /* A tick of hc_clock_ticks() as CLOCK_MONOTONIC ns, by comm's trace. */
 uint64_t hc_trace_ticks_ns(const struct hcomm_comm *c, uint64_t ticks);
+/* Tests: the measured TSC rate times f from now on, as a reading of both
+ * clocks preempted at open would leave it. */
+void hc_trace_rate_scale(double f);
 
 #endif

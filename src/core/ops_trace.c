@@ -14,9 +14,11 @@
  * TSC under a hypervisor's clock, where CLOCK_MONOTONIC costs a serialised
  * TSC read and more), records are stamped in its ticks and turned into
  * CLOCK_MONOTONIC ns when formatted: each span between readings of both
- * clocks (every TRACE_ANCHOR_EVERY records coded, and each flush) by the
- * readings at its ends, so that a jump of the TSC (a virtual machine
- * restored elsewhere) spoils one span, not the trace. */
+ * clocks (every TRACE_ANCHOR_EVERY records coded, once a second while
+ * operations end, and each flush) by the readings at its ends, so that a
+ * jump of the TSC (a virtual machine restored elsewhere) spoils one span,
+ * not the trace. Ticks read live (rank 0's slow-rank test) are turned by the
+ * last reading and the rate over the readings before it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -33,6 +35,9 @@
 
 #define TRACE_HALF_MIN 256u          /* records per half of a traced ring, at least */
 #define TRACE_ANCHOR_EVERY 2048u     /* both clocks are read each time this many are coded */
+#define TRACE_ANCHOR_NS                                                                            \
+    1000000000u             /* ... and when a record ends this long after the last reading */
+#define TRACE_CLOCK_TRIES 5 /* a reading is the tightest of this many */
 #define TRACE_OUT_BYTES (256u << 10) /* formatted bytes per write */
 #define TRACE_EVENT_MAX 1024u        /* room one operation's events need */
 #define TRACE_QUEUED_NS 1000u        /* a wait in the queue this long gets its own slice */
@@ -45,6 +50,7 @@ typedef struct {
 #define TRACE_ANCHORS_MIN 16u
 #define TRACE_SPAN_CHECKED_NS 1000000u /* a span this long is timed by its ends */
 #define TRACE_SLOPE_TOLERANCE 0.02     /* ... when their rate is this near the nominal one */
+#define TRACE_LIVE_BASELINE_NS 100000000u /* the live rate: over readings this far apart */
 
 struct hc_trace {
     hc_op_rec_t       *ring;        /* the communicator's ring while it is traced */
@@ -55,15 +61,18 @@ struct hc_trace {
     uint64_t           coded;       /* ... or coded in spill */
     uint64_t           ahead;       /* the highest number that ended */
     uint64_t           lost;        /* records a failed spill or read dropped, or gaps */
-    /* ticks: both clocks at open, every TRACE_ANCHOR_EVERY records since, and at the flush
-     * (after a flush, its reading starts the list); the comm's lock held */
+    /* ticks: both clocks at open, every TRACE_ANCHOR_EVERY records or TRACE_ANCHOR_NS since,
+     * and at the flush (after a flush, its reading starts the list); the comm's lock held */
     trace_anchor_t *anchors;
     size_t          nanchors, cap;
+    uint64_t        anchor_due; /* a record ending at this tick is followed by a reading */
     size_t          span;       /* formatting: the anchor that starts the record's span */
     double          span_slope; /* ... and its ns per tick */
     uint64_t        jumped;     /* formatting: a record in a span whose rate was off */
-    /* the last anchor for other threads (hc_trace_ticks_ns): odd ver while written */
+    /* the last anchor and the rate to it, for other threads (hc_trace_ticks_ns): odd ver
+     * while written; the rate is the nominal one until readings span TRACE_LIVE_BASELINE_NS */
     uint64_t           base_ver, base_tk, base_ns;
+    double             base_slope;
     int                tid;         /* the communicator's track */
     struct hcomm_comm *comm;
     struct hc_trace   *next; /* the live ones, for the exit flush */
@@ -79,6 +88,7 @@ static struct {
     int              ntid;
     uint8_t          clock;         /* HC_OP_CLOCK_TICKS where the TSC keeps time, else _NS */
     double           ns_per_tick;   /* ticks: measured over 2 ms at open */
+    uint64_t         anchor_ticks;  /* TRACE_ANCHOR_NS in ticks */
     char             dir[PATH_MAX]; /* spill files go beside the trace */
     struct hc_trace *live;
 } tf = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
@@ -120,18 +130,50 @@ static void trace_append(const char *out, size_t len)
     tf.end += (off_t)len;
 }
 
-/* Both clocks at one moment: the ticks read around the ns, averaged. */
+/* Both clocks at one moment: the ticks read around the ns, averaged, in the
+ * tightest of a few tries. A thread preempted between its reads would
+ * otherwise be off by half the preemption, and a rate measured over 2 ms with
+ * it off by 1% (seen under load: a rank then read 25 ms late after 3 s). */
 static void trace_clocks(uint64_t *ns, uint64_t *tk)
 {
-    uint64_t a = hc_clock_ticks();
-    *ns        = hc_clock_now_ns();
-    *tk        = a + (hc_clock_ticks() - a) / 2;
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < TRACE_CLOCK_TRIES; i++) {
+        uint64_t a = hc_clock_ticks(), n = hc_clock_now_ns(), b = hc_clock_ticks();
+        if (b >= a && b - a < best) {
+            best = b - a;
+            *ns  = n;
+            *tk  = a + (b - a) / 2;
+        }
+    }
+    if (best == UINT64_MAX) { /* the TSC went back each time: no midpoint to trust */
+        *ns = hc_clock_now_ns();
+        *tk = hc_clock_ticks();
+    }
 }
 
 /* ticks as ns by the nominal rate from the anchor a. */
 static uint64_t trace_from(uint64_t tk, uint64_t ns, double slope, uint64_t ticks)
 {
     return ns + (uint64_t)(int64_t)((double)(int64_t)(ticks - tk) * slope);
+}
+
+/* The rate to publish with the last anchor: over the latest earlier one at
+ * least TRACE_LIVE_BASELINE_NS before it, where that is near the nominal
+ * rate; else the rate published before. */
+static double trace_live_slope(const struct hc_trace *t)
+{
+    const trace_anchor_t *b = &t->anchors[t->nanchors - 1];
+    for (size_t k = t->nanchors - 1; k-- > 0;) {
+        const trace_anchor_t *a = &t->anchors[k];
+        if (b->ns - a->ns < TRACE_LIVE_BASELINE_NS)
+            continue;
+        double slope = b->tk > a->tk ? (double)(b->ns - a->ns) / (double)(b->tk - a->tk) : 0;
+        if (slope > tf.ns_per_tick * (1 - TRACE_SLOPE_TOLERANCE) &&
+            slope < tf.ns_per_tick * (1 + TRACE_SLOPE_TOLERANCE))
+            return slope;
+        break;
+    }
+    return t->base_slope != 0 ? t->base_slope : tf.ns_per_tick;
 }
 
 /* Adds both clocks now, after record seq, to t's anchors and publishes
@@ -150,10 +192,13 @@ static void trace_anchor(struct hc_trace *t, uint64_t seq)
     trace_anchor_t *a = &t->anchors[t->nanchors++];
     a->seq            = seq;
     trace_clocks(&a->ns, &a->tk);
+    t->anchor_due = a->tk + tf.anchor_ticks;
+    double slope  = trace_live_slope(t);
     __atomic_store_n(&t->base_ver, t->base_ver + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&t->base_tk, a->tk, __ATOMIC_RELAXED);
     __atomic_store_n(&t->base_ns, a->ns, __ATOMIC_RELAXED);
+    __atomic_store(&t->base_slope, &slope, __ATOMIC_RELAXED);
     __atomic_store_n(&t->base_ver, t->base_ver + 1, __ATOMIC_RELEASE);
 }
 
@@ -166,10 +211,19 @@ uint64_t hc_trace_ticks_ns(const struct hcomm_comm *c, uint64_t ticks)
         uint64_t v  = __atomic_load_n(&t->base_ver, __ATOMIC_ACQUIRE);
         uint64_t tk = __atomic_load_n(&t->base_tk, __ATOMIC_RELAXED);
         uint64_t ns = __atomic_load_n(&t->base_ns, __ATOMIC_RELAXED);
+        double   slope;
+        __atomic_load(&t->base_slope, &slope, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if ((v & 1) == 0 && __atomic_load_n(&t->base_ver, __ATOMIC_RELAXED) == v)
-            return trace_from(tk, ns, tf.ns_per_tick, ticks);
+            return trace_from(tk, ns, slope, ticks);
     }
+}
+
+void hc_trace_rate_scale(double f)
+{
+    pthread_mutex_lock(&tf.lock);
+    tf.ns_per_tick *= f;
+    pthread_mutex_unlock(&tf.lock);
 }
 
 /* Formatting record seq (in order): the span it was stamped in, between the
@@ -302,7 +356,8 @@ static void trace_code(struct hc_trace *t, uint64_t force)
             hc_spill_reset(&t->spill);
         }
         t->coded = s;
-        if ((s & (TRACE_ANCHOR_EVERY - 1)) == 0)
+        if ((s & (TRACE_ANCHOR_EVERY - 1)) == 0 ||
+            (got && r->clock == HC_OP_CLOCK_TICKS && r->t_end >= t->anchor_due))
             trace_anchor(t, s);
     }
 }
@@ -553,6 +608,7 @@ void hc_trace_open(struct hcomm_comm *c)
     if (tf.fd == -1 && trace_file_open(pattern, c->rank) == 0) {
         tf.ns_per_tick = trace_tsc_keeps_time() ? trace_tsc_rate() : 0;
         tf.clock       = tf.ns_per_tick > 0 ? HC_OP_CLOCK_TICKS : HC_OP_CLOCK_NS;
+        tf.anchor_ticks = tf.ns_per_tick > 0 ? (uint64_t)(TRACE_ANCHOR_NS / tf.ns_per_tick) : 0;
     }
     struct hc_trace *t = tf.fd >= 0 ? trace_new(c) : NULL;
     if (t != NULL) {

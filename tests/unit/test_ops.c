@@ -3,7 +3,9 @@
  * the ring of the last ones and what hc_ops_snapshot shows (ended ones, then
  * queued and running ones with the peers a running one waits for); and the
  * trace file's name (%p expanded, the rank before .json) and content, and
- * its records in number order whatever order operations end in. */
+ * its records in number order whatever order operations end in; and
+ * ticks read live turned into ns by the rate between readings of both clocks
+ * taken as operations end, not by the rate measured at open. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -286,12 +288,58 @@ static void test_trace_order(void **st)
     hc_params_reload();
 }
 
+/* Where records carry TSC ticks: a rate measured 1% off at open (a
+ * preempted reading) does not shift ticks read live (rank 0's arrivals) once
+ * a record ends 1 s later: a reading follows it, and the rate between the
+ * two readings takes over. */
+static void test_trace_live_rate(void **st)
+{
+    char pattern[64];
+    (void)st;
+    snprintf(pattern, sizeof(pattern), "%s/t.%%p.json", dir);
+    setenv("HCOMM_TRACE_FILE", pattern, 1);
+    hc_params_reload();
+    comm_setup();
+    hc_trace_open(&comm); /* the process's file is open from here on */
+    assert_non_null(comm.trace);
+    int ticks = comm.ops_clock == HC_OP_CLOCK_TICKS;
+    hc_trace_close(&comm);
+    hc_ops_fini(&comm);
+    if (!ticks) {
+        print_message("skipped: the TSC does not keep time here; records carry ns\n");
+        skip();
+    }
+    hc_trace_rate_scale(1.01);
+    comm_setup();
+    hc_trace_open(&comm);
+    assert_non_null(comm.trace);
+    for (int i = 0; i < 2; i++) {
+        if (i == 1)
+            usleep(1100000);
+        hc_ops_issue(&comm, &reqs[i], 1);
+        hc_ops_start(&reqs[i], 0);
+        reqs[i].status = HCOMM_SUCCESS;
+        hc_ops_end(&comm, &reqs[i]);
+        hc_trace_idle(&comm);
+    }
+    usleep(300000); /* 1% off over 0.3 s would be 3 ms */
+    uint64_t tk = hc_clock_ticks(), ns = hc_clock_now_ns();
+    int64_t  off = (int64_t)(hc_trace_ticks_ns(&comm, tk) - ns);
+    print_message("a tick read 0.3 s after the last reading: %.1f us off\n", (double)off / 1e3);
+    assert_true(off > -300000 && off < 300000);
+    hc_trace_rate_scale(1 / 1.01);
+    hc_trace_close(&comm);
+    hc_ops_fini(&comm);
+    unsetenv("HCOMM_TRACE_FILE");
+    hc_params_reload();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_records),
-        cmocka_unit_test(test_trace_file),
+        cmocka_unit_test(test_records), cmocka_unit_test(test_trace_file),
         cmocka_unit_test(test_trace_order),
+        cmocka_unit_test(test_trace_live_rate), /* last: it changes the process's rate */
     };
     char path[96];
     if (mkdtemp(dir) == NULL)
