@@ -35,9 +35,8 @@
 
 #define TRACE_HALF_MIN 256u          /* records per half of a traced ring, at least */
 #define TRACE_ANCHOR_EVERY 2048u     /* both clocks are read each time this many are coded */
-#define TRACE_ANCHOR_NS                                                                            \
-    1000000000u             /* ... and when a record ends this long after the last reading */
-#define TRACE_CLOCK_TRIES 5 /* a reading is the tightest of this many */
+#define TRACE_ANCHOR_NS 1000000000u  /* ... and when a record ends this long after the last */
+#define TRACE_CLOCK_TRIES 5          /* a reading is the tightest of this many */
 #define TRACE_OUT_BYTES (256u << 10) /* formatted bytes per write */
 #define TRACE_EVENT_MAX 1024u        /* room one operation's events need */
 #define TRACE_QUEUED_NS 1000u        /* a wait in the queue this long gets its own slice */
@@ -133,7 +132,7 @@ static void trace_append(const char *out, size_t len)
 /* Both clocks at one moment: the ticks read around the ns, averaged, in the
  * tightest of a few tries. A thread preempted between its reads would
  * otherwise be off by half the preemption, and a rate measured over 2 ms with
- * it off by 1% (seen under load: a rank then read 25 ms late after 3 s). */
+ * it up to 1% off: a traced rank's arrivals then drift 10 ms a second. */
 static void trace_clocks(uint64_t *ns, uint64_t *tk)
 {
     uint64_t best = UINT64_MAX;
