@@ -156,6 +156,17 @@ static uint64_t trace_from(uint64_t tk, uint64_t ns, double slope, uint64_t tick
     return ns + (uint64_t)(int64_t)((double)(int64_t)(ticks - tk) * slope);
 }
 
+/* ns per tick from anchor a to b; 0 where that is more than
+ * TRACE_SLOPE_TOLERANCE off the rate measured at open (the TSC jumped). */
+static double trace_rate(const trace_anchor_t *a, const trace_anchor_t *b)
+{
+    double slope = b->tk > a->tk ? (double)(b->ns - a->ns) / (double)(b->tk - a->tk) : 0;
+    return slope > tf.ns_per_tick * (1 - TRACE_SLOPE_TOLERANCE) &&
+                   slope < tf.ns_per_tick * (1 + TRACE_SLOPE_TOLERANCE)
+               ? slope
+               : 0;
+}
+
 /* The rate to publish with the last anchor: over the latest earlier one at
  * least TRACE_LIVE_BASELINE_NS before it, where that is near the nominal
  * rate; else the rate published before. */
@@ -166,9 +177,8 @@ static double trace_live_slope(const struct hc_trace *t)
         const trace_anchor_t *a = &t->anchors[k];
         if (b->ns - a->ns < TRACE_LIVE_BASELINE_NS)
             continue;
-        double slope = b->tk > a->tk ? (double)(b->ns - a->ns) / (double)(b->tk - a->tk) : 0;
-        if (slope > tf.ns_per_tick * (1 - TRACE_SLOPE_TOLERANCE) &&
-            slope < tf.ns_per_tick * (1 + TRACE_SLOPE_TOLERANCE))
+        double slope = trace_rate(a, b);
+        if (slope != 0)
             return slope;
         break;
     }
@@ -247,9 +257,8 @@ static void trace_span(struct hc_trace *t, uint64_t seq)
     const trace_anchor_t *b = a + 1;
     if (b->ns - a->ns < TRACE_SPAN_CHECKED_NS)
         return;
-    double slope = b->tk > a->tk ? (double)(b->ns - a->ns) / (double)(b->tk - a->tk) : 0;
-    if (slope > tf.ns_per_tick * (1 - TRACE_SLOPE_TOLERANCE) &&
-        slope < tf.ns_per_tick * (1 + TRACE_SLOPE_TOLERANCE))
+    double slope = trace_rate(a, b);
+    if (slope != 0)
         t->span_slope = slope;
     else
         t->jumped++;
